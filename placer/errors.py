@@ -1,0 +1,42 @@
+"""Errors placer raises on purpose.
+
+Every error a user can cause is a :class:`PlacerError`; the CLI prints it as one line
+(``error: <file>: <field>: <what is wrong>``) and exits with code 2.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PlacerError", "InvalidSpec", "InfeasiblePlacement", "SolverLimitError"]
+
+
+class PlacerError(Exception):
+    """Base class of every error placer reports to a user."""
+
+    exit_code = 2
+
+
+class InvalidSpec(PlacerError):
+    """A spec, workload or mapping cannot be used as written.
+
+    ``source`` names the file (or ``"<option>"`` for a command-line flag), ``field`` the
+    dotted path of the offending value.
+    """
+
+    def __init__(self, source: str | None, field: str | None, message: str):
+        self.source = source or "<input>"
+        self.field = field or "-"
+        self.message = message
+        super().__init__(f"{self.source}: {self.field}: {message}")
+
+
+class InfeasiblePlacement(PlacerError):
+    """No placement exists for the request; ``reason`` says why in actionable terms."""
+
+    def __init__(self, reason: str, *, max_concurrency: int | None = None):
+        self.reason = reason
+        self.max_concurrency = max_concurrency
+        super().__init__(reason)
+
+
+class SolverLimitError(PlacerError):
+    """A model would exceed the solver's integer limits even after quantization."""

@@ -1,0 +1,334 @@
+"""The fleet as a capacity graph: device types, devices in racks, links with latency and bandwidth.
+
+A hardware spec names one or more device types and a fleet built from groups of racks. Devices
+get ids ``r<rack><w|g><slot>`` (``w`` for wafers, ``g`` for GPUs). Inside a rack every pair of
+devices is linked; racks are joined by ``inter_rack_topology`` (``full``: every device pair,
+as through a switch fabric; ``ring`` / ``line``: slot 0 of consecutive racks); ``extra_links`` add
+any link; ``unavailable`` devices stay in the spec but are never used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidSpec
+from .spec_io import load_yaml_or_json, pydantic_error, sha256_text
+from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
+
+__all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PerfSpec(_Strict):
+    """Simulator cost-model constants for a device type (calibrated; see the hardware file)."""
+    fixed_overhead_us_per_layer: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    fixed_overhead_us_per_stage: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    bandwidth_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    compute_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+
+
+class DeviceTypeSpec(_Strict):
+    memory: int | str
+    memory_bandwidth: float | str | None = None
+    compute: float | str | None = None
+    compute_precision: str | None = None
+    power: float | str | None = None
+    kind: Literal["wafer", "gpu"] = "wafer"
+    perf: PerfSpec | None = None
+    notes: str | None = None
+
+    @field_validator("memory")
+    @classmethod
+    def _mem(cls, v):
+        n = parse_bytes(v)
+        if n <= 0:
+            raise ValueError("memory must be positive")
+        if n > 10**18:
+            raise ValueError(f"memory {n} bytes is beyond any device (limit 1 EB)")
+        return n
+
+    @field_validator("memory_bandwidth")
+    @classmethod
+    def _bw(cls, v):
+        return None if v is None else parse_bandwidth(v)
+
+    @field_validator("compute")
+    @classmethod
+    def _fl(cls, v):
+        return None if v is None else parse_flops(v)
+
+    @field_validator("power")
+    @classmethod
+    def _pw(cls, v):
+        return None if v is None else parse_power(v)
+
+
+LatencyUs = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class GroupSpec(_Strict):
+    device: str | None = None
+    racks: Annotated[int, Field(ge=1, le=100000)]
+    per_rack: Annotated[int, Field(ge=1, le=100000)]
+
+
+class LinkSpec(_Strict):
+    a: str
+    b: str
+    latency_us: LatencyUs
+    bandwidth: float | str | None = None
+
+
+class FleetSpec(_Strict):
+    racks: Annotated[int, Field(ge=1, le=100000)] | None = None
+    per_rack: Annotated[int, Field(ge=1, le=100000)] | None = None
+    device: str | None = None
+    groups: list[GroupSpec] | None = None
+    intra_rack_latency_us: LatencyUs = 2.0
+    inter_rack_latency_us: LatencyUs = 3.0
+    intra_rack_bandwidth: float | str | None = None
+    inter_rack_bandwidth: float | str | None = None
+    inter_rack_topology: Literal["full", "ring", "line"] = "full"
+    unavailable: list[str] = Field(default_factory=list)
+    extra_links: list[LinkSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.groups is None and (self.racks is None or self.per_rack is None):
+            raise ValueError("a fleet needs racks and per_rack, or groups")
+        if self.groups is not None and not self.groups:
+            raise ValueError("groups is empty: a fleet needs at least one device")
+        return self
+
+
+class HardwareSpec(_Strict):
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")]
+    description: str | None = None
+    notes: str | None = None
+    device: DeviceTypeSpec | None = None
+    device_name: str | None = None
+    device_types: dict[str, DeviceTypeSpec] | None = None
+    fleet: FleetSpec
+
+    @model_validator(mode="after")
+    def _types(self):
+        if (self.device is None) == (self.device_types is None):
+            raise ValueError("give exactly one of device (one type) or device_types")
+        if self.device_types is not None and not self.device_types:
+            raise ValueError("device_types is empty")
+        return self
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    name: str
+    memory_bytes: int
+    memory_bandwidth: float | None = None      # bytes/s
+    compute_flops: float | None = None          # FLOP/s at compute_precision
+    compute_precision: str | None = None
+    power_w: float | None = None
+    kind: str = "wafer"
+    fixed_overhead_us_per_layer: float = 0.0
+    fixed_overhead_us_per_stage: float = 0.0
+    bandwidth_efficiency: float = 1.0
+    compute_efficiency: float = 1.0
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    rack: int
+    slot: int
+    type: DeviceType
+    available: bool = True
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.type.memory_bytes
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Devices and links; ``graph`` is a ``networkx.Graph`` over available device ids."""
+
+    name: str
+    devices: tuple[Device, ...]
+    links: tuple[tuple[str, str, float, float | None], ...]   # (a, b, latency_us, bandwidth B/s)
+    sha256: str = ""
+    source: str = ""
+    spec: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def by_id(self) -> dict[str, Device]:
+        return {d.id: d for d in self.devices}
+
+    @property
+    def available(self) -> tuple[Device, ...]:
+        return tuple(d for d in self.devices if d.available)
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        g = nx.Graph()
+        for d in self.available:
+            g.add_node(d.id, rack=d.rack, slot=d.slot, type=d.type.name, memory=d.memory_bytes)
+        for a, b, lat, bw in self.links:
+            if a in g and b in g:
+                if g.has_edge(a, b) and g.edges[a, b]["latency_us"] <= lat:
+                    continue
+                g.add_edge(a, b, latency_us=lat, bandwidth=bw)
+        return g
+
+    @cached_property
+    def shortest_latency_us(self) -> dict[str, dict[str, float]]:
+        """All-pairs shortest-path latency (us) among available devices."""
+        g = self.graph
+        if g.number_of_edges() and all(g.degree(n) == len(g) - 1 for n in g):
+            lat = {n: {n: 0.0} for n in g}
+            for a, b, data in g.edges(data=True):
+                lat[a][b] = lat[b][a] = data["latency_us"]
+            # a complete graph may still have shortcuts through a third device
+            if len({d["latency_us"] for _, _, d in g.edges(data=True)}) <= 1:
+                return lat
+        return {a: dict(d) for a, d in nx.all_pairs_dijkstra_path_length(g, weight="latency_us")}
+
+    def link_latency_us(self, a: str, b: str) -> float | None:
+        """Latency of the direct link a-b, or ``None`` when there is none."""
+        g = self.graph
+        return g.edges[a, b]["latency_us"] if g.has_edge(a, b) else None
+
+    @property
+    def device_types(self) -> dict[str, DeviceType]:
+        return {d.type.name: d.type for d in self.devices}
+
+    def with_racks(self, racks: int) -> Fleet:
+        """The same fleet resized to ``racks`` racks (single-group fleets, or the last group)."""
+        spec = dict(self.spec)
+        fleet = dict(spec["fleet"])
+        if fleet.get("groups"):
+            groups = [dict(g) for g in fleet["groups"]]
+            others = sum(g["racks"] for g in groups[:-1])
+            if racks <= others:
+                raise InvalidSpec("--racks", "racks", f"must exceed the {others} racks of the fixed groups")
+            groups[-1]["racks"] = racks - others
+            fleet["groups"] = groups
+        else:
+            fleet["racks"] = racks
+        spec["fleet"] = fleet
+        return fleet_from_dict(spec, source=self.source, sha256=self.sha256)
+
+    def without(self, device_ids) -> Fleet:
+        ids = set(device_ids)
+        return replace(self, devices=tuple(replace(d, available=d.available and d.id not in ids)
+                                           for d in self.devices))
+
+
+def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
+    """Load a hardware spec by catalog name (``wse-3t``) or path; ``racks`` resizes it."""
+    from .catalog import resolve_hardware
+
+    path = resolve_hardware(ref)
+    data, text = load_yaml_or_json(path)
+    fleet = fleet_from_dict(data, source=str(path), sha256=sha256_text(text))
+    if racks is not None:
+        if racks < 1:
+            raise InvalidSpec("--racks", "racks", "must be at least 1")
+        fleet = fleet.with_racks(racks)
+    return fleet
+
+
+def _device_type(name: str, s: DeviceTypeSpec) -> DeviceType:
+    perf = s.perf or PerfSpec()
+    return DeviceType(name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
+                      compute_flops=s.compute, compute_precision=s.compute_precision, power_w=s.power,
+                      kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
+                      fixed_overhead_us_per_stage=perf.fixed_overhead_us_per_stage,
+                      bandwidth_efficiency=perf.bandwidth_efficiency,
+                      compute_efficiency=perf.compute_efficiency)
+
+
+def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:
+    """Build a :class:`Fleet` from a hardware-spec mapping; raises :class:`InvalidSpec` naming the field."""
+    try:
+        spec = HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error(source, exc) from None
+    if spec.device is not None:
+        tname = spec.device_name or spec.name
+        types = {tname: _device_type(tname, spec.device)}
+    else:
+        types = {n: _device_type(n, t) for n, t in (spec.device_types or {}).items()}
+    f = spec.fleet
+    default_type = f.device or next(iter(types))
+    if default_type not in types:
+        raise InvalidSpec(source, "fleet.device", f"unknown device type {default_type!r} (defined: {sorted(types)})")
+    groups = f.groups or [GroupSpec(device=default_type, racks=f.racks, per_rack=f.per_rack)]
+    total = sum(g.racks * g.per_rack for g in groups)
+    if total > 20000:
+        raise InvalidSpec(source, "fleet", f"{total} devices; placer handles fleets up to 20,000 devices")
+    devices: list[Device] = []
+    rack_members: list[list[str]] = []
+    rack = 0
+    for gi, g in enumerate(groups):
+        tname = g.device or default_type
+        if tname not in types:
+            raise InvalidSpec(source, f"fleet.groups.{gi}.device", f"unknown device type {tname!r}")
+        t = types[tname]
+        letter = "w" if t.kind == "wafer" else "g"
+        for _ in range(g.racks):
+            members = []
+            for slot in range(g.per_rack):
+                did = f"r{rack}{letter}{slot}"
+                devices.append(Device(id=did, rack=rack, slot=slot, type=t))
+                members.append(did)
+            rack_members.append(members)
+            rack += 1
+    ids = {d.id for d in devices}
+    for i, u in enumerate(f.unavailable):
+        if u not in ids:
+            raise InvalidSpec(source, f"fleet.unavailable.{i}", f"unknown device {u!r}")
+    unavailable = set(f.unavailable)
+    devices = [replace(d, available=d.id not in unavailable) for d in devices]
+    intra_bw = parse_bandwidth(f.intra_rack_bandwidth) if f.intra_rack_bandwidth is not None else None
+    inter_bw = parse_bandwidth(f.inter_rack_bandwidth) if f.inter_rack_bandwidth is not None else None
+    links: list[tuple[str, str, float, float | None]] = []
+    for members in rack_members:
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                links.append((a, b, f.intra_rack_latency_us, intra_bw))
+    n = len(rack_members)
+    if f.inter_rack_topology == "full":
+        if len(devices) > 2000:
+            raise InvalidSpec(source, "fleet.inter_rack_topology",
+                              "a full inter-rack mesh over more than 2,000 devices is too large; use ring or line")
+        for r1 in range(n):
+            for r2 in range(r1 + 1, n):
+                for a in rack_members[r1]:
+                    for b in rack_members[r2]:
+                        links.append((a, b, f.inter_rack_latency_us, inter_bw))
+    else:
+        pairs = [(r, r + 1) for r in range(n - 1)]
+        if f.inter_rack_topology == "ring" and n > 2:
+            pairs.append((n - 1, 0))
+        for r1, r2 in pairs:
+            links.append((rack_members[r1][0], rack_members[r2][0], f.inter_rack_latency_us, inter_bw))
+    for i, link in enumerate(f.extra_links):
+        for end in ("a", "b"):
+            if getattr(link, end) not in ids:
+                raise InvalidSpec(source, f"fleet.extra_links.{i}.{end}", f"unknown device {getattr(link, end)!r}")
+        if link.a == link.b:
+            raise InvalidSpec(source, f"fleet.extra_links.{i}", "a link joins two different devices")
+        bw = parse_bandwidth(link.bandwidth) if link.bandwidth is not None else None
+        links.append((link.a, link.b, link.latency_us, bw))
+    if not any(d.available for d in devices):
+        raise InvalidSpec(source, "fleet.unavailable", "every device is unavailable: the fleet is empty")
+    return Fleet(name=spec.name, devices=tuple(devices), links=tuple(links), sha256=sha256, source=source,
+                 spec=data)

@@ -1,0 +1,491 @@
+"""The model as a layer graph with exact per-layer counts.
+
+A model spec comes in two forms (both YAML, validated with pydantic, unknown keys refused):
+
+* **compact**: ``hidden_size``, ``num_layers``, named ``mixers`` and ``ffns`` with their
+  dimensions, ``layer_types`` (a letter -> mixer + ffn) and a ``pattern`` such as
+  ``"(KKKM)*23 M"`` that spells the decoder layers in order;
+* **explicit**: ``layers:`` one entry per decoder layer with counts or fixed byte sizes.
+
+Both produce a :class:`LayerGraph`: a ``networkx.DiGraph`` of :class:`Layer` nodes in pipeline
+order (embedding first and LM head last unless folded). Counts are exact integers; bytes at a
+given precision come from :mod:`placer.memory`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidSpec
+from .layers import ATTENTION_MIXERS, LINEAR_MIXERS, ffn_counts, mixer_counts
+from .spec_io import load_yaml_or_json, pydantic_error, sha256_text
+from .units import parse_bytes, parse_tokens
+
+__all__ = ["Layer", "LayerGraph", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
+
+KINDS = ("embedding", "attention", "linear_attention", "lm_head", "ffn")
+_MAX_COUNT = 10**18  # anything above is a typo, not a model
+
+PosInt = Annotated[int, Field(gt=0, le=_MAX_COUNT)]
+NonNegInt = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+# ----------------------------------------------------------------------------- spec schema
+class MixerSpec(_Strict):
+    type: Literal["mha", "gqa", "sliding", "mla", "kda", "gated_deltanet", "lightning", "mamba", "mamba2"]
+    num_heads: PosInt | None = None
+    num_kv_heads: PosInt | None = None
+    head_dim: PosInt | None = None
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    gated: bool = False
+    sinks: bool = False
+    sliding_window: PosInt | None = None
+    q_lora_rank: PosInt | None = None
+    kv_lora_rank: PosInt | None = None
+    qk_nope_head_dim: NonNegInt | None = None
+    qk_rope_head_dim: NonNegInt | None = None
+    v_head_dim: PosInt | None = None
+    conv_kernel: Annotated[int, Field(ge=1, le=64)] = 4
+    num_k_heads: PosInt | None = None
+    num_v_heads: PosInt | None = None
+    head_k_dim: PosInt | None = None
+    head_v_dim: PosInt | None = None
+    d_inner: PosInt | None = None
+    expand: PosInt | None = None
+    d_state: PosInt | None = None
+    d_conv: Annotated[int, Field(ge=1, le=64)] = 4
+    dt_rank: PosInt | None = None
+    n_groups: PosInt | None = None
+    # explicit overrides (used as given instead of the formula)
+    params: NonNegInt | None = None
+    kv_elements_per_token: NonNegInt | None = None
+    state_elements_per_request: NonNegInt | None = None
+    conv_state_elements_per_request: NonNegInt | None = None
+
+    @model_validator(mode="after")
+    def _required(self):
+        need = {
+            "mha": ["num_heads"], "gqa": ["num_heads", "num_kv_heads"],
+            "sliding": ["num_heads", "num_kv_heads", "sliding_window"],
+            "mla": ["num_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"],
+            "kda": ["num_heads", "head_dim"],
+            "gated_deltanet": ["num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"],
+            "lightning": ["num_heads", "head_dim"],
+            "mamba": ["d_state"], "mamba2": ["d_state", "num_heads"],
+        }[self.type]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"a {self.type} mixer needs {', '.join(missing)}")
+        return self
+
+
+class FfnSpec(_Strict):
+    type: Literal["dense", "moe"]
+    intermediate_size: PosInt | None = None
+    bias: bool = False
+    num_experts: PosInt | None = None
+    experts_per_token: PosInt | None = None
+    moe_intermediate_size: PosInt | None = None
+    num_shared_experts: NonNegInt = 0
+    shared_intermediate_size: PosInt | None = None
+    shared_expert_gate: bool = False
+    router_bias: bool = False
+    expert_bias: bool = False
+    params: NonNegInt | None = None
+
+    @model_validator(mode="after")
+    def _required(self):
+        need = ["intermediate_size"] if self.type == "dense" else [
+            "num_experts", "experts_per_token", "moe_intermediate_size"]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing and self.params is None:
+            raise ValueError(f"a {self.type} ffn needs {', '.join(missing)}")
+        if self.type == "moe" and self.num_experts and self.experts_per_token and \
+                self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token exceeds num_experts")
+        return self
+
+
+class LayerTypeSpec(_Strict):
+    mixer: str
+    ffn: str | None = None
+    params: NonNegInt | None = None   # total parameters of the layer, overriding the formulas
+
+
+class WorkloadDefaults(_Strict):
+    context: int | str | None = None
+    concurrency: PosInt | None = None
+    weight_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    kv_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    state_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    conv_state_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    activation_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    micro_batch: PosInt | None = None
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, v):
+        if v is None:
+            return v
+        return parse_tokens(v)
+
+
+class ExplicitLayer(_Strict):
+    kind: Literal["embedding", "attention", "linear_attention", "lm_head"]
+    name: str | None = None
+    mixer: str | None = None
+    ffn: Literal["dense", "moe"] | None = None
+    params: NonNegInt | None = None
+    weight_bytes: int | str | None = None
+    kv_elements_per_token: NonNegInt = 0
+    kv_bytes_per_token: int | str | None = None
+    kv_window: PosInt | None = None
+    state_elements_per_request: NonNegInt = 0
+    state_bytes_per_request: int | str | None = None
+    activation_elements_per_token: NonNegInt | None = None
+
+    @field_validator("weight_bytes", "kv_bytes_per_token", "state_bytes_per_request")
+    @classmethod
+    def _bytes(cls, v):
+        if v is None:
+            return v
+        n = parse_bytes(v)
+        if n > 10**21:
+            raise ValueError(f"{n} bytes is beyond any device (limit 1 ZB)")
+        return n
+
+    @model_validator(mode="after")
+    def _some_size(self):
+        if self.params is None and self.weight_bytes is None:
+            raise ValueError("a layer needs params or weight_bytes")
+        if self.kind == "attention" and self.mixer not in (None, *ATTENTION_MIXERS):
+            raise ValueError(f"mixer {self.mixer!r} is not an attention mixer {ATTENTION_MIXERS}")
+        if self.kind == "linear_attention" and self.mixer not in (None, *LINEAR_MIXERS):
+            raise ValueError(f"mixer {self.mixer!r} is not a linear-attention mixer {LINEAR_MIXERS}")
+        return self
+
+
+class ModelSpec(_Strict):
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")]
+    description: str | None = None
+    notes: str | None = None
+    source: str | None = None
+    architecture: str | None = None
+    published_total_params: PosInt | None = None
+    hidden_size: PosInt | None = None
+    vocab_size: PosInt | None = None
+    tie_word_embeddings: bool = False
+    fold_embeddings: bool = False
+    norm_params_per_layer: NonNegInt | None = None
+    num_layers: PosInt | None = None
+    pattern: str | None = None
+    mixers: dict[str, MixerSpec] = Field(default_factory=dict)
+    ffns: dict[str, FfnSpec] = Field(default_factory=dict)
+    layer_types: dict[str, LayerTypeSpec] = Field(default_factory=dict)
+    layers: list[ExplicitLayer] | None = None
+    default_workload: WorkloadDefaults | None = None
+
+    @model_validator(mode="after")
+    def _form(self):
+        if self.layers is None and self.pattern is None:
+            raise ValueError("a model needs either `layers` (explicit form) or `pattern` (compact form)")
+        if self.layers is not None and self.pattern is not None:
+            raise ValueError("give either `layers` or `pattern`, not both")
+        if self.layers is not None and not self.layers:
+            raise ValueError("`layers` is empty")
+        if self.pattern is not None and self.hidden_size is None:
+            raise ValueError("the compact form needs hidden_size")
+        return self
+
+
+# ----------------------------------------------------------------------------- layer graph
+@dataclass(frozen=True)
+class Layer:
+    """One node of the layer graph, with exact integer counts.
+
+    ``index`` is the 0-based decoder-layer index (``None`` for embedding and head). A node made by
+    refining a layer (``split`` mode) keeps its parent layer's ``index`` and names its ``part``.
+    Fixed ``*_bytes`` values, when set, are used as given whatever the workload precisions.
+    """
+
+    name: str
+    kind: str
+    index: int | None = None
+    mixer: str | None = None
+    ffn: str | None = None
+    params_mixer: int = 0
+    params_ffn: int = 0
+    params_other: int = 0
+    active_params: int = 0
+    weight_bytes_fixed: int | None = None
+    kv_elements_per_token: int = 0
+    kv_bytes_per_token_fixed: int | None = None
+    kv_window: int | None = None
+    state_elements_per_request: int = 0
+    conv_state_elements_per_request: int = 0
+    state_bytes_per_request_fixed: int | None = None
+    activation_elements_per_token: int = 0
+    num_experts: int = 0
+    expert_params: int = 0
+    shared_params: int = 0
+    part: str | None = None
+    parent: str | None = None
+
+    @property
+    def params(self) -> int:
+        return self.params_mixer + self.params_ffn + self.params_other
+
+    @property
+    def has_kv(self) -> bool:
+        return self.kv_elements_per_token > 0 or bool(self.kv_bytes_per_token_fixed)
+
+    @property
+    def has_state(self) -> bool:
+        return (self.state_elements_per_request + self.conv_state_elements_per_request > 0
+                or bool(self.state_bytes_per_request_fixed))
+
+
+@dataclass(frozen=True)
+class LayerGraph:
+    """A model: layers in pipeline order and the DAG joining them (a chain for decoders)."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    edges: tuple[tuple[int, int], ...]
+    hidden_size: int = 0
+    num_hidden_layers: int = 0
+    sha256: str = ""
+    source: str = ""
+    default_workload: dict = field(default_factory=dict)
+    published_total_params: int | None = None
+    granularity: str = "layer"
+    description: str = ""
+
+    def __post_init__(self):
+        g = self.graph
+        if not nx.is_directed_acyclic_graph(g):
+            raise ValueError(f"layer graph of {self.name} has a cycle")
+        for u, v in self.edges:
+            if not u < v:
+                raise ValueError("edges must point forward in pipeline order")
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for i, layer in enumerate(self.layers):
+            g.add_node(i, layer=layer)
+        g.add_edges_from(self.edges)
+        return g
+
+    @property
+    def is_chain(self) -> bool:
+        return self.edges == tuple((i, i + 1) for i in range(len(self.layers) - 1))
+
+    @property
+    def total_params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    def decoder_layers(self) -> tuple[Layer, ...]:
+        return tuple(layer for layer in self.layers if layer.index is not None)
+
+    def count_by_kind(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for layer in self.layers:
+            counts[layer.kind] = counts.get(layer.kind, 0) + 1
+        return counts
+
+    def refine(self, granularity: str = "layer", expert_groups: int = 8) -> LayerGraph:
+        """A finer graph for ``split`` mode: ``layer`` (unchanged), ``block`` or ``shards:N``."""
+        from .refine import refine
+        return refine(self, granularity, expert_groups=expert_groups)
+
+
+# ----------------------------------------------------------------------------- building
+_TOKEN = re.compile(r"\s*(?:(\()|(\))|([A-Za-z])|(\*)\s*([0-9]+)|(,))")
+
+
+def parse_pattern(pattern: str) -> list[str]:
+    """Expand a layer pattern: letters, ``X*N`` repeats, ``(...)*N`` groups; spaces and commas ignored.
+
+    >>> "".join(parse_pattern("(KKKM)*2 M"))
+    'KKKMKKKMM'
+    """
+    stack: list[list[str]] = [[]]
+    pos = 0
+    last: list[str] | None = None
+    text = pattern.strip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"cannot read pattern at position {pos}: {text[pos:pos + 10]!r}")
+        pos = m.end()
+        if m.group(1):
+            stack.append([])
+            last = None
+        elif m.group(2):
+            if len(stack) == 1:
+                raise ValueError("unbalanced ')' in pattern")
+            group = stack.pop()
+            stack[-1].extend(group)
+            last = group
+        elif m.group(3):
+            stack[-1].append(m.group(3))
+            last = [m.group(3)]
+        elif m.group(4):
+            n = int(m.group(5))
+            if last is None:
+                raise ValueError("'*N' must follow a letter or a group")
+            if n < 1 or n > 10**6:
+                raise ValueError(f"repeat count {n} out of range")
+            del stack[-1][len(stack[-1]) - len(last):]
+            stack[-1].extend(last * n)
+            if len(stack[-1]) > 10**7:
+                raise ValueError("pattern expands to more than 10 million layers")
+            last = None
+        else:
+            last = None
+    if len(stack) != 1:
+        raise ValueError("unbalanced '(' in pattern")
+    return stack[0]
+
+
+def load_model(ref: str | Path, *, fold_embeddings: bool | None = None) -> LayerGraph:
+    """Load a model by catalog name (``kimi-k3``), YAML spec path, or Hugging Face ``config.json`` path."""
+    from .catalog import resolve_model
+
+    path = resolve_model(ref)
+    data, text = load_yaml_or_json(path)
+    if path.suffix == ".json":
+        from .hf import spec_from_hf_config
+        data = spec_from_hf_config(data, source=str(path))
+    return model_from_dict(data, source=str(path), sha256=sha256_text(text), fold_embeddings=fold_embeddings)
+
+
+def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
+                    fold_embeddings: bool | None = None) -> LayerGraph:
+    """Build a :class:`LayerGraph` from a spec mapping; raises :class:`InvalidSpec` naming the field."""
+    try:
+        spec = ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error(source, exc) from None
+    fold = spec.fold_embeddings if fold_embeddings is None else fold_embeddings
+    try:
+        body = _explicit_layers(spec, source) if spec.layers is not None else _compact_layers(spec, source)
+    except InvalidSpec:
+        raise
+    h = spec.hidden_size or 0
+    layers: list[Layer] = []
+    if spec.vocab_size and h and not fold and not any(x.kind == "embedding" for x in body):
+        layers.append(Layer(name="embedding", kind="embedding", params_other=spec.vocab_size * h,
+                            active_params=h, activation_elements_per_token=h))
+    layers.extend(body)
+    if spec.vocab_size and h and not fold and not any(x.kind == "lm_head" for x in body):
+        head = 0 if spec.tie_word_embeddings else spec.vocab_size * h
+        layers.append(Layer(name="lm_head", kind="lm_head", params_other=head + h,
+                            active_params=spec.vocab_size * h + h, activation_elements_per_token=0))
+    edges = tuple((i, i + 1) for i in range(len(layers) - 1))
+    wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
+    n_dec = sum(1 for x in layers if x.index is not None)
+    return LayerGraph(name=spec.name, layers=tuple(layers), edges=edges, hidden_size=h,
+                      num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
+                      published_total_params=spec.published_total_params,
+                      description=spec.description or "")
+
+
+def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:
+    out = []
+    dec = 0
+    h = spec.hidden_size or 0
+    for i, e in enumerate(spec.layers or []):
+        decoder = e.kind in ("attention", "linear_attention")
+        name = e.name or (f"layers.{dec}" if decoder else e.kind)
+        if e.kind == "attention" and not (e.kv_elements_per_token or e.kv_bytes_per_token):
+            raise InvalidSpec(source, f"layers.{i}.kv_bytes_per_token",
+                              "an attention layer needs kv_bytes_per_token or kv_elements_per_token")
+        if e.kind == "linear_attention" and not (e.state_elements_per_request or e.state_bytes_per_request):
+            raise InvalidSpec(source, f"layers.{i}.state_bytes_per_request",
+                              "a linear-attention layer needs state_bytes_per_request or state_elements_per_request")
+        params = e.params or 0
+        act = e.activation_elements_per_token if e.activation_elements_per_token is not None else h
+        out.append(Layer(
+            name=name, kind=e.kind, index=dec if decoder else None,
+            mixer=e.mixer or ({"attention": "gqa", "linear_attention": "kda"}.get(e.kind)),
+            ffn=e.ffn, params_other=params, active_params=params,
+            weight_bytes_fixed=e.weight_bytes, kv_elements_per_token=e.kv_elements_per_token,
+            kv_bytes_per_token_fixed=e.kv_bytes_per_token, kv_window=e.kv_window,
+            state_elements_per_request=e.state_elements_per_request,
+            state_bytes_per_request_fixed=e.state_bytes_per_request,
+            activation_elements_per_token=act))
+        dec += decoder
+    return out
+
+
+def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
+    try:
+        letters = parse_pattern(spec.pattern or "")
+    except ValueError as exc:
+        raise InvalidSpec(source, "pattern", str(exc)) from None
+    if spec.num_layers is not None and len(letters) != spec.num_layers:
+        raise InvalidSpec(source, "pattern",
+                          f"pattern spells {len(letters)} layers but num_layers is {spec.num_layers}")
+    h = spec.hidden_size or 0
+    norms = spec.norm_params_per_layer if spec.norm_params_per_layer is not None else 2 * h
+    built: dict[str, Layer] = {}
+    for letter, lt in spec.layer_types.items():
+        where = f"layer_types.{letter}"
+        if len(letter) != 1 or not letter.isalpha():
+            raise InvalidSpec(source, where, "layer type names are single letters")
+        if lt.mixer not in spec.mixers:
+            raise InvalidSpec(source, f"{where}.mixer", f"unknown mixer {lt.mixer!r} (defined: {sorted(spec.mixers)})")
+        if lt.ffn is not None and lt.ffn not in spec.ffns:
+            raise InvalidSpec(source, f"{where}.ffn", f"unknown ffn {lt.ffn!r} (defined: {sorted(spec.ffns)})")
+        ms = spec.mixers[lt.mixer]
+        md = ms.model_dump(exclude_none=True)
+        try:
+            mc = mixer_counts(md, h)
+        except (KeyError, ZeroDivisionError) as exc:
+            raise InvalidSpec(source, f"mixers.{lt.mixer}", f"incomplete dimensions ({exc})") from None
+        fs = spec.ffns.get(lt.ffn) if lt.ffn else None
+        fc = ffn_counts(fs.model_dump(exclude_none=True), h) if fs is not None and fs.params is None else None
+        mixer_params = ms.params if ms.params is not None else mc.params
+        ffn_params = (fs.params if fs is not None and fs.params is not None else (fc.params if fc else 0))
+        ffn_active = fc.active_params if fc else ffn_params
+        kind = "attention" if ms.type in ATTENTION_MIXERS else "linear_attention"
+        mixer_name = "sliding" if ms.type in ("gqa", "mha") and ms.sliding_window else ms.type
+        layer = Layer(
+            name="", kind=kind, mixer=mixer_name, ffn=fs.type if fs is not None else None,
+            params_mixer=mixer_params, params_ffn=ffn_params, params_other=norms,
+            active_params=mixer_params + ffn_active + norms,
+            kv_elements_per_token=ms.kv_elements_per_token if ms.kv_elements_per_token is not None
+            else mc.kv_elements_per_token,
+            kv_window=mc.kv_window,
+            state_elements_per_request=ms.state_elements_per_request
+            if ms.state_elements_per_request is not None else mc.state_elements,
+            conv_state_elements_per_request=ms.conv_state_elements_per_request
+            if ms.conv_state_elements_per_request is not None else mc.conv_state_elements,
+            activation_elements_per_token=h,
+            num_experts=fc.num_experts if fc else 0, expert_params=fc.expert_params if fc else 0,
+            shared_params=fc.shared_params if fc else 0)
+        if lt.params is not None:
+            # The total is given: keep it exact, the mixer/FFN split is then unknown.
+            layer = replace(layer, params_mixer=0, params_ffn=0, params_other=lt.params,
+                            active_params=lt.params, num_experts=0, expert_params=0, shared_params=0)
+        built[letter] = layer
+    out = []
+    for i, letter in enumerate(letters):
+        if letter not in built:
+            raise InvalidSpec(source, "pattern", f"letter {letter!r} at layer {i} is not in layer_types")
+        out.append(replace(built[letter], name=f"layers.{i}", index=i))
+    return out

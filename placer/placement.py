@@ -1,0 +1,108 @@
+"""Results of placement methods: one type for every method, with status, bound and proof."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from .instance import Instance
+
+__all__ = ["Status", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate"]
+
+
+class Status(StrEnum):
+    OPTIMAL = "optimal"          # proven optimal (objective == bound)
+    FEASIBLE = "feasible"        # a placement, optimality not proven
+    INFEASIBLE = "infeasible"    # proven: no placement exists
+    UNKNOWN = "unknown"          # no placement found and none ruled out (time limit)
+    HEURISTIC = "heuristic"      # a placement from a heuristic that claims nothing
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    device: int                  # index into instance.devices
+    nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What every method returns.
+
+    ``assignment[i]`` is the device index (into ``instance.devices``) of node ``i``; ``order`` lists
+    the used devices in pipeline order (first visit). ``bound`` is a proven lower bound on the
+    device count; ``proven_optimal`` is true only when a method proved devices (and, for CP-SAT,
+    hop latency) optimal.
+    """
+
+    method: str
+    mode: str
+    status: Status
+    assignment: tuple[int, ...] | None = None
+    devices_used: int | None = None
+    hops: int | None = None
+    hop_latency_us: float | None = None
+    lower_bound_devices: int | None = None
+    objective: float | None = None
+    bound: float | None = None
+    proven_optimal: bool = False
+    gap: float | None = None
+    seconds: float = 0.0
+    concurrency_ceiling: int | None = None
+    message: str = ""
+    max_concurrency: int | None = None
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.assignment is not None
+
+    def replace(self, **changes) -> Result:
+        return replace(self, **changes)
+
+
+def route(instance: Instance, assignment) -> list[int]:
+    """Device index of every node in pipeline (topological) order."""
+    return [assignment[i] for i in range(instance.n_nodes)]
+
+
+def stages_of(instance: Instance, assignment) -> list[Stage]:
+    """Used devices in order of first visit, each with the nodes it holds."""
+    order: list[int] = []
+    held: dict[int, list[int]] = {}
+    for i in range(instance.n_nodes):
+        d = assignment[i]
+        if d not in held:
+            held[d] = []
+            order.append(d)
+        held[d].append(i)
+    return [Stage(k, d, tuple(held[d])) for k, d in enumerate(order)]
+
+
+def hops_of(instance: Instance, assignment) -> tuple[int, float]:
+    """(hops, hop latency in us): graph edges whose ends sit on different devices.
+
+    On a chain this is the number of consecutive route entries on different devices. Latency is the
+    direct link's when there is one, else the fleet's shortest path.
+    """
+    hops, lat = 0, 0.0
+    for u, v in instance.edges:
+        a, b = assignment[u], assignment[v]
+        if a != b:
+            hops += 1
+            lat += instance.link_us.get((a, b), instance.latency_us[a][b])
+    return hops, lat
+
+
+def evaluate(instance: Instance, assignment, *, method: str, status: Status, seconds: float = 0.0,
+             lower_bound: int | None = None, **extra) -> Result:
+    """A :class:`Result` for ``assignment`` with devices, hops, latency and concurrency ceiling filled in."""
+    assignment = tuple(int(a) for a in assignment)
+    stages = stages_of(instance, assignment)
+    hops, lat = hops_of(instance, assignment)
+    ceilings = [instance.max_concurrency(s.nodes, s.device) for s in stages]
+    finite = [c for c in ceilings if c is not None]
+    ceiling = min(finite) if finite else None
+    return Result(method=method, mode=instance.mode, status=status, assignment=assignment,
+                  devices_used=len(stages), hops=hops, hop_latency_us=lat, lower_bound_devices=lower_bound,
+                  seconds=seconds, concurrency_ceiling=ceiling, **extra)
