@@ -292,9 +292,13 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
             rack_members.append(members)
             rack += 1
     ids = {d.id for d in devices}
+    unavailable_seen: set[str] = set()
     for i, u in enumerate(f.unavailable):
         if u not in ids:
             raise InvalidSpec(source, f"fleet.unavailable.{i}", f"unknown device {u!r}")
+        if u in unavailable_seen:
+            raise InvalidSpec(source, f"fleet.unavailable.{i}", f"device {u!r} is listed twice")
+        unavailable_seen.add(u)
     unavailable = set(f.unavailable)
     devices = [replace(d, available=d.id not in unavailable) for d in devices]
     intra_bw = parse_bandwidth(f.intra_rack_bandwidth) if f.intra_rack_bandwidth is not None else None
@@ -320,12 +324,18 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
             pairs.append((n - 1, 0))
         for r1, r2 in pairs:
             links.append((rack_members[r1][0], rack_members[r2][0], f.inter_rack_latency_us, inter_bw))
+    extra_seen: dict[frozenset, int] = {}
     for i, link in enumerate(f.extra_links):
         for end in ("a", "b"):
             if getattr(link, end) not in ids:
                 raise InvalidSpec(source, f"fleet.extra_links.{i}.{end}", f"unknown device {getattr(link, end)!r}")
         if link.a == link.b:
             raise InvalidSpec(source, f"fleet.extra_links.{i}", "a link joins two different devices")
+        pair = frozenset((link.a, link.b))
+        if pair in extra_seen:
+            raise InvalidSpec(source, f"fleet.extra_links.{i}",
+                              f"link {link.a}-{link.b} is listed twice (also extra_links.{extra_seen[pair]})")
+        extra_seen[pair] = i
         bw = parse_bandwidth(link.bandwidth) if link.bandwidth is not None else None
         links.append((link.a, link.b, link.latency_us, bw))
     if not any(d.available for d in devices):

@@ -408,9 +408,14 @@ def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:
     out = []
     dec = 0
     h = spec.hidden_size or 0
+    seen: dict[str, int] = {}
     for i, e in enumerate(spec.layers or []):
         decoder = e.kind in ("attention", "linear_attention")
         name = e.name or (f"layers.{dec}" if decoder else e.kind)
+        if name in seen:
+            # Names identify nodes in pins and mappings; two nodes of one name would be ambiguous.
+            raise InvalidSpec(source, f"layers.{i}.name", f"duplicate layer name {name!r} (also layers.{seen[name]})")
+        seen[name] = i
         if e.kind == "attention" and not (e.kv_elements_per_token or e.kv_bytes_per_token):
             raise InvalidSpec(source, f"layers.{i}.kv_bytes_per_token",
                               "an attention layer needs kv_bytes_per_token or kv_elements_per_token")

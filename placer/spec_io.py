@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -41,14 +42,50 @@ def read_text(path: str | os.PathLike) -> str:
         raise InvalidSpec(str(p), "-", f"not UTF-8 text (byte {exc.start})") from None
 
 
+class _SafeUniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping.
+
+    A half-edited spec with ``memory:`` written twice would otherwise silently keep the last value.
+    """
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = (key_node.tag, key_node.value)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"duplicate key {key_node.value!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_SafeUniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _unique_json_object(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def load_yaml_or_json(path: str | os.PathLike) -> tuple[dict, str]:
-    """Parse ``path`` (YAML via ``safe_load``, JSON is YAML too) into a mapping; returns (data, text)."""
+    """Parse ``path`` (YAML via a safe loader, JSON is YAML too) into a mapping; returns (data, text).
+
+    Keys given twice in one mapping, and JSON's ``NaN``/``Infinity`` constants, are refused.
+    """
     text = read_text(path)
     try:
         if str(path).endswith(".json"):
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_json_object)
         else:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_SafeUniqueKeyLoader)  # a SafeLoader: no object construction
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"
@@ -71,10 +108,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# Location parts pydantic adds for union members and validators (``weight_bytes.int``), not fields.
+_UNION_TAG = re.compile(r"(function-\S*|int|str|float|bool|none|constrained-\w+|"
+                        r"(list|dict|tuple|set|literal|tagged-union|json-or-python)\[.*\])")
+
+
 def pydantic_error(source: str, exc: ValidationError, prefix: str = "") -> InvalidSpec:
     """The first pydantic error as an :class:`InvalidSpec` naming the dotted field path."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if not str(p).startswith("function-"))
+    loc = ".".join(str(p) for p in err.get("loc", ()) if not _UNION_TAG.fullmatch(str(p)))
     field = ".".join(x for x in (prefix, loc) if x) or "-"
     msg = err.get("msg", "invalid value")
     if err.get("type") == "extra_forbidden":

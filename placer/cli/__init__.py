@@ -56,6 +56,17 @@ def cli():
     """Plan how a model's layers are placed on a fleet of accelerators."""
 
 
+def _click_error(exc: click.ClickException) -> str:
+    """``<option>: <parameter>: <message>`` for a bad flag, ``<command>: -: <message>`` otherwise."""
+    param = getattr(exc, "param", None)
+    if param is not None:
+        where = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        message = exc.message if isinstance(exc, click.BadParameter) and exc.message else exc.format_message()
+        return f"{where}: {param.name}: {message}"
+    ctx = getattr(exc, "ctx", None)
+    return f"{ctx.command_path if ctx else 'placer'}: -: {exc.format_message()}"
+
+
 def main(argv=None):
     try:
         rv = cli.main(args=argv, standalone_mode=False)
@@ -66,7 +77,8 @@ def main(argv=None):
         click.echo("error: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        # One line like every other error (not click's usage block): which option, what is wrong.
+        click.echo(f"error: {_click_error(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
