@@ -99,6 +99,8 @@ def parse_tokens(value: object) -> int:
 def _rate(value: object, what: str, base_units: dict[str, Decimal]) -> float:
     number, unit = _split(value, what)
     if unit == "" and isinstance(value, (int, float)):
+        if number < 0:
+            raise ValueError(f"{what} must not be negative, got {value!r}")
         return float(number)
     for base, factor in base_units.items():
         if unit.endswith(base):
