@@ -81,11 +81,17 @@ class GroupSpec(_Strict):
     per_rack: Annotated[int, Field(ge=1, le=100000)]
 
 
+def _bandwidth_or_none(v):
+    return None if v is None else parse_bandwidth(v)
+
+
 class LinkSpec(_Strict):
     a: str
     b: str
     latency_us: LatencyUs
     bandwidth: float | str | None = None
+
+    _bw = field_validator("bandwidth")(_bandwidth_or_none)
 
 
 class FleetSpec(_Strict):
@@ -100,6 +106,9 @@ class FleetSpec(_Strict):
     inter_rack_topology: Literal["full", "ring", "line"] = "full"
     unavailable: list[str] = Field(default_factory=list)
     extra_links: list[LinkSpec] = Field(default_factory=list)
+
+    # parsed here so a unit typo is reported against its field, not as an internal error
+    _bw = field_validator("intra_rack_bandwidth", "inter_rack_bandwidth")(_bandwidth_or_none)
 
     @model_validator(mode="after")
     def _shape(self):

@@ -170,6 +170,8 @@ class ExplicitLayer(_Strict):
     def _some_size(self):
         if self.params is None and self.weight_bytes is None:
             raise ValueError("a layer needs params or weight_bytes")
+        if not self.params and not self.weight_bytes:
+            raise ValueError("a layer of zero size: params or weight_bytes must be positive")
         if self.kind == "attention" and self.mixer not in (None, *ATTENTION_MIXERS):
             raise ValueError(f"mixer {self.mixer!r} is not an attention mixer {ATTENTION_MIXERS}")
         if self.kind == "linear_attention" and self.mixer not in (None, *LINEAR_MIXERS):
