@@ -56,7 +56,9 @@ def _device_view(model: LayerGraph, wl: Workload, fleet: Fleet) -> dict:
                 layers_per_device=per_kind, kv_reserve_bytes=None, kv_bytes_per_request_per_layer=None,
                 concurrency_ceiling=None, context_tokens=wl.context_tokens)
     if dense:
-        heaviest = max(dense, key=lambda x: memory.weight_bytes(x, wl))
+        # ties (gpt-oss: sliding and full layers weigh the same) go to the layer whose KV per
+        # request is largest, the one that caps concurrency
+        heaviest = max(dense, key=lambda x: (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl)))
         reserve = mem - memory.weight_bytes(heaviest, wl)
         per_req = memory.kv_bytes_per_request(heaviest, wl)
         view.update(kv_reserve_bytes=reserve, kv_bytes_per_request_per_layer=per_req,

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import click
+
+from ..hf import import_hf
+
+
+@click.command("import-hf")
+@click.argument("config")
+@click.option("-o", "--output", default=None, metavar="PATH",
+              help="Write the model spec here (atomically) instead of printing it.")
+def import_hf_command(config, output):
+    """Turn a Hugging Face CONFIG.json into a placer model spec (YAML).
+
+    Supported: DeepseekV3 (DeepSeek-V3, Kimi K2), KimiLinear, Qwen3Next, Qwen3Moe, Llama,
+    MiniMaxText01, Jamba, GptOss. Every command taking a MODEL also accepts the config.json itself.
+    """
+    text = import_hf(config, output)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"wrote {output}", err=True)
