@@ -15,10 +15,18 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import InvalidSpec
-from .spec_io import load_yaml_or_json, pydantic_error, sha256_text
+from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, sha256_text
 from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
 __all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
@@ -28,12 +36,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_NonNegFloat = Annotated[float, BeforeValidator(reject_bool), Field(ge=0, allow_inf_nan=False)]
+_Fraction = Annotated[float, BeforeValidator(reject_bool), Field(gt=0, le=1, allow_inf_nan=False)]
+_Count = Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)]
+
+
 class PerfSpec(_Strict):
     """Simulator cost-model constants for a device type (calibrated; see the hardware file)."""
-    fixed_overhead_us_per_layer: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
-    fixed_overhead_us_per_stage: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
-    bandwidth_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
-    compute_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    fixed_overhead_us_per_layer: _NonNegFloat = 0.0
+    fixed_overhead_us_per_stage: _NonNegFloat = 0.0
+    bandwidth_efficiency: _Fraction = 1.0
+    compute_efficiency: _Fraction = 1.0
 
 
 class DeviceTypeSpec(_Strict):
@@ -46,7 +59,7 @@ class DeviceTypeSpec(_Strict):
     perf: PerfSpec | None = None
     notes: str | None = None
 
-    @field_validator("memory")
+    @field_validator("memory", mode="before")
     @classmethod
     def _mem(cls, v):
         n = parse_bytes(v)
@@ -56,29 +69,29 @@ class DeviceTypeSpec(_Strict):
             raise ValueError(f"memory {n} bytes is beyond any device (limit 1 EB)")
         return n
 
-    @field_validator("memory_bandwidth")
+    @field_validator("memory_bandwidth", mode="before")
     @classmethod
     def _bw(cls, v):
         return None if v is None else parse_bandwidth(v)
 
-    @field_validator("compute")
+    @field_validator("compute", mode="before")
     @classmethod
     def _fl(cls, v):
         return None if v is None else parse_flops(v)
 
-    @field_validator("power")
+    @field_validator("power", mode="before")
     @classmethod
     def _pw(cls, v):
         return None if v is None else parse_power(v)
 
 
-LatencyUs = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+LatencyUs = Annotated[float, BeforeValidator(reject_bool), Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 
 class GroupSpec(_Strict):
     device: str | None = None
-    racks: Annotated[int, Field(ge=1, le=100000)]
-    per_rack: Annotated[int, Field(ge=1, le=100000)]
+    racks: _Count
+    per_rack: _Count
 
 
 def _bandwidth_or_none(v):
@@ -91,12 +104,12 @@ class LinkSpec(_Strict):
     latency_us: LatencyUs
     bandwidth: float | str | None = None
 
-    _bw = field_validator("bandwidth")(_bandwidth_or_none)
+    _bw = field_validator("bandwidth", mode="before")(_bandwidth_or_none)
 
 
 class FleetSpec(_Strict):
-    racks: Annotated[int, Field(ge=1, le=100000)] | None = None
-    per_rack: Annotated[int, Field(ge=1, le=100000)] | None = None
+    racks: _Count | None = None
+    per_rack: _Count | None = None
     device: str | None = None
     groups: list[GroupSpec] | None = None
     intra_rack_latency_us: LatencyUs = 2.0
@@ -108,7 +121,7 @@ class FleetSpec(_Strict):
     extra_links: list[LinkSpec] = Field(default_factory=list)
 
     # parsed here so a unit typo is reported against its field, not as an internal error
-    _bw = field_validator("intra_rack_bandwidth", "inter_rack_bandwidth")(_bandwidth_or_none)
+    _bw = field_validator("intra_rack_bandwidth", "inter_rack_bandwidth", mode="before")(_bandwidth_or_none)
 
     @model_validator(mode="after")
     def _shape(self):

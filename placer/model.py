@@ -20,11 +20,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import InvalidSpec
 from .layers import ATTENTION_MIXERS, LINEAR_MIXERS, ffn_counts, mixer_counts
-from .spec_io import load_yaml_or_json, pydantic_error, sha256_text
+from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, sha256_text
 from .units import parse_bytes, parse_tokens
 
 __all__ = ["Layer", "LayerGraph", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
@@ -32,8 +40,10 @@ __all__ = ["Layer", "LayerGraph", "load_model", "model_from_dict", "parse_patter
 KINDS = ("embedding", "attention", "linear_attention", "lm_head", "ffn")
 _MAX_COUNT = 10**18  # anything above is a typo, not a model
 
-PosInt = Annotated[int, Field(gt=0, le=_MAX_COUNT)]
-NonNegInt = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
+_NoBool = BeforeValidator(reject_bool)
+PosInt = Annotated[int, _NoBool, Field(gt=0, le=_MAX_COUNT)]
+NonNegInt = Annotated[int, _NoBool, Field(ge=0, le=_MAX_COUNT)]
+Bits = Annotated[int, _NoBool, Field(ge=1, le=64)]
 
 
 class _Strict(BaseModel):
@@ -57,7 +67,7 @@ class MixerSpec(_Strict):
     qk_nope_head_dim: NonNegInt | None = None
     qk_rope_head_dim: NonNegInt | None = None
     v_head_dim: PosInt | None = None
-    conv_kernel: Annotated[int, Field(ge=1, le=64)] = 4
+    conv_kernel: Bits = 4
     num_k_heads: PosInt | None = None
     num_v_heads: PosInt | None = None
     head_k_dim: PosInt | None = None
@@ -65,7 +75,7 @@ class MixerSpec(_Strict):
     d_inner: PosInt | None = None
     expand: PosInt | None = None
     d_state: PosInt | None = None
-    d_conv: Annotated[int, Field(ge=1, le=64)] = 4
+    d_conv: Bits = 4
     dt_rank: PosInt | None = None
     n_groups: PosInt | None = None
     # explicit overrides (used as given instead of the formula)
@@ -127,11 +137,11 @@ class LayerTypeSpec(_Strict):
 class WorkloadDefaults(_Strict):
     context: int | str | None = None
     concurrency: PosInt | None = None
-    weight_bits: Annotated[int, Field(ge=1, le=64)] | None = None
-    kv_bits: Annotated[int, Field(ge=1, le=64)] | None = None
-    state_bits: Annotated[int, Field(ge=1, le=64)] | None = None
-    conv_state_bits: Annotated[int, Field(ge=1, le=64)] | None = None
-    activation_bits: Annotated[int, Field(ge=1, le=64)] | None = None
+    weight_bits: Bits | None = None
+    kv_bits: Bits | None = None
+    state_bits: Bits | None = None
+    conv_state_bits: Bits | None = None
+    activation_bits: Bits | None = None
     micro_batch: PosInt | None = None
 
     @field_validator("context")
@@ -156,7 +166,7 @@ class ExplicitLayer(_Strict):
     state_bytes_per_request: int | str | None = None
     activation_elements_per_token: NonNegInt | None = None
 
-    @field_validator("weight_bytes", "kv_bytes_per_token", "state_bytes_per_request")
+    @field_validator("weight_bytes", "kv_bytes_per_token", "state_bytes_per_request", mode="before")
     @classmethod
     def _bytes(cls, v):
         if v is None:

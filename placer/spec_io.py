@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .errors import InvalidSpec
 
-__all__ = ["read_text", "load_yaml_or_json", "sha256_text", "pydantic_error", "atomic_write_text"]
+__all__ = ["read_text", "load_yaml_or_json", "sha256_text", "pydantic_error", "atomic_write_text", "reject_bool"]
 
 MAX_SPEC_BYTES = 8 * 2**20
 
@@ -102,6 +102,13 @@ def load_yaml_or_json(path: str | os.PathLike) -> tuple[dict, str]:
 
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not allowed")
+
+
+def reject_bool(value):
+    """Pydantic ``BeforeValidator``: a YAML ``yes``/``true`` is not a number (pydantic would read it as 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+    return value
 
 
 def sha256_text(text: str) -> str:
