@@ -1,0 +1,79 @@
+"""Devices against live requests from a sweep: one line per context and mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from matplotlib.axes import Axes
+
+__all__ = ["plot_frontier"]
+
+_PLACED = {"optimal", "feasible", "heuristic"}
+_MODE_STYLE = {"contiguous": "-", "free": "--", "split": ":"}
+_MODE_MARKER = {"contiguous": "o", "free": "s", "split": "^"}
+
+
+def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "concurrency",
+                  y: str = "devices_used", references: Mapping[str, float] | None = None,
+                  fleet_devices: int | None = None, title: str | None = None) -> Axes:
+    """Plot ``y`` (default devices) against ``x`` (default live requests) for the rows of a sweep.
+
+    One colour per context length, one line style per mode, and one line per precision pair when
+    a sweep has several. Filled markers are proven optimal, hollow ones are not; Pareto-optimal
+    points get a black ring. ``references`` draws labelled horizontal lines (e.g. a published
+    device count); ``fleet_devices`` draws the fleet's size. Rows that found no placement are
+    left out. Returns the axes; each line's label names its group.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..units import format_tokens
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    placed = [r for r in rows if r.get("status") in _PLACED and r.get(x) is not None and r.get(y) is not None]
+    contexts = sorted({r["context_tokens"] for r in placed})
+    cmap = plt.get_cmap("viridis")
+    colour = {c: cmap(0.85 * i / max(1, len(contexts) - 1)) for i, c in enumerate(contexts)}
+    precisions = sorted({(r.get("weight_bits"), r.get("kv_bits")) for r in placed}, key=str)
+    groups: dict[tuple, list] = {}
+    for r in placed:
+        key = (r.get("mode"), r["context_tokens"], r.get("weight_bits"), r.get("kv_bits"))
+        groups.setdefault(key, []).append(r)
+    for (mode, ctx, wb, kb), members in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        members.sort(key=lambda r: r[x])
+        xs, ys = [r[x] for r in members], [r[y] for r in members]
+        label = f"{format_tokens(ctx)} {mode}"
+        if len(precisions) > 1:
+            label += f" w{wb}/kv{kb}"
+        style = _MODE_STYLE.get(mode, "-.")
+        marker = _MODE_MARKER.get(mode, "D")
+        ax.plot(xs, ys, linestyle=style, color=colour[ctx], lw=1.4, label=label, drawstyle="steps-post"
+                if x == "concurrency" else "default")
+        proven = [bool(r.get("proven_optimal")) for r in members]
+        ax.scatter([a for a, p in zip(xs, proven) if p], [b for b, p in zip(ys, proven) if p], marker=marker,
+                   s=18, color=colour[ctx], zorder=3)
+        ax.scatter([a for a, p in zip(xs, proven) if not p], [b for b, p in zip(ys, proven) if not p],
+                   marker=marker, s=18, facecolors="white", edgecolors=colour[ctx], zorder=3)
+        front = [r for r in members if r.get("pareto")]
+        if front:
+            ax.scatter([r[x] for r in front], [r[y] for r in front], marker="o", s=60, facecolors="none",
+                       edgecolors="black", lw=0.9, zorder=4)
+    for name, value in (references or {}).items():
+        ax.axhline(value, color="#c0392b", lw=1, ls=":")
+        ax.annotate(name, (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", fontsize=8, color="#c0392b")
+    if fleet_devices is not None:
+        ax.axhline(fleet_devices, color="#555", lw=1, ls="-.")
+        ax.annotate(f"fleet: {fleet_devices} devices", (0.01, fleet_devices), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", fontsize=8, color="#555")
+    xs_all = [r[x] for r in placed]
+    if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 16:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel({"concurrency": "live requests (concurrency)"}.get(x, x))
+    ax.set_ylabel({"devices_used": "devices"}.get(y, y))
+    ax.grid(True, which="major", alpha=0.3)
+    if groups:
+        ax.legend(fontsize=8, ncol=2 if len(groups) > 4 else 1)
+    if title:
+        ax.set_title(title)
+    return ax

@@ -1,0 +1,270 @@
+"""A picture of a stage mapping on its fleet: racks, devices, memory, and the path a token takes."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from matplotlib.axes import Axes
+from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
+
+__all__ = ["plot_layout", "KIND_COLORS", "MEMORY_COLORS"]
+
+KIND_COLORS = {
+    "attention": "#e4572e",         # dense (full-attention) layers: KV cache grows with context
+    "linear_attention": "#3b7dd8",  # linear-attention layers: fixed state per request
+    "ffn": "#8f6bb3",
+    "embedding": "#4c9f70",
+    "lm_head": "#4c9f70",
+    "other": "#9a9a9a",
+}
+KIND_LABELS = {"attention": "full attention", "linear_attention": "linear attention", "ffn": "FFN / experts",
+               "embedding": "embedding / head", "other": "other"}
+MEMORY_COLORS = {"weights": "#2f3e4e", "kv_reserve": "#f4a259", "state": "#8cc084",
+                 "activations": "#c879ff", "free": "#ffffff"}
+MEMORY_LABELS = {"weights": "weights", "kv_reserve": "KV reserve", "state": "state",
+                 "activations": "activations", "free": "free"}
+UNUSED_COLOR = "#e6e6e6"
+_ID = re.compile(r"^r(\d+)([a-z])(\d+)$")
+
+
+def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
+    """(id, rack, slot, available) of every device to draw."""
+    if fleet is None:
+        try:
+            from ..fleet import load_fleet
+
+            fleet = load_fleet(doc["hardware"]["name"])
+        except Exception:  # a hand-written mapping may name hardware placer does not know
+            fleet = None
+    devices = [] if fleet is None else [(d.id, d.rack, d.slot, d.available) for d in fleet.devices]
+    known = {d[0] for d in devices}
+    used = [s["device"] for s in doc.get("stages", [])] + list(doc.get("route", []))
+    extra = sorted({d for d in used if d not in known}, key=lambda d: _parse_id(d) or (10**9, 0, d))
+    if extra and fleet is None:
+        # no fleet: infer racks and slots from the ids, filling each rack up to the widest seen
+        parsed = [(d, _parse_id(d)) for d in extra]
+        ok = [(d, p) for d, p in parsed if p is not None]
+        if ok:
+            racks = max(p[0] for _, p in ok) + 1
+            slots = max(p[1] for _, p in ok) + 1
+            letter = _ID.match(ok[0][0]).group(2)
+            devices = [(f"r{r}{letter}{s}", r, s, True) for r in range(racks) for s in range(slots)]
+            known = {d[0] for d in devices}
+        extra = [d for d, _ in parsed if d not in known]
+    next_rack = max((d[1] for d in devices), default=-1) + 1
+    for i, d in enumerate(extra):   # ids that follow no naming scheme: one extra rack of their own
+        devices.append((d, next_rack, i, True))
+    return devices
+
+
+def _parse_id(device: str):
+    m = _ID.match(str(device))
+    return None if m is None else (int(m.group(1)), int(m.group(3)), device)
+
+
+def _kind_of(name, kinds_by_name: dict[str, str]) -> str | None:
+    """Kind of a node name; refined names (``layers.3.shard1``, ``.mixer``, ``.experts.2``) by their layer."""
+    if not isinstance(name, str):
+        return None
+    if name in kinds_by_name:
+        return kinds_by_name[name]
+    if name in ("embedding", "lm_head"):
+        return name
+    m = re.match(r"^(layers\.\d+)(\.(ffn|experts\.\d+))?", name)
+    if m is None:
+        return None
+    if m.group(2):
+        return "ffn"
+    return kinds_by_name.get(m.group(1))
+
+
+def _stage_kinds(stage: dict, kinds_by_name: dict[str, str]) -> list[str]:
+    """Kind of every layer on a stage: from the model when known, else from the stage's bytes."""
+    out = []
+    for layer in stage.get("layers", []):
+        name = layer.get("name") if isinstance(layer, dict) else layer
+        out.append(_kind_of(name, kinds_by_name))
+    if any(k is None for k in out):
+        b = stage.get("bytes", {})
+        guess = "attention" if b.get("kv_reserve") else "linear_attention" if b.get("state") else "other"
+        out = [guess if k is None else k for k in out]
+    return out or ["other"]
+
+
+def _model_kinds(doc: dict, model) -> dict[str, str]:
+    if model is None:
+        try:
+            from ..model import load_model
+
+            model = load_model(doc["model"]["name"])
+        except Exception:  # unknown model: kinds come from the stages' bytes
+            return {}
+    return {x.name: x.kind for x in model.layers}
+
+
+def _short_range(layers: list) -> str:
+    """'3-4' for layers.3 and layers.4; the first and last name otherwise."""
+    names = [x if isinstance(x, str) else str(x.get("name", x)) if isinstance(x, dict) else str(x) for x in layers]
+    idx = []
+    for n in names:
+        m = re.match(r"^layers\.(\d+)", n)
+        idx.append(int(m.group(1)) if m else None)
+    if names and all(i is not None for i in idx):
+        uniq = sorted(set(idx))
+        lo, hi = uniq[0], uniq[-1]
+        if lo == hi:
+            return f"L{lo}"
+        if uniq == list(range(lo, hi + 1)):
+            return f"L{lo}-{hi}"
+        return "L" + ",".join(map(str, uniq)) if len(uniq) <= 3 else f"L{lo}..{hi} ({len(uniq)})"
+    if not names:
+        return ""
+    return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
+
+
+def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, racks_per_row: int | None = None,
+                title: str | None = None, show_path: bool = True) -> Axes:
+    """Draw a stage mapping (the JSON document of ``placer solve``) on its fleet.
+
+    Racks are groups of device boxes; a used device is tinted by the layer kinds it holds (one
+    band per kind, in proportion to its layers), carries a stacked bar of its memory (weights /
+    KV reserve / state / activations / free) and its stage number and layers; unused and
+    unavailable devices are grey. Arrows follow the route a token takes between devices. The
+    fleet comes from ``fleet``, else the catalog entry named in the mapping, else the device ids;
+    layer kinds from ``model``, else the catalog model, else the stage's bytes (KV reserve means
+    full attention, state means linear attention). Each device box is a patch whose gid is
+    ``device:<id>``. Returns the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    devices = _fleet_devices(doc, fleet)
+    kinds_by_name = _model_kinds(doc, model)
+    stages = {s["device"]: s for s in doc.get("stages", [])}
+    racks = sorted({d[1] for d in devices})
+    per_rack = max((sum(1 for d in devices if d[1] == r) for r in racks), default=1)
+    n_racks = len(racks)
+    if racks_per_row is None:
+        racks_per_row = max(1, min(n_racks, math.ceil(math.sqrt(n_racks * 2.2 * per_rack / 3))))
+    rows = math.ceil(n_racks / racks_per_row)
+    box_w, box_h = 1.0, 0.78
+    rack_w, rack_h = box_w + 0.3, per_rack * (box_h + 0.12) + 0.4
+    if ax is None:
+        fig_w = max(6.0, 1.35 * racks_per_row + 1.5)
+        fig_h = max(3.5, rows * rack_h * 0.95 + 1.6)
+        _, ax = plt.subplots(figsize=(fig_w, fig_h), dpi=110)
+    rack_pos = {r: ((i % racks_per_row) * (rack_w + 0.25), -(i // racks_per_row) * (rack_h + 0.35))
+                for i, r in enumerate(racks)}
+    slot_rank = {}
+    for r in racks:
+        for j, d in enumerate(sorted((d for d in devices if d[1] == r), key=lambda d: d[2])):
+            slot_rank[d[0]] = j
+    centers = {}
+    font = 6.5 if racks_per_row >= 8 else 8
+    for r in racks:
+        x0, y0 = rack_pos[r]
+        ax.add_patch(Rectangle((x0, y0 - rack_h), rack_w, rack_h, facecolor="#fafafa", edgecolor="#b0b0b0",
+                               lw=0.8, gid=f"rack:{r}", zorder=0))
+        ax.text(x0 + rack_w / 2, y0 - 0.16, f"rack {r}", ha="center", va="center", fontsize=font, color="#555")
+    for did, r, _slot, available in devices:
+        x0, y0 = rack_pos[r]
+        bx = x0 + 0.15
+        by = y0 - 0.32 - (slot_rank[did] + 1) * (box_h + 0.12) + 0.12
+        centers[did] = (bx + box_w / 2, by + box_h / 2)
+        stage = stages.get(did)
+        used = stage is not None
+        box = Rectangle((bx, by), box_w, box_h, facecolor="white" if used else UNUSED_COLOR,
+                        edgecolor="#333" if used else "#c8c8c8", lw=0.9 if used else 0.6,
+                        hatch=None if available else "////", gid=f"device:{did}", zorder=1)
+        ax.add_patch(box)
+        if not used:
+            ax.text(bx + box_w / 2, by + box_h / 2, did if available else f"{did}\nunavailable",
+                    ha="center", va="center", fontsize=font - 1, color="#a0a0a0", zorder=2)
+            continue
+        # kind bands across the top of the box
+        kinds = _stage_kinds(stage, kinds_by_name)
+        band_h = box_h * 0.3
+        x = bx
+        for kind in dict.fromkeys(kinds):
+            w = box_w * kinds.count(kind) / len(kinds)
+            ax.add_patch(Rectangle((x, by + box_h - band_h), w, band_h, lw=0,
+                                   facecolor=KIND_COLORS.get(kind, KIND_COLORS["other"]), zorder=2))
+            x += w
+        ax.text(bx + box_w / 2, by + box_h - band_h / 2, f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}",
+                ha="center", va="center", fontsize=font, color="white", fontweight="bold", zorder=3)
+        # memory bar along the bottom of the box
+        b = stage.get("bytes", {})
+        parts = [(k, max(0, int(b.get(k) or 0))) for k in MEMORY_COLORS]
+        total = sum(v for _, v in parts) or 1
+        x = bx + 0.04
+        bar_w, bar_h, bar_y = box_w - 0.08, box_h * 0.28, by + 0.06
+        for k, v in parts:
+            w = bar_w * v / total
+            if w > 0:
+                ax.add_patch(Rectangle((x, bar_y), w, bar_h, lw=0, facecolor=MEMORY_COLORS[k], zorder=2))
+            x += w
+        ax.add_patch(Rectangle((bx + 0.04, bar_y), bar_w, bar_h, fill=False, lw=0.5, edgecolor="#333", zorder=3))
+        ax.text(bx + box_w / 2, by + box_h * 0.5, did, ha="center", va="center", fontsize=font - 1,
+                color="#333", zorder=3)
+    if show_path:
+        _draw_path(ax, doc, centers, stages, box_w / 2)
+    handles = [Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k])
+               for k in ("attention", "linear_attention", "ffn", "embedding")
+               if any(k in _stage_kinds(s, kinds_by_name) or (k == "embedding" and "lm_head" in
+                      _stage_kinds(s, kinds_by_name)) for s in stages.values())]
+    handles += [Patch(facecolor=MEMORY_COLORS[k], edgecolor="#333", lw=0.5, label=MEMORY_LABELS[k])
+                for k in MEMORY_COLORS]
+    handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", label="unused"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 9),
+              fontsize=font + 1, frameon=False)
+    width = racks_per_row * (rack_w + 0.25)
+    ax.set_xlim(-0.2, width)
+    ax.set_ylim(-rows * (rack_h + 0.35) + 0.1, 0.2)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title or _title(doc), fontsize=font + 3)
+    return ax
+
+
+def _draw_path(ax, doc, centers, stages, half_w: float) -> None:
+    route = [d for d in doc.get("route", []) if d in centers]
+    if not route:
+        route = [s["device"] for s in sorted(stages.values(), key=lambda s: s.get("index", 0))]
+    steps = []
+    for a, b in zip(route, route[1:]):
+        if a != b and (a, b) not in steps:
+            steps.append((a, b))
+    revisits = len(steps) > len(set(route)) - 1
+    for a, b in steps:
+        (xa, ya), (xb, yb) = centers[a], centers[b]
+        if abs(xa - xb) < 1e-6:       # same rack: an arc along the boxes' right edges
+            start, end, rad = (xa + half_w, ya), (xb + half_w, yb), (-0.35 if yb < ya else 0.35)
+        else:                          # leave from the right edge, enter at the left edge
+            start, end, rad = (xa + half_w, ya), (xb - half_w, yb), 0.08
+        arrow = FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=7,
+                                connectionstyle=f"arc3,rad={rad}", color="#111",
+                                lw=0.7 if revisits else 0.9, alpha=0.45 if revisits else 0.8,
+                                shrinkA=1, shrinkB=1, zorder=4, gid=f"hop:{a}->{b}")
+        ax.add_patch(arrow)
+
+
+def _title(doc: dict) -> str:
+    from ..units import format_tokens
+
+    s = doc.get("summary", {})
+    w = doc.get("workload", {})
+    parts = [doc.get("model", {}).get("name", "model"), "on", doc.get("hardware", {}).get("name", "fleet"),
+             f"({doc.get('mode', '?')})"]
+    text = " ".join(parts)
+    details = []
+    if w.get("context_tokens"):
+        details.append(f"context {format_tokens(int(w['context_tokens']))}")
+    if w.get("concurrency") is not None:
+        details.append(f"{w['concurrency']} live requests")
+    if s.get("devices_used") is not None:
+        details.append(f"{s['devices_used']} devices")
+    if s.get("hops") is not None:
+        details.append(f"{s['hops']} hops")
+    if s.get("hop_latency_us") is not None:
+        details.append(f"{s['hop_latency_us']:g} us")
+    return text + ("\n" + ", ".join(details) if details else "")
