@@ -1,0 +1,52 @@
+"""Exporters: a stage mapping in the formats serving and training runtimes read.
+
+``export_mapping(doc, "vllm")`` validates the mapping against its specs (refusing an invalid or
+stale one), then builds the runtime's form and parses it back with the runtime's own rules
+before returning it. Formats: ``vllm`` / ``sglang`` (partition string), ``megatron`` (layout
+string, hybrid pattern), ``torch`` (``torch.distributed.pipelining`` split points), ``json``
+(placer's executor manifest).
+"""
+
+from __future__ import annotations
+
+from ..mapping import specs_from_mapping
+from ..refine import refine
+from .manifest import export_manifest
+from .megatron import export_megatron
+from .sglang import export_sglang
+from .stages import Export, ExportRefused
+from .torch import export_torch
+from .vllm import export_vllm
+
+__all__ = ["FORMATS", "Export", "ExportRefused", "export_mapping"]
+
+FORMATS = {
+    "vllm": export_vllm,
+    "sglang": export_sglang,
+    "megatron": export_megatron,
+    "torch": export_torch,
+    "json": export_manifest,
+}
+
+
+def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str = "<mapping>") -> Export:
+    """``doc`` in format ``fmt`` (a key of :data:`FORMATS`).
+
+    Raises :class:`ExportRefused` (an :class:`~placer.errors.InvalidSpec`) when the mapping has
+    violations or the runtime cannot express it, naming the reason.
+    """
+    from ..validate import validate_mapping
+
+    if fmt not in FORMATS:
+        raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    base, fl, _ = specs_from_mapping(doc, model=model, hardware=fleet)
+    violations = validate_mapping(doc, model=base, fleet=fl, source=source)
+    if violations:
+        first = violations[0]
+        raise ExportRefused(source, "-", f"the mapping has {len(violations)} violation(s) (first: {first}); "
+                                         "run `placer validate` and re-solve before exporting")
+    graph = base
+    if doc["mode"] == "split":
+        graph = refine(base, doc["model"].get("granularity", "layer"),
+                       expert_groups=doc["model"].get("expert_groups", 8))
+    return FORMATS[fmt](doc, graph, source)

@@ -1,0 +1,126 @@
+"""What a pipeline runtime sees of a mapping: per rank, the decoder layers it builds.
+
+Runtimes (vLLM, SGLang, Megatron, torch.distributed.pipelining) take contiguous ranges of decoder
+layers in rank order; the embedding rides on the first rank and the LM head on the last. A
+``free`` mapping (a device revisited) or a ``split`` mapping that cuts a layer across devices has
+no such form and is refused here with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InvalidSpec
+from ..model import Layer, LayerGraph
+
+__all__ = ["RankStage", "Export", "runtime_stages", "is_hybrid", "ExportRefused", "require_layers_per_rank",
+           "no_attention_warnings"]
+
+
+class ExportRefused(InvalidSpec):
+    """A valid mapping that the requested runtime cannot express (exit code 2, with the reason)."""
+
+
+@dataclass(frozen=True)
+class RankStage:
+    """One pipeline rank: its device and the decoder layers (0-based indices, ascending) it builds."""
+
+    index: int
+    device: str
+    decoder: tuple[int, ...]
+    kinds: tuple[str, ...]          # kind of each decoder layer, same order
+    ffns: tuple[str | None, ...]    # FFN of each decoder layer (dense, moe or None)
+    embedding: bool
+    head: bool
+
+    @property
+    def count(self) -> int:
+        return len(self.decoder)
+
+
+def is_hybrid(model: LayerGraph) -> bool:
+    """True when the model mixes full-attention and linear-attention (or Mamba) decoder layers."""
+    kinds = {x.kind for x in model.layers if x.index is not None}
+    return "linear_attention" in kinds and "attention" in kinds
+
+
+def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<mapping>") -> list[RankStage]:
+    """The ranks of ``doc`` (a validated mapping of ``graph``, refined as the mapping records).
+
+    Raises :class:`ExportRefused` for free mappings, split mappings with a layer cut across devices,
+    and mappings whose decoder layers are not in ascending contiguous ranges by rank.
+    """
+    if doc["mode"] == "free":
+        raise ExportRefused(source, "/mode",
+                            f"{runtime} runs contiguous layer ranges in rank order; a free mapping revisits "
+                            "devices and cannot be exported (solve with --mode contiguous)")
+    by_name: dict[str, Layer] = {x.name: x for x in graph.layers}
+    owner: dict[int, set[int]] = {}
+    for k, st in enumerate(doc["stages"]):
+        for name in st["layers"]:
+            layer = by_name[name]
+            if layer.index is not None:
+                owner.setdefault(layer.index, set()).add(k)
+    cut = sorted(i for i, ks in owner.items() if len(ks) > 1)
+    if cut:
+        where = ", ".join(f"layers.{i} (stages {', '.join(map(str, sorted(owner[i])))})" for i in cut[:3])
+        raise ExportRefused(source, "/stages",
+                            f"{runtime} places whole layers; this split mapping cuts {len(cut)} layer(s) across "
+                            f"devices: {where}{' ...' if len(cut) > 3 else ''}")
+    kind_of: dict[int, str] = {}
+    ffn_of: dict[int, str] = {}
+    for x in graph.layers:
+        if x.index is not None:
+            if x.kind != "ffn":                  # a block-refined layer's FFN nodes carry kind "ffn"
+                kind_of.setdefault(x.index, x.kind)
+            if x.ffn is not None:
+                ffn_of.setdefault(x.index, x.ffn)
+    ranks = []
+    for k, st in enumerate(doc["stages"]):
+        layers = [by_name[n] for n in st["layers"]]
+        decoder = sorted({x.index for x in layers if x.index is not None})
+        ranks.append(RankStage(
+            index=k, device=st["device"], decoder=tuple(decoder),
+            kinds=tuple(kind_of[i] for i in decoder),
+            ffns=tuple(ffn_of.get(i) for i in decoder),
+            embedding=any(x.kind == "embedding" for x in layers),
+            head=any(x.kind == "lm_head" for x in layers)))
+    flat = [i for r in ranks for i in r.decoder]
+    if flat != list(range(graph.num_hidden_layers)):
+        raise ExportRefused(source, "/stages", f"{runtime} needs decoder layers 0..{graph.num_hidden_layers - 1} "
+                                               "in ascending contiguous ranges by rank")
+    for r in ranks:
+        if r.embedding and r.index != 0:
+            raise ExportRefused(source, f"/stages/{r.index}", f"{runtime} builds the embedding on the first rank; "
+                                                              f"this mapping puts it on stage {r.index}")
+        if r.head and r.index != len(ranks) - 1:
+            raise ExportRefused(source, f"/stages/{r.index}", f"{runtime} builds the LM head on the last rank; "
+                                                              f"this mapping puts it on stage {r.index}")
+    return ranks
+
+
+def require_layers_per_rank(ranks: list[RankStage], runtime: str, source: str) -> None:
+    """Refuse a rank that builds no decoder layer (a rank of only the embedding or the head)."""
+    for r in ranks:
+        if r.count == 0:
+            what = "the embedding" if r.embedding else ("the LM head" if r.head else "nothing")
+            raise ExportRefused(source, f"/stages/{r.index}",
+                                f"stage {r.index} ({r.device}) holds no decoder layer (only {what}); {runtime} "
+                                "needs at least one decoder layer per rank")
+
+
+@dataclass(frozen=True)
+class Export:
+    """An exporter's output: ``text`` for stdout, ``warnings`` for stderr."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
+def no_attention_warnings(ranks: list[RankStage], graph: LayerGraph) -> tuple[str, ...]:
+    """For hybrid models: one warning per rank without a full-attention layer (vllm-project/vllm#51752)."""
+    if not is_hybrid(graph):
+        return ()
+    return tuple(f"stage {r.index} ({r.device}) holds no full-attention layer: vLLM skips hybrid block-size "
+                 "alignment on such a rank and fails at startup (vllm-project/vllm#51752)"
+                 for r in ranks if "attention" not in r.kinds)

@@ -1,0 +1,330 @@
+"""Independent check of a stage mapping against the specs it names.
+
+Nothing here comes from the placement methods: every byte is recomputed from the model, hardware
+and workload with :mod:`placer.memory`, links and paths are read from the fleet graph, and every
+violation is reported (not just the first) as a :class:`Violation` with a ``kind`` from
+:data:`KINDS` and a message a user can act on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import networkx as nx
+
+from . import memory
+from .mapping import check_mapping, specs_from_mapping
+from .refine import parse_granularity, refine
+from .units import format_bytes
+
+__all__ = ["Violation", "KINDS", "validate_mapping", "validate_file"]
+
+KINDS = {
+    "spec_hash_mismatch": "the model or hardware file changed since the mapping was made (stale mapping)",
+    "spec_name_mismatch": "the mapping names a different model or hardware than the spec loaded",
+    "granularity_mismatch": "the granularity does not apply to the mode or cannot be built",
+    "unknown_layer": "a stage names a node the model does not have",
+    "layer_missing": "a node of the model is on no stage",
+    "layer_duplicated": "a node is on more than one stage (or twice on one)",
+    "empty_stage": "a stage holds no node",
+    "unknown_device": "a stage names a device the fleet does not have",
+    "unavailable_device": "a stage uses a device marked unavailable",
+    "device_reused": "two stages use the same device",
+    "over_capacity": "a device holds more bytes than its memory",
+    "bytes_mismatch": "a stage states a byte figure that differs from the recomputation",
+    "stage_mismatch": "a stage states the wrong rack or next-hop latency",
+    "stage_order": "stages are not numbered 0..n-1 in pipeline (first-visit) order",
+    "non_contiguous": "in contiguous or split mode a stage is not one run of the pipeline in stage order",
+    "no_link": "consecutive stages have no direct link (contiguous, split) or no path at all (free)",
+    "concurrency_overstated": "a stated max_concurrency or concurrency_ceiling exceeds what the stages hold",
+    "concurrency_exceeded": "the workload's concurrency exceeds the concurrency ceiling of the stages",
+    "route_mismatch": "the route does not list, node by node, the device of the stage holding it",
+    "summary_mismatch": "the summary (devices, hops, hop latency, bound) does not match the stages",
+    "proof_mismatch": "proven_optimal is true while the status is not optimal",
+    "pin_violated": "a recorded pin is not honoured",
+}
+
+_TOL_US = 1e-6
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: ``kind`` is a key of :data:`KINDS`."""
+
+    kind: str
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= _TOL_US * max(1.0, abs(b))
+
+
+def _fmt_conc(c) -> str:
+    return "unbounded" if c is None else str(c)
+
+
+def _overstates(stated, actual) -> bool:
+    """True when a stated concurrency (None = unbounded) exceeds the actual one (None = unbounded)."""
+    if actual is None:
+        return False
+    if stated is None:
+        return True
+    return stated > actual
+
+
+class _Links:
+    """Latency between two devices as placer costs a hop: the direct link, else the shortest path."""
+
+    def __init__(self, fleet):
+        self.graph = fleet.graph
+        self._paths: dict[tuple[str, str], float] = {}
+
+    def direct(self, a: str, b: str) -> float | None:
+        g = self.graph
+        return g.edges[a, b]["latency_us"] if g.has_edge(a, b) else None
+
+    def hop(self, a: str, b: str) -> float:
+        d = self.direct(a, b)
+        if d is not None:
+            return float(d)
+        key = (a, b) if a <= b else (b, a)
+        if key not in self._paths:
+            try:
+                self._paths[key] = float(nx.dijkstra_path_length(self.graph, a, b, weight="latency_us"))
+            except (nx.NetworkXNoPath, nx.NodeNotFound):
+                self._paths[key] = math.inf
+        return self._paths[key]
+
+
+def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
+                     source: str = "<mapping>") -> list:
+    """Every violation of ``doc`` against its specs; an empty list means the mapping is valid.
+
+    ``model`` / ``fleet`` (objects, catalog names or paths) and ``workload`` override what the
+    mapping records. Raises :class:`InvalidSpec` when ``doc`` is not a schema-valid mapping or a
+    spec it names cannot be loaded: those are unreadable inputs, not violations.
+    """
+    check_mapping(doc, source)
+    base, fl, wl = specs_from_mapping(doc, model=model, hardware=fleet, workload=workload)
+    out: list[Violation] = []
+
+    def report(kind: str, message: str) -> None:
+        out.append(Violation(kind, message))
+
+    # --- identity of the specs
+    for key, spec, what in (("model", base, "model"), ("hardware", fl, "hardware")):
+        rec = doc[key]
+        if rec["name"] != spec.name:
+            report("spec_name_mismatch", f"the mapping is for {what} {rec['name']!r}, the spec loaded is {spec.name!r}")
+        if rec["sha256"] != spec.sha256:
+            report("spec_hash_mismatch",
+                   f"{what} spec {spec.source or spec.name} has sha256 {spec.sha256[:12] or '(none)'}..., the "
+                   f"mapping was made from {rec['sha256'][:12] or '(none)'}...: the spec changed since, "
+                   f"re-solve or validate against the original file")
+
+    # --- the node graph at the recorded granularity
+    mode = doc["mode"]
+    granularity = doc["model"].get("granularity", "layer")
+    graph = base
+    if base.granularity != "layer":
+        report("granularity_mismatch", f"the model given is already refined to {base.granularity}; "
+                                       "pass the unrefined model")
+    elif mode != "split" and granularity != "layer":
+        report("granularity_mismatch", f"granularity {granularity!r} applies to split mode only, not {mode}")
+    else:
+        try:
+            parse_granularity(granularity)
+            graph = refine(base, granularity, expert_groups=doc["model"].get("expert_groups", 8))
+        except ValueError as exc:
+            report("granularity_mismatch", str(exc))
+    nodes = graph.layers
+    index_of = {x.name: i for i, x in enumerate(nodes)}
+    n = len(nodes)
+
+    # --- stages: devices and nodes
+    stages = doc["stages"]
+    for k, st in enumerate(stages):
+        if st["index"] != k:
+            report("stage_order", f"stage at position {k} is numbered {st['index']}; stages are numbered 0..{len(stages) - 1}")
+    by_id = fl.by_id
+    links = _Links(fl)
+    uses = Counter(st["device"] for st in stages)
+    for dev, count in uses.items():
+        if count > 1:
+            where = [st["index"] for st in stages if st["device"] == dev]
+            report("device_reused", f"device {dev} is used by {count} stages ({', '.join(map(str, where))})")
+    holders: dict[int, list[int]] = {}
+    for k, st in enumerate(stages):
+        dev = by_id.get(st["device"])
+        if dev is None:
+            report("unknown_device", f"stage {k}: device {st['device']!r} is not in {fl.name}")
+        elif not dev.available:
+            report("unavailable_device", f"stage {k}: device {st['device']} is marked unavailable in {fl.name}")
+        if not st["layers"]:
+            report("empty_stage", f"stage {k} ({st['device']}) holds no node")
+        for name in st["layers"]:
+            i = index_of.get(name)
+            if i is None:
+                report("unknown_layer", f"stage {k} ({st['device']}): {name!r} is not a node of {graph.name} "
+                                        f"at granularity {graph.granularity}")
+            else:
+                holders.setdefault(i, []).append(k)
+    for i in range(n):
+        held = holders.get(i, [])
+        if not held:
+            report("layer_missing", f"{nodes[i].name} is on no stage")
+        elif len(held) > 1:
+            report("layer_duplicated", f"{nodes[i].name} is placed {len(held)} times (stages "
+                                       f"{', '.join(map(str, held))})")
+    stage_of = {i: held[0] for i, held in holders.items() if len(held) == 1}
+
+    # --- bytes, capacity and concurrency per stage
+    c = wl.concurrency
+    act = memory.activation_buffer_bytes(nodes, wl)
+    ceilings = []
+    for k, st in enumerate(stages):
+        dev = by_id.get(st["device"])
+        mine = sorted({index_of[x] for x in st["layers"] if x in index_of})
+        weights = sum(memory.weight_bytes(nodes[i], wl) for i in mine)
+        kv_req = sum(memory.kv_bytes_per_request(nodes[i], wl) for i in mine)
+        state_req = sum(memory.state_bytes_per_request(nodes[i], wl) for i in mine)
+        if dev is None:
+            continue
+        mem = dev.memory_bytes
+        kv, state = c * kv_req, c * state_req
+        total = weights + kv + state + act
+        if dev.rack != st["rack"]:
+            report("stage_mismatch", f"stage {k}: device {dev.id} is in rack {dev.rack}, the stage says {st['rack']}")
+        if total > mem:
+            report("over_capacity",
+                   f"stage {k} ({dev.id}) is over capacity by {total - mem:,} B ({format_bytes(total - mem)}): "
+                   f"weights {weights:,} + KV {kv:,} + state {state:,} + activations {act:,} = {total:,} B "
+                   f"> memory {mem:,} B")
+        expect = dict(weights=weights, kv_reserve=kv, state=state, activations=act, free=mem - total)
+        wrong = [f"{f} states {st['bytes'][f]:,}, recomputed {v:,}" for f, v in expect.items()
+                 if st["bytes"][f] != v]
+        if wrong:
+            report("bytes_mismatch", f"stage {k} ({dev.id}): " + "; ".join(wrong))
+        room = mem - act - weights
+        per = kv_req + state_req
+        holds = -1 if room < 0 else (None if per == 0 else room // per)
+        ceilings.append(holds)
+        if _overstates(st["max_concurrency"], holds):
+            report("concurrency_overstated", f"stage {k} ({dev.id}) states max_concurrency "
+                                             f"{_fmt_conc(st['max_concurrency'])} but holds {_fmt_conc(holds)}")
+        # latency of the link to the next stage
+        if k + 1 < len(stages):
+            nxt = by_id.get(stages[k + 1]["device"])
+            if nxt is not None and dev.available and nxt.available:
+                want = links.hop(dev.id, nxt.id)
+                if mode != "free" and links.direct(dev.id, nxt.id) is None and dev.id != nxt.id:
+                    report("no_link", f"stages {k} ({dev.id}) and {k + 1} ({nxt.id}) are consecutive but "
+                                      f"have no direct link")
+                got = st["next_hop_latency_us"]
+                expected = want if math.isfinite(want) else None
+                if (got is None) != (expected is None) or (got is not None and not _close(got, expected)):
+                    report("stage_mismatch", f"stage {k}: next_hop_latency_us states {got}, the link "
+                                             f"{dev.id}-{nxt.id} has {expected}")
+        elif st["next_hop_latency_us"] is not None:
+            report("stage_mismatch", f"stage {k} is the last stage but states next_hop_latency_us "
+                                     f"{st['next_hop_latency_us']}")
+
+    finite = [x for x in ceilings if x is not None]
+    ceiling = min(finite) if finite else None
+    summary = doc["summary"]
+    if _overstates(summary["concurrency_ceiling"], ceiling):
+        report("concurrency_overstated", f"summary states concurrency_ceiling "
+                                         f"{_fmt_conc(summary['concurrency_ceiling'])} but the stages hold "
+                                         f"{_fmt_conc(ceiling)}")
+    if ceiling is not None and c > ceiling:
+        report("concurrency_exceeded", f"the workload asks for {c} live requests; the stages hold at most "
+                                       f"{ceiling}" + ("" if ceiling >= 0 else " (a stage's weights alone overflow)"))
+
+    # --- pipeline order and links
+    if mode in ("contiguous", "split"):
+        for u, v in graph.edges:
+            if u in stage_of and v in stage_of and stage_of[v] < stage_of[u]:
+                su, sv = stage_of[u], stage_of[v]
+                report("non_contiguous",
+                       f"{nodes[v].name} (stage {sv}, {stages[sv]['device']}) follows {nodes[u].name} "
+                       f"(stage {su}, {stages[su]['device']}) in the pipeline: each stage must hold one run "
+                       f"of consecutive nodes, stages in pipeline order")
+    else:
+        first_seen: list[int] = []
+        for i in range(n):
+            k = stage_of.get(i)
+            if k is not None and k not in first_seen:
+                first_seen.append(k)
+        if first_seen != sorted(first_seen):
+            report("stage_order", f"free-mode stages must be listed in order of first visit; the route "
+                                  f"visits them as {first_seen}")
+
+    # --- route
+    route = doc["route"]
+    if len(route) != n:
+        report("route_mismatch", f"the route has {len(route)} entries; the model has {n} nodes")
+    bad = [(nodes[i].name, route[i], stages[stage_of[i]]["device"]) for i in range(min(n, len(route)))
+           if i in stage_of and route[i] != stages[stage_of[i]]["device"]]
+    if bad:
+        shown = "; ".join(f"{name}: route {r}, stage {s}" for name, r, s in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        report("route_mismatch", f"the route disagrees with the stages at {len(bad)} node(s): {shown}{more}")
+
+    # --- summary against the stages
+    used = len({st["device"] for st in stages if st["layers"]})
+    if summary["devices_used"] != used:
+        report("summary_mismatch", f"summary states devices_used {summary['devices_used']}, the stages use {used}")
+    lb = summary["lower_bound_devices"]
+    if lb is not None and lb > used:
+        report("summary_mismatch", f"summary states a lower bound of {lb} devices, yet the stages use only {used}")
+    if len(stage_of) == n:
+        devs = [stages[stage_of[i]]["device"] for i in range(n)]
+        hops, lat = 0, 0.0
+        for u, v in graph.edges:
+            a, b = devs[u], devs[v]
+            if a != b:
+                hops += 1
+                if a in by_id and b in by_id:
+                    step = links.hop(a, b)
+                    if math.isinf(step) and mode == "free":
+                        report("no_link", f"{nodes[u].name} on {a} and {nodes[v].name} on {b}: no path "
+                                          f"joins the two devices")
+                    lat += step
+        if summary["hops"] != hops:
+            report("summary_mismatch", f"summary states {summary['hops']} hops, the stages make {hops}")
+        if math.isfinite(lat) and not _close(summary["hop_latency_us"], lat):
+            report("summary_mismatch", f"summary states hop_latency_us {summary['hop_latency_us']}, the "
+                                       f"stages make {lat}")
+    if summary["proven_optimal"] and summary["status"] != "optimal":
+        report("proof_mismatch", f"proven_optimal is true but the status is {summary['status']!r}")
+
+    # --- pins
+    for p_i, pin in enumerate(doc.get("pins", [])):
+        placed = [stages[stage_of[index_of[x]]]["device"] for x in pin["layers"]
+                  if x in index_of and index_of[x] in stage_of]
+        if pin["device"] is not None and any(d != pin["device"] for d in placed):
+            report("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must be on {pin['device']}, "
+                                   f"found on {', '.join(sorted(set(placed)))}")
+        elif pin["device"] is None and len(set(placed)) > 1:
+            report("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must share one device, "
+                                   f"found on {', '.join(sorted(set(placed)))}")
+    return out
+
+
+def validate_file(path, *, model=None, fleet=None) -> list:
+    """Read the mapping at ``path`` and validate it (see :func:`validate_mapping`)."""
+    from .mapping import read_mapping
+
+    doc = read_mapping(path)
+    return validate_mapping(doc, model=model, fleet=fleet, source=str(path))
+
