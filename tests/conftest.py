@@ -26,7 +26,7 @@ def run_cli(args) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture(name="run_cli")
+@pytest.fixture(name="run_cli", scope="session")
 def run_cli_fixture():
     """The :func:`run_cli` helper as a fixture: ``code, out, err = run_cli(["inspect", "kimi-k3"])``."""
     return run_cli
