@@ -1,0 +1,59 @@
+"""Small explicit specs with hand-computable bytes, shared by the mapping, validate and export tests.
+
+Model ``toy-hybrid``: embedding (10 x 8 params = 160 B at 16 bits), six decoder layers alternating
+linear attention (1000 B weights, 50 B state per request) and attention (1000 B weights, 2 B KV per
+token = 200 B per request at 100 tokens), LM head (10 x 8 + 8 params = 176 B). Workload: context 100,
+concurrency 2. Activations: 8 elements x 16 bits = 16 B per token, buffers 2 x 16 = 32 B per device.
+
+Fleet ``toy-fleet``: 2 racks x 3 devices of ``memory`` bytes; 2 us inside a rack; racks joined only
+through slot 0 (``line``), 3 us, so r0w1-r1w1 has no direct link (shortest path 2 + 3 + 2 = 7 us).
+"""
+
+from __future__ import annotations
+
+from placer import load_fleet, load_model, make_instance, workload_for
+from placer.placement import Status, evaluate
+
+TOY_MODEL = """\
+name: toy-hybrid
+hidden_size: 8
+vocab_size: 10
+layers:
+  - {kind: linear_attention, weight_bytes: 1000, state_bytes_per_request: 50}
+  - {kind: attention, weight_bytes: 1000, kv_bytes_per_token: 2}
+  - {kind: linear_attention, weight_bytes: 1000, state_bytes_per_request: 50}
+  - {kind: attention, weight_bytes: 1000, kv_bytes_per_token: 2}
+  - {kind: linear_attention, weight_bytes: 1000, state_bytes_per_request: 50}
+  - {kind: attention, weight_bytes: 1000, kv_bytes_per_token: 2}
+default_workload: {context: 100, concurrency: 2, weight_bits: 16, kv_bits: 16, activation_bits: 16}
+"""
+
+
+def toy_fleet_yaml(memory: int = 3000, unavailable=("r1w2",)) -> str:
+    return (f"name: toy-fleet\n"
+            f"device: {{kind: wafer, memory: {memory}}}\n"
+            f"fleet: {{racks: 2, per_rack: 3, intra_rack_latency_us: 2, inter_rack_latency_us: 3,\n"
+            f"        inter_rack_topology: line, unavailable: [{', '.join(unavailable)}]}}\n")
+
+
+def toy_specs(folder, memory: int = 3000):
+    """Write the toy model and fleet into ``folder``; returns (model path, hardware path)."""
+    m = folder / "toy.yaml"
+    h = folder / "toy-fleet.yaml"
+    m.write_text(TOY_MODEL, encoding="utf-8")
+    h.write_text(toy_fleet_yaml(memory), encoding="utf-8")
+    return m, h
+
+
+def toy_instance(folder, mode: str = "contiguous", granularity: str = "layer", memory: int = 3000,
+                 pins=(), concurrency: int | None = None):
+    m_path, h_path = toy_specs(folder, memory)
+    model = load_model(m_path)
+    fleet = load_fleet(h_path)
+    wl = workload_for(model, concurrency=concurrency)
+    return make_instance(model, fleet, wl, mode=mode, granularity=granularity, pins=pins)
+
+
+def by_hand(instance, assignment, method: str = "by-hand"):
+    """A :class:`Result` for a hand-made ``assignment`` (device indices: r0w0 r0w1 r0w2 r1w0 r1w1)."""
+    return evaluate(instance, assignment, method=method, status=Status.HEURISTIC)
