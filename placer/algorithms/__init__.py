@@ -161,8 +161,10 @@ def max_feasible_concurrency(instance: Instance, method: str | None = None) -> i
     modes, ``ffd`` for free mode) finds a placement, by exponential then binary search.
 
     Exact when the method is exact for the instance (``dp`` on identical devices and a chain); with
-    a heuristic it is the largest concurrency the heuristic places. Returns -1 when not even zero
-    live requests fit, None when no node holds per-request memory (no limit).
+    a heuristic it is the largest concurrency the heuristic places (a value that surely fits).
+    ``method="bound"`` gives the other side: the largest concurrency the lower bounds do not rule
+    out (no larger value can fit). Returns -1 when not even zero live requests fit, None when no
+    node holds per-request memory (no limit).
     """
     method = method or ("ffd" if instance.mode == "free" else "dp")
     cmax = max(instance.capacity_bytes)
@@ -172,7 +174,7 @@ def max_feasible_concurrency(instance: Instance, method: str | None = None) -> i
         probe = instance.with_concurrency(c)
         if infeasibility(probe) is not None:
             return False
-        return _solve(probe, method, {}).feasible
+        return method == "bound" or _solve(probe, method, {}).feasible
 
     if not fits(0):
         return -1

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import click
+
+from ..compare import compare
+from .common import echo_json, hardware_option, load_inputs, workload_options
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@click.command("compare")
+@click.argument("model")
+@hardware_option(required=True)
+@workload_options
+@click.option("--granularity", default=None, help="Split mode's refinement: layer, block or shards:N "
+                                                  "(default shards:4).")
+@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+              help="CP-SAT time limit per row, in seconds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
+@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT workers.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...]}.')
+def compare_command(model, hardware, granularity, time_limit, seed, workers, as_json, **kw):
+    """Every method in every mode it places in, side by side: the published rule and first-fit
+    decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
+    the lower bounds."""
+    m, fleet, wl = load_inputs(model, hardware, **kw)
+
+    def progress(method, mode):
+        if not as_json:
+            click.echo(f"solving {method} / {mode} ...", err=True)
+
+    doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=workers, granularity=granularity,
+                  progress=progress)
+    if as_json:
+        echo_json(doc)
+        return 0
+    click.echo(f"{m.name} on {fleet.name}: context {wl.context_tokens}, concurrency {wl.concurrency}, "
+               f"{wl.weight_bits}-bit weights, {wl.kv_bits}-bit KV")
+    head = ("method", "mode", "devices", "hops", "hop us", "ceiling", "bound", "proven", "status", "seconds")
+    click.echo(f"{head[0]:<9} {head[1]:<11} {head[2]:>7} {head[3]:>5} {head[4]:>8} {head[5]:>7} {head[6]:>5} "
+               f"{head[7]:>6}  {head[8]:<10} {head[9]:>7}")
+    notes = []
+    for r in doc["rows"]:
+        mode = r["mode"] if r["mode"] != "split" else f"split/{r['granularity']}"
+        click.echo(f"{r['method']:<9} {mode:<11} {_cell(r['devices_used']):>7} {_cell(r['hops']):>5} "
+                   f"{_cell(r['hop_latency_us']):>8} {_cell(r['concurrency_ceiling']):>7} "
+                   f"{_cell(r['lower_bound_devices']):>5} {_cell(r['proven_optimal']):>6}  {r['status']:<10} "
+                   f"{r['seconds']:>7.2f}")
+        if r["message"] and r["status"] in ("infeasible", "unknown") and r["method"] != "bound":
+            notes.append(f"{r['method']} / {r['mode']}: {r['message']}")
+    for note in notes:
+        click.echo(note)
+    return 0

@@ -1,0 +1,128 @@
+"""Solve and compare: from a model, a fleet and a workload to placements, mappings and a table.
+
+:func:`solve` builds the instance for one mode, places it with one method and, when there is a
+placement, builds its stage mapping. :func:`compare` runs every method in the modes it places in
+(the published rule and first-fit decreasing in free mode, greedy and the exact DP in contiguous
+mode, CP-SAT in all three modes, and the lower bounds) and returns one row per method and mode
+with the field names of ``DESIGN.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from time import perf_counter
+
+from .algorithms import default_mode, place
+from .fleet import Fleet
+from .instance import Instance, make_instance
+from .model import LayerGraph
+from .placement import Result
+from .workload import Workload
+
+__all__ = ["Solved", "solve", "compare", "COMPARE_ROWS", "row_of", "solution_path", "node_ranges",
+           "SPLIT_GRANULARITY"]
+
+SPLIT_GRANULARITY = "shards:4"   # split mode's refinement unless one is asked for
+
+# (method, mode), in the order the table shows them
+COMPARE_ROWS = (
+    ("typepack", "free"),
+    ("ffd", "free"),
+    ("greedy", "contiguous"),
+    ("dp", "contiguous"),
+    ("cpsat", "contiguous"),
+    ("cpsat", "free"),
+    ("cpsat", "split"),
+    ("bound", "contiguous"),
+    ("bound", "free"),
+    ("bound", "split"),
+)
+
+ROW_FIELDS = ("method", "mode", "devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
+              "lower_bound_devices", "proven_optimal", "status", "seconds")
+
+
+@dataclass(frozen=True)
+class Solved:
+    """One solve: the instance, the method's result and (when it placed) the stage mapping."""
+
+    instance: Instance
+    result: Result
+    mapping: dict | None
+
+
+def _granularity(mode: str, granularity: str | None) -> str:
+    if granularity is None:
+        return SPLIT_GRANULARITY if mode == "split" else "layer"
+    return granularity
+
+
+def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
+          granularity: str | None = None, method: str = "cpsat", pins=(), **options) -> Solved:
+    """Place ``model`` on ``fleet`` under ``workload``: ``mode`` defaults to the method's own
+    (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
+    ``shards:4``); ``options`` go to the solver (time_limit, seed, workers, progress)."""
+    from .mapping import build_mapping
+
+    mode = mode or default_mode(method)
+    instance = make_instance(model, fleet, workload, mode=mode, granularity=_granularity(mode, granularity),
+                             pins=pins)
+    result = place(instance, method, **options)
+    return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
+
+
+def row_of(result: Result, **extra) -> dict:
+    """A compare row: DESIGN.md's fields, then ``gap``, ``message`` and ``extra``."""
+    row = {f: getattr(result, f) for f in ROW_FIELDS}
+    row["status"] = str(result.status)
+    row["seconds"] = round(float(result.seconds), 3)
+    row["gap"] = result.gap
+    row["message"] = result.message
+    row.update(extra)
+    return row
+
+
+def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: float = 30.0, seed: int = 0,
+            workers: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
+    """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
+    (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved."""
+    out = []
+    instances: dict[str, Instance] = {}
+    for method, mode in rows:
+        if mode not in instances:
+            instances[mode] = make_instance(model, fleet, workload, mode=mode,
+                                            granularity=_granularity(mode, granularity))
+        if progress is not None:
+            progress(method, mode)
+        opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
+        t0 = perf_counter()
+        result = place(instances[mode], method, **opts)
+        result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
+        out.append(row_of(result, granularity=instances[mode].model.granularity))
+    return {"rows": out}
+
+
+def solution_path(model_name: str, hardware_name: str, mode: str) -> str:
+    """Where ``placer solve`` writes a mapping unless told otherwise."""
+    return f"solutions/{model_name}__{hardware_name}__{mode}.json"
+
+
+def node_ranges(instance: Instance, nodes) -> str:
+    """Node indices as runs of names: ``layers.0-2, layers.5``; refined nodes as ``a..b``."""
+    nodes = sorted(nodes)
+    runs: list[tuple[int, int]] = []
+    for i in nodes:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    parts = []
+    for lo, hi in runs:
+        a, b = instance.nodes[lo], instance.nodes[hi]
+        if lo == hi:
+            parts.append(a.name)
+        elif a.name == f"layers.{a.index}" and b.name == f"layers.{b.index}":
+            parts.append(f"layers.{a.index}-{b.index}")
+        else:
+            parts.append(f"{a.name}..{b.name}")
+    return ", ".join(parts)
