@@ -155,6 +155,32 @@ def test_catalog_fleets(name, n, memory):
     assert 0 < t.bandwidth_efficiency <= 1 and 0 < t.compute_efficiency <= 1
 
 
+@pytest.mark.parametrize("name, bandwidth, flops, power, intra_us, inter_us", [
+    # the spec's numbers in bytes/s, FLOP/s and W (sources in each file)
+    ("wse-3", 21e15, 125e15, 23e3, 3.0, 5.0),
+    ("wse-2", 20e15, None, None, 3.0, 5.0),
+    ("h100", 3.35e12, 989e12, 700.0, 2.0, 4.0),
+    ("h200", 4.8e12, 989e12, 700.0, 2.0, 4.0),
+    ("b200", 8e12, 2.25e15, 1000.0, 2.0, 4.0),
+    ("mi300x", 5.3e12, 1307e12, 750.0, 2.0, 4.0),
+])
+def test_catalog_device_figures(name, bandwidth, flops, power, intra_us, inter_us):
+    f = load_fleet(name)
+    (t,) = f.device_types.values()
+    assert t.memory_bandwidth == pytest.approx(bandwidth, rel=1e-12)
+    assert t.compute_flops == (None if flops is None else pytest.approx(flops, rel=1e-12))
+    assert t.power_w == power
+    a, b = f.devices[0].id, f.devices[1].id
+    other_rack = next(d.id for d in f.devices if d.rack == 1)
+    assert f.link_latency_us(a, b) == intra_us and f.link_latency_us(a, other_rack) == inter_us
+    if t.kind == "gpu":
+        # rules of thumb from the hardware reference: HBM efficiency 0.85-0.9, compute 0.5-0.7
+        assert 0.85 <= t.bandwidth_efficiency <= 0.9 and 0.5 <= t.compute_efficiency <= 0.7
+        assert 0 < t.fixed_overhead_us_per_layer <= 10
+        # 400 Gb/s between nodes = 50 GB/s
+        assert f.graph.edges[a, other_rack]["bandwidth"] == 5e10
+
+
 def _next_fit_devices(inst) -> int | None:
     """Devices a contiguous next-fit fill in pipeline order needs (an upper bound on the optimum),
     or None when the fleet runs out or one node alone overflows a device."""
