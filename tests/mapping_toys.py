@@ -36,18 +36,18 @@ def toy_fleet_yaml(memory: int = 3000, unavailable=("r1w2",)) -> str:
             f"        inter_rack_topology: line, unavailable: [{', '.join(unavailable)}]}}\n")
 
 
-def toy_specs(folder, memory: int = 3000):
+def toy_specs(folder, memory: int = 3000, unavailable=("r1w2",)):
     """Write the toy model and fleet into ``folder``; returns (model path, hardware path)."""
     m = folder / "toy.yaml"
     h = folder / "toy-fleet.yaml"
     m.write_text(TOY_MODEL, encoding="utf-8")
-    h.write_text(toy_fleet_yaml(memory), encoding="utf-8")
+    h.write_text(toy_fleet_yaml(memory, unavailable), encoding="utf-8")
     return m, h
 
 
 def toy_instance(folder, mode: str = "contiguous", granularity: str = "layer", memory: int = 3000,
-                 pins=(), concurrency: int | None = None):
-    m_path, h_path = toy_specs(folder, memory)
+                 pins=(), concurrency: int | None = None, unavailable=("r1w2",)):
+    m_path, h_path = toy_specs(folder, memory, unavailable)
     model = load_model(m_path)
     fleet = load_fleet(h_path)
     wl = workload_for(model, concurrency=concurrency)

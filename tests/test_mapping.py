@@ -22,6 +22,8 @@ from placer.mapping import (
 from placer.placement import Result, Status
 
 CONTIGUOUS = [0, 0, 0, 1, 1, 2, 2, 2]   # embedding L0 L1 | L2 L3 | L4 L5 head
+# 16 shards: r0w1 embedding L0 L1.0 | r0w2 L1.1 L2 L3.0 | r0w0 L3.1 L4 L5.0 | r1w0 L5.1 head
+SPLIT = [1] * 5 + [2] * 4 + [0] * 4 + [3] * 3
 
 
 @pytest.fixture
@@ -72,8 +74,7 @@ def test_free_mode_stages_in_order_of_first_visit(tmp_path):
 
 def test_split_mode_names_refined_nodes(tmp_path):
     inst = toy_instance(tmp_path, mode="split", granularity="shards:2")
-    assignment = [0] * 5 + [1] * 5 + [2] * 5 + [3]   # 16 nodes: layers.1 cut between r0w0 and r0w1
-    doc = build_mapping(inst, by_hand(inst, assignment))
+    doc = build_mapping(inst, by_hand(inst, SPLIT))   # layers 1, 3 and 5 cut across two devices
     assert doc["model"]["granularity"] == "shards:2"
     assert doc["stages"][0]["layers"] == ["embedding.shard0", "embedding.shard1", "layers.0.shard0",
                                           "layers.0.shard1", "layers.1.shard0"]
@@ -105,7 +106,7 @@ def test_reload_gives_the_same_instance(contiguous):
 
 def test_reload_refines_split_mappings(tmp_path):
     inst = toy_instance(tmp_path, mode="split", granularity="shards:2")
-    doc = build_mapping(inst, by_hand(inst, [0] * 5 + [1] * 5 + [2] * 5 + [3]))
+    doc = build_mapping(inst, by_hand(inst, SPLIT))
     *_, again = instance_from_mapping(doc)
     assert again.mode == "split" and again.n_nodes == 16 and again.model.granularity == "shards:2"
 
