@@ -114,8 +114,8 @@ def largest_concurrency(instance: Instance, budget_devices: int, *, method: str 
 
     Exponential search (1, 2, 4, ...) until a value does not fit, then binary search between the
     last fit and the first miss: O(log c) solves. ``max_concurrency`` caps the search (values
-    above it are taken not to fit without solving); by default the cap is the fleet's own ceiling
-    when the algorithms package provides ``max_feasible_concurrency``. Needs an exact method
+    above it are taken not to fit without solving); by default the cap is the concurrency above
+    which some node fits on no device even alone. Needs an exact method
     (``dp`` or ``cpsat``); ``options`` go to CP-SAT (time_limit, seed, workers).
     """
     method = method or default_method(instance.mode)
@@ -160,16 +160,10 @@ def largest_concurrency(instance: Instance, budget_devices: int, *, method: str 
 
 
 def _fleet_ceiling(instance: Instance) -> int | None:
-    """Largest concurrency any placement on the fleet can hold, when the algorithms package says."""
-    try:
-        from .algorithms import max_feasible_concurrency
-    except ImportError:
-        return None
-    try:
-        value = max_feasible_concurrency(instance)
-    except InfeasiblePlacement:
-        return 0
-    return None if value is None else int(value)
+    """Above this concurrency some node fits on no device even alone (None: no per-request memory)."""
+    cmax = max(instance.capacity_bytes)
+    per_node = [(cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0]
+    return max(min(per_node), 0) if per_node else None
 
 
 @dataclass(frozen=True)

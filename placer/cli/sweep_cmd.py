@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InvalidSpec
+from ..sweep import Grid, SweepSettings, run_sweep
+from ..units import format_tokens, parse_int_list, parse_tokens
+from .common import echo_json, hardware_option, load_inputs
+
+METHODS = ("dp", "cpsat", "greedy", "typepack", "ffd")
+
+
+def _grid_values(text, flag, parse=int):
+    if text is None:
+        return None
+    try:
+        return tuple(parse_int_list(text, parse))
+    except ValueError as exc:
+        raise InvalidSpec(flag, flag.lstrip("-"), str(exc)) from None
+
+
+def _modes(text):
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
+@click.command("sweep")
+@click.argument("model")
+@hardware_option(required=True)
+@click.option("--context", "contexts", default=None, metavar="LIST",
+              help="Context lengths: a,b,c or lo..hi (e.g. 32k,128k,256k,1M). Default: the model's.")
+@click.option("--concurrency", "concurrencies", default=None, metavar="LIST",
+              help="Live requests: a,b,c or lo..hi (a range over 64 values steps by powers of two).")
+@click.option("--mode", "modes", default="contiguous", show_default=True, help="Modes: contiguous,free,split.")
+@click.option("--weight-bits", default=None, metavar="LIST", help="Weight precisions, e.g. 4,8.")
+@click.option("--kv-bits", default=None, metavar="LIST", help="KV-cache precisions, e.g. 8,16.")
+@click.option("--budget", default=None, metavar="LIST",
+              help="Device budgets: per context and precision, find the largest concurrency that fits by bisection.")
+@click.option("--method", type=click.Choice(METHODS), default=None,
+              help="Placement method (default: dp for contiguous, cpsat otherwise).")
+@click.option("--granularity", default="layer", show_default=True, help="Split granularity for --mode split.")
+@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+              help="CP-SAT seconds per solve.")
+@click.option("--seed", type=int, default=None)
+@click.option("--workers", type=click.IntRange(1, 4096), default=None,
+              help="Processes (default: all cores; 1 solves in this process).")
+@click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True)
+@click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
+@click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
+@click.option("--replicas", is_flag=True, help="Also report the best replica count per point (see placer plan).")
+@click.option("--simulate/--no-simulate", default=True, show_default=True,
+              help="Add simulated tokens/s per point when the simulator is installed.")
+@click.option("--retry-failed", is_flag=True, help="Solve again points recorded as error or unknown.")
+@click.option("-o", "--output", "out", default=None, type=click.Path(dir_okay=False),
+              help="Results CSV; rows are appended as points finish and a re-run resumes.")
+@click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False), help="Write a frontier PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
+                  granularity, time_limit, seed, workers, backend, address, racks, replicas, simulate,
+                  retry_failed, out, plot_path, as_json):
+    """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
+    m, fleet, base = load_inputs(model, hardware, racks=racks)
+    grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
+                concurrencies=_grid_values(concurrencies, "--concurrency") or (),
+                modes=_modes(modes), weight_bits=_grid_values(weight_bits, "--weight-bits"),
+                kv_bits=_grid_values(kv_bits, "--kv-bits"), budgets=_grid_values(budget, "--budget") or ())
+    cap = max(grid.concurrencies) if grid.budgets and grid.concurrencies else None
+    settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, granularity=granularity,
+                             simulate=simulate, replicas=replicas, concurrency_cap=cap, base_workload=base)
+    bar = None
+
+    def on_start(todo, reused):
+        nonlocal bar
+        if reused:
+            click.echo(f"{reused} point(s) already in {out}; solving {todo}", err=True)
+        if todo:
+            bar = click.progressbar(length=todo, label=f"sweep ({todo} points)", file=sys.stderr,
+                                    show_eta=True, show_pos=True)
+            bar.__enter__()
+
+    try:
+        report = run_sweep(m, fleet, grid, settings, out=out, workers=workers, backend=backend, address=address,
+                           retry_failed=retry_failed, on_start=on_start,
+                           progress=lambda row, done, todo: bar.update(1))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if plot_path:
+        from ..plotting import plot_frontier, save
+
+        ax = plot_frontier(report.rows, fleet_devices=len(fleet.available),
+                           title=f"{m.name} on {fleet.name}: devices vs live requests")
+        save(ax.figure, plot_path)
+    if as_json:
+        echo_json({"rows": report.rows, "solved": report.solved, "reused": report.reused,
+                   "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers})
+        return
+    _print_table(report.rows)
+    click.echo(f"{report.solved} solved, {report.reused} reused in {report.seconds:.1f} s "
+               f"({report.backend}, {report.workers} worker(s)); * = Pareto-optimal"
+               + (f"; results in {out}" if out else ""))
+
+
+def _print_table(rows):
+    sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
+    rep = any(r.get("replicas_best") is not None for r in rows)
+    head = (f"{'':1} {'mode':<10} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
+            f"{'hops':>5} {'hop us':>7} {'ceiling':>7} {'status':<10} {'proven':<6} {'s':>7}")
+    if sim:
+        head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9}"
+    if rep:
+        head += f" {'replicas':>8} {'total':>5}"
+    click.echo(head)
+
+    def v(x, fmt="{}"):
+        return "-" if x is None else fmt.format(x)
+
+    for r in rows:
+        line = (f"{'*' if r.get('pareto') else ' ':1} {r['mode']:<10} {format_tokens(r['context_tokens']):>7} "
+                f"{str(r['weight_bits']) + '/' + str(r['kv_bits']):>5} {v(r['concurrency']):>6} "
+                f"{v(r['budget_devices']):>6} {v(r['devices_used']):>7} {v(r['lower_bound_devices']):>5} "
+                f"{v(r['hops']):>5} {v(r['hop_latency_us'], '{:g}'):>7} {v(r['concurrency_ceiling']):>7} "
+                f"{r['status'] or '-':<10} {'yes' if r['proven_optimal'] else 'no':<6} {v(r['seconds'], '{:.2f}'):>7}")
+        if sim:
+            line += (f" {v(r['per_user_tokens_per_s'], '{:.0f}'):>10} {v(r['aggregate_tokens_per_s'], '{:.0f}'):>9}"
+                     f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9}")
+        if rep:
+            line += f" {v(r['replicas_best']):>8} {v(r['replicas_total_devices']):>5}"
+        if r.get("error") and r["status"] not in ("optimal", "feasible", "heuristic"):
+            line += f"  ({r['error']})"
+        click.echo(line)
