@@ -206,17 +206,18 @@ def mapping_schema() -> dict:
                 "properties": {
                     "name": name, "sha256": sha,
                     "source": {"type": "string", "description": "catalog name or spec path"},
-                    "racks": {"type": "integer", "minimum": 1},
+                    "racks": {"type": "integer", "minimum": 1, "maximum": 100000},
                 },
             },
             "workload": {
                 "type": "object", "required": list(_WORKLOAD_REQUIRED), "additionalProperties": False,
                 "properties": {
-                    "context_tokens": {"type": "integer", "minimum": 1},
-                    "concurrency": count,
+                    # the same limits as placer.workload.Workload, so the schema check names the file
+                    "context_tokens": {"type": "integer", "minimum": 1, "maximum": 2**40},
+                    "concurrency": {"type": "integer", "minimum": 0, "maximum": 10**9},
                     "weight_bits": bits, "kv_bits": bits, "state_bits": bits, "conv_state_bits": bits,
                     "activation_bits": bits, "weight_scale_bits": bits,
-                    "micro_batch": {"type": "integer", "minimum": 1},
+                    "micro_batch": {"type": "integer", "minimum": 1, "maximum": 10**6},
                     "weight_group_size": count,
                 },
             },
