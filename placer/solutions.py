@@ -1,0 +1,107 @@
+"""Regenerate ``solutions/``: each catalog model on its natural hardware, in every mode, by CP-SAT.
+
+    python -m placer.solutions [--time-limit 60] [--workers 2] [--seed 0] [--model NAME ...]
+                               [--mode contiguous|free|split ...] [--out solutions]
+
+For every model of the catalog and every mode (``contiguous``, ``free``, ``split`` at
+``shards:4``) it solves at the model's default workload with ``place(method="cpsat")``, checks
+the mapping with the independent validator and writes it atomically to
+``<out>/<model>__<hardware>__<mode>.json``. A mode with no placement is skipped with its reason; a
+mapping that fails validation is not written and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .catalog import list_models
+from .errors import PlacerError
+from .fleet import load_fleet
+from .mapping import write_mapping
+from .model import load_model
+from .validate import validate_mapping
+from .workload import workload_for
+
+__all__ = ["NATURAL_HARDWARE", "MODES", "natural_hardware", "regenerate"]
+
+# Wafers unless a model sits naturally on a few GPUs: at its default workload gpt-oss-120b needs
+# ~213 GB (58 GB of 4-bit weights + 32 requests x 4.8 GB of KV) and kimi-linear-48b ~132 GB, a few
+# 80 GB H100s each, where a wafer pipeline would spread them over 5 and 4 wafers.
+NATURAL_HARDWARE = {
+    "gpt-oss-120b": "h100",
+    "kimi-linear-48b": "h100",
+}
+DEFAULT_HARDWARE = "wse-3t"
+MODES = ("contiguous", "free", "split")
+SPLIT_GRANULARITY = "shards:4"
+
+
+def natural_hardware(model_name: str) -> str:
+    return NATURAL_HARDWARE.get(model_name, DEFAULT_HARDWARE)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, time_limit: float = 60.0,
+               workers: int = 2, seed: int = 0, log=_say) -> dict:
+    """Solve and write every (model, mode); returns ``{"written": [...], "skipped": [...], "invalid": [...]}``."""
+    from .compare import solution_path, solve
+
+    out_dir = Path(out_dir)
+    names = models or [p.stem for p in list_models()]
+    report: dict[str, list] = {"written": [], "skipped": [], "invalid": []}
+    for name in names:
+        model = load_model(name)
+        hw = natural_hardware(model.name)
+        fleet = load_fleet(hw)
+        wl = workload_for(model)
+        for mode in modes:
+            solved = solve(model, fleet, wl, mode=mode, method="cpsat",
+                           granularity=SPLIT_GRANULARITY if mode == "split" else None,
+                           time_limit=time_limit, workers=workers, seed=seed)
+            r, doc = solved.result, solved.mapping
+            label = f"{model.name} on {hw}, {mode}"
+            if doc is None:
+                log(f"skip  {label}: {r.status}: {r.message}")
+                report["skipped"].append((model.name, hw, mode, f"{r.status}: {r.message}"))
+                continue
+            violations = validate_mapping(doc, model=model, fleet=fleet)
+            if violations:
+                log(f"FAIL  {label}: {len(violations)} violation(s); first: {violations[0]}")
+                report["invalid"].append((model.name, hw, mode, [str(v) for v in violations]))
+                continue
+            path = out_dir / Path(solution_path(model.name, fleet.name, mode)).name
+            write_mapping(path, doc)
+            s = doc["summary"]
+            log(f"wrote {path}: {s['devices_used']} devices (bound {s['lower_bound_devices']}), {s['hops']} hops, "
+                f"{s['hop_latency_us']:g} us, ceiling {s['concurrency_ceiling']}, {s['status']}"
+                f"{' (proven)' if s['proven_optimal'] else ''}, {s['solve_seconds']:.1f} s")
+            report["written"].append(str(path))
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m placer.solutions", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="solutions", help="folder to write into (default: solutions)")
+    parser.add_argument("--model", action="append", dest="models", help="catalog model (repeatable; default: all)")
+    parser.add_argument("--mode", action="append", dest="modes", choices=MODES, help="mode (repeatable; default: all)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="CP-SAT seconds per solve (default 60)")
+    parser.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        report = regenerate(args.out, models=args.models, modes=tuple(args.modes or MODES),
+                            time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+    except PlacerError as exc:
+        _say(f"error: {exc}")
+        return 2
+    _say(f"{len(report['written'])} written, {len(report['skipped'])} skipped, {len(report['invalid'])} invalid")
+    return 1 if report["invalid"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
