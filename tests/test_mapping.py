@@ -247,3 +247,8 @@ def test_schema_invalid_document_is_never_written(contiguous, tmp_path):
     with pytest.raises(InvalidSpec, match="/stages"):
         write_mapping(path, doc)
     assert not path.exists()
+
+
+def test_schema_command_prints_the_schema(run_cli):
+    code, out, _ = run_cli(["schema"])
+    assert code == 0 and json.loads(out) == mapping_schema()

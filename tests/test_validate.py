@@ -325,3 +325,27 @@ def test_text_output_lists_each_violation(run_cli, tmp_path, good):
     assert "2 violation(s)" in out
     assert "  summary_mismatch: summary states devices_used 9, the stages use 3" in out
     assert "  proof_mismatch: " in out
+
+
+@pytest.mark.parametrize("method, mode", [m for m in _methods() if m[0] != "cpsat"])
+def test_catalog_placements_validate(method, mode):
+    from placer import load_fleet, load_model, make_instance, workload_for
+
+    model = load_model("kimi-k3")
+    inst = make_instance(model, load_fleet("wse-3t"), workload_for(model), mode=mode,
+                         granularity="shards:4" if mode == "split" else "layer")
+    result = algorithms.place(inst, method=method)
+    assert result.feasible, result.message
+    doc = build_mapping(inst, result)
+    assert validate_mapping(doc) == []
+    assert doc["summary"]["concurrency_ceiling"] >= 184
+
+
+def test_the_validator_does_not_load_the_placement_methods():
+    import subprocess
+    import sys
+
+    code = ("import sys, placer.validate, placer.mapping; "
+            "print(sorted(m for m in sys.modules if m.startswith(('placer.algorithms', 'placer.placement'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
