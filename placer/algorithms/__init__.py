@@ -55,12 +55,13 @@ def _method(name: str):
     return getattr(module, name)
 
 
-def infeasibility(instance: Instance) -> tuple[str, bool] | None:
+def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tuple[str, bool] | None:
     """Why no placement of ``instance`` can exist, or None when nothing rules one out.
 
     Returns (reason, weights_alone): ``weights_alone`` is true when even zero live requests would
     not fit, so lowering the concurrency cannot help. Cheap: per-node and per-pin checks, then the
-    lower bound against the fleet size.
+    lower bound (``named``: :func:`placer.algorithms.bound.bounds`, when already computed) against
+    the fleet size.
     """
     caps = instance.capacity_bytes
     cmax = max(caps)
@@ -89,7 +90,7 @@ def infeasibility(instance: Instance) -> tuple[str, bool] | None:
             what = f"device {instance.devices[d].id}" if g.device is not None else "any device"
             return (f"the pinned nodes {instance.nodes[g.nodes[0]].name}..{instance.nodes[g.nodes[-1]].name} "
                     f"need {need:,} B together; {what} holds {caps[d]:,} B", alone)
-    named = bounds(instance)
+    named = bounds(instance) if named is None else named
     lb = max(named.values())
     if lb > instance.n_devices:
         which = max(named, key=named.get)
@@ -98,11 +99,11 @@ def infeasibility(instance: Instance) -> tuple[str, bool] | None:
     return None
 
 
-def _solve(instance: Instance, method: str, opts: dict) -> Result:
+def _solve(instance: Instance, method: str, opts: dict, lb: int | None = None) -> Result:
     fn = _method(method)
     if method == "cpsat":
         return fn(instance, **opts)
-    return fn(instance)
+    return fn(instance, lower_bound=lb)
 
 
 def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
@@ -124,7 +125,7 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
         raise TypeError(f"unknown option(s) for place(): {', '.join(sorted(unknown))}")
     named = bounds(instance)
     lb = max(named.values())
-    why = infeasibility(instance)
+    why = infeasibility(instance, named)
     if why is not None:
         reason, alone = why
         mc = None if alone else max_feasible_concurrency(instance)
@@ -138,7 +139,7 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
         return Result("bound", instance.mode, Status.UNKNOWN, lower_bound_devices=lb, bound=float(lb),
                       message=f"lower bound only ({which})", seconds=perf_counter() - t0,
                       stats={"bounds": named})
-    result = _solve(instance, method, opts)
+    result = _solve(instance, method, opts, lb)
     stats = dict(result.stats)
     stats["bounds"] = named
     result = result.replace(lower_bound_devices=max(lb, result.lower_bound_devices or 0),
@@ -172,9 +173,10 @@ def max_feasible_concurrency(instance: Instance, method: str | None = None) -> i
 
     def fits(c: int) -> bool:
         probe = instance.with_concurrency(c)
-        if infeasibility(probe) is not None:
+        named = bounds(probe)
+        if infeasibility(probe, named) is not None:
             return False
-        return method == "bound" or _solve(probe, method, {}).feasible
+        return method == "bound" or _solve(probe, method, {}, max(named.values())).feasible
 
     if not fits(0):
         return -1

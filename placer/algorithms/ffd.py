@@ -12,7 +12,7 @@ from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
-from .bound import lower_bound
+from .bound import lower_bound as compute_lower_bound
 from .pins import PinConflict, pin_groups
 
 __all__ = ["ffd", "first_fit_decreasing"]
@@ -58,10 +58,10 @@ def first_fit_decreasing(sizes: list[int], rooms: list[int]) -> list[int] | None
     return out
 
 
-def ffd(instance: Instance) -> Result:
+def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """First-fit decreasing placement in free mode (status HEURISTIC when it places)."""
     t0 = perf_counter()
-    lb = lower_bound(instance)
+    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 
     def give_up(msg: str, status: Status = Status.UNKNOWN) -> Result:
         return Result("ffd", instance.mode, status, lower_bound_devices=lb, message=msg,

@@ -15,7 +15,7 @@ from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
-from .bound import lower_bound
+from .bound import lower_bound as compute_lower_bound
 from .dp import prefix_sums
 from .paths import _adjacency
 from .pins import PinConflict, chain_pins
@@ -23,10 +23,10 @@ from .pins import PinConflict, chain_pins
 __all__ = ["greedy"]
 
 
-def greedy(instance: Instance) -> Result:
+def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Contiguous next-fit along a greedily walked device path (status HEURISTIC when it places)."""
     t0 = perf_counter()
-    lb = lower_bound(instance)
+    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 
     def give_up(msg: str, status: Status = Status.UNKNOWN) -> Result:
         return Result("greedy", instance.mode, status, lower_bound_devices=lb, message=msg,

@@ -13,15 +13,15 @@ from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
-from .bound import lower_bound
+from .bound import lower_bound as compute_lower_bound
 
 __all__ = ["typepack"]
 
 
-def typepack(instance: Instance) -> Result:
+def typepack(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Dense-attention nodes one per device, other nodes next-fit by kind; free mode."""
     t0 = perf_counter()
-    lb = lower_bound(instance)
+    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 
     def give_up(msg: str) -> Result:
         return Result("typepack", instance.mode, Status.UNKNOWN, lower_bound_devices=lb, message=msg,
