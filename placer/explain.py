@@ -1,0 +1,526 @@
+"""Why no placement exists, in terms a user can act on.
+
+:func:`explain_infeasible` is a pure function of an :class:`~placer.instance.Instance` (the solve
+command calls it when a method returns ``infeasible``). It reports, in exact bytes:
+
+* **culprits** found by direct checks: a node that no device holds (its weights, its KV cache and
+  state for the asked live requests, against the largest device's capacity after activation
+  buffers, and the weight precision that would fit); a pinned run that its device cannot hold;
+  pins that contradict each other; more devices needed than the fleet has;
+* when no single culprit is obvious (pins that only conflict through the fleet's links, a fleet
+  whose graph has no path long enough, ...), an **unsatisfiable core** from CP-SAT: every family
+  of constraints (each device's capacity, each pin, each node's bytes, one run per device, linked
+  consecutive stages) gets an indicator literal passed as an assumption, and
+  ``sufficient_assumptions_for_infeasibility`` names a subset that cannot hold together; the core is
+  re-checked and shrunk by deletion so every member is needed;
+* **what would fit**: the largest concurrency at the asked context and the longest context at the
+  asked concurrency (exponential then binary search, each probe decided by the exact DP or by
+  ``placer.algorithms.place``; a probe no method decides in time makes the figure a lower bound,
+  and the text says so), and for a fleet that is too small, the smallest ``--racks`` that fits.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from . import memory
+from .instance import Instance
+from .placement import Status
+from .units import format_tokens
+
+__all__ = ["Explanation", "diagnose", "explain_infeasible", "largest_feasible"]
+
+_CORE_MAX_CELLS = 6000   # nodes x devices beyond which the core model is not built
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What :func:`diagnose` found. Figures are exact; ``*_proven`` is False when a probe was undecided."""
+
+    headline: str
+    culprits: tuple[str, ...] = ()
+    core: tuple[str, ...] = ()
+    core_note: str = ""
+    max_concurrency: int | None = None          # -1: not even 0 live requests; None: no per-request memory
+    max_concurrency_proven: bool = True
+    max_context_tokens: int | None = None       # None: context does not matter (or nothing fits)
+    max_context_proven: bool = True
+    context_matters: bool = False
+    min_racks: int | None = None
+    feasible: bool = False                      # the request itself fits (nothing to explain)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def text(self) -> str:
+        lines = [self.headline]
+        lines += [f"  - {c}" for c in self.culprits]
+        if self.core:
+            lines.append("  - these constraints cannot all hold at once (a CP-SAT unsatisfiable core; "
+                         "drop or relax any one of them):")
+            lines += [f"      * {c}" for c in self.core]
+            if self.core_note:
+                lines.append(f"    ({self.core_note})")
+        elif self.core_note:
+            lines.append(f"  - {self.core_note}")
+        lines += [f"  - {n}" for n in self.notes]
+        if self.max_concurrency is not None:
+            at_least = "" if self.max_concurrency_proven else "at least "
+            if self.max_concurrency < 0:
+                lines.append("largest feasible concurrency: none (no placement exists even with no live "
+                             "requests; lowering concurrency or context cannot help)")
+            else:
+                lines.append(f"largest feasible concurrency: {at_least}{self.max_concurrency}")
+        if self.context_matters:
+            if self.max_context_tokens is None:
+                lines.append("longest context that fits: none (not even 1 token of context)")
+            else:
+                at_least = "" if self.max_context_proven else "at least "
+                lines.append(f"longest context that fits at the asked concurrency: {at_least}"
+                             f"{self.max_context_tokens:,} tokens")
+        if self.min_racks is not None:
+            lines.append(f"smallest fleet that fits: --racks {self.min_racks}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- deciding feasibility
+class _Oracle:
+    """Decides whether an instance has a placement: True, False, or None (undecided in time)."""
+
+    def __init__(self, budget_s: float, probe_limit_s: float):
+        self.deadline = time.monotonic() + budget_s
+        self.probe_limit_s = probe_limit_s
+        self.undecided = 0
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def __call__(self, instance: Instance) -> bool | None:
+        from .algorithms import place
+
+        fast = "ffd" if instance.mode == "free" else "dp"
+        r = place(instance, fast)
+        if r.feasible:
+            return True
+        if r.status == Status.INFEASIBLE:       # proven (the cheap checks, or the DP's proof)
+            return False
+        left = self.remaining()
+        if left <= 0.05:
+            self.undecided += 1
+            return None
+        r = place(instance, "cpsat", time_limit=max(0.05, min(self.probe_limit_s, left)), seed=0, workers=1)
+        if r.feasible:
+            return True
+        if r.status == Status.INFEASIBLE:
+            return False
+        self.undecided += 1
+        return None
+
+
+def largest_feasible(decide, lo: int, hi: int) -> tuple[int | None, bool]:
+    """Largest ``x`` in ``[lo, hi]`` with ``decide(x)`` true, for ``decide`` monotone (true, then false).
+
+    Exponential search up from ``lo``, then bisection. ``decide`` may answer None (undecided); that
+    counts as false and makes the answer a lower bound. Returns (x or None when ``decide(lo)`` is
+    not true, proven).
+    """
+    proven = True
+
+    def ok(x: int) -> bool:
+        nonlocal proven
+        v = decide(x)
+        if v is None:
+            proven = False
+        return bool(v)
+
+    if lo > hi or not ok(lo):
+        return None, proven
+    good, step = lo, 1
+    bad = hi + 1
+    while good < hi:
+        probe = min(good + step, hi)
+        if ok(probe):
+            good = probe
+            step *= 2
+        else:
+            bad = probe
+            break
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, proven
+
+
+# ----------------------------------------------------------------------------- direct checks
+def _b(n: int) -> str:
+    return f"{n:,} B"
+
+
+def _largest_device(instance: Instance) -> int:
+    caps = instance.capacity_bytes
+    return min(range(instance.n_devices), key=lambda d: (-caps[d], d))
+
+
+def _holds(instance: Instance, d: int) -> str:
+    """``holds N B (M B of memory - A B of activation buffers)`` for device index ``d``."""
+    dev = instance.devices[d]
+    buf = instance.activation_buffer_bytes
+    held = _b(instance.capacity_bytes[d])
+    if buf:
+        return f"holds {held} ({_b(dev.memory_bytes)} of memory - {_b(buf)} of activation buffers)"
+    return f"holds {held}"
+
+
+def _fitting_weight_bits(instance: Instance, node: int, capacity: int) -> int | None:
+    """The largest weight precision below the asked one at which ``node``'s weights fit ``capacity``."""
+    layer = instance.nodes[node]
+    if layer.weight_bytes_fixed is not None or layer.params == 0:
+        return None
+    wl = instance.workload
+    for bits in range(wl.weight_bits - 1, 0, -1):
+        if memory.weight_bytes(layer, wl.replace(weight_bits=bits)) <= capacity:
+            return bits
+    return None
+
+
+def _who(instance: Instance, nodes: list[int], limit: int = 4) -> str:
+    """``node layers.3 (attention) needs`` or ``24 attention nodes (layers.3, ... and 20 more) each need``."""
+    kind = instance.nodes[nodes[0]].kind
+    names = [instance.nodes[i].name for i in nodes]
+    if len(names) == 1:
+        return f"node {names[0]} ({kind}) needs"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"{len(names)} {kind} nodes ({', '.join(names[:limit])}{more}) each need"
+
+
+def _node_culprits(instance: Instance, limit: int = 3) -> list[str]:
+    """Nodes no device holds, grouped by identical sizes, worst first."""
+    caps = instance.capacity_bytes
+    big = _largest_device(instance)
+    cmax = caps[big]
+    c = instance.workload.concurrency
+    groups: dict[tuple, list[int]] = {}
+    for i in range(instance.n_nodes):
+        if instance.demand_bytes[i] > cmax:
+            key = (instance.nodes[i].kind, instance.weight_bytes[i], instance.kv_request_bytes[i],
+                   instance.state_request_bytes[i])
+            groups.setdefault(key, []).append(i)
+    ordered = sorted(groups.values(), key=lambda ns: (-instance.demand_bytes[ns[0]], ns[0]))
+    where = f"the largest device, {instance.devices[big].id}, {_holds(instance, big)}"
+    out = []
+    for nodes in ordered[:limit]:
+        i = nodes[0]
+        w, r, need = instance.weight_bytes[i], instance.request_bytes[i], instance.demand_bytes[i]
+        who = _who(instance, nodes)
+        if w > cmax:
+            text = (f"{who} {_b(w)} for the weights alone; {where}: {_b(w - cmax)} short, "
+                    f"whatever the concurrency or context")
+            bits = _fitting_weight_bits(instance, i, cmax)
+            if bits is not None:
+                text += f"; at --weight-bits {bits} the weights would fit"
+        else:
+            kv, st = instance.kv_request_bytes[i], instance.state_request_bytes[i]
+            parts = [p for p in (f"{_b(kv)} KV cache" if kv else "", f"{_b(st)} state" if st else "") if p]
+            text = (f"{who} {_b(w)} of weights + {c} live requests x {_b(r)} ({' + '.join(parts)}) "
+                    f"= {_b(need)}; {where}: {_b(need - cmax)} short; alone on that device a node like "
+                    f"this holds at most {(cmax - w) // r} live requests")
+        out.append(text)
+    if len(ordered) > limit:
+        rest = sum(len(ns) for ns in ordered[limit:])
+        out.append(f"... and {rest} more node(s) that no device holds")
+    return out
+
+
+def _pin_culprits(instance: Instance) -> list[str]:
+    from .algorithms.pins import PinConflict, pin_groups
+
+    try:
+        groups = pin_groups(instance)
+    except PinConflict as exc:
+        return [f"the pins contradict each other: {exc}"]
+    out = []
+    caps = instance.capacity_bytes
+    big = _largest_device(instance)
+    for g in groups:
+        need = sum(instance.demand_bytes[i] for i in g.nodes)
+        d = big if g.device is None else g.device
+        if need > caps[d]:
+            names = _ranges(instance, g.nodes)
+            dev = instance.devices[d].id
+            where = f"{dev} {_holds(instance, d)}" if g.device is not None else \
+                f"even the largest device, {dev}, {_holds(instance, d)}"
+            why = " (a device holds one run of the pipeline, so the pins cover everything between)" \
+                if instance.mode != "free" and len(g.nodes) > 1 else ""
+            out.append(f"pinned together{why}: {names} need {_b(need)}; {where}: {_b(need - caps[d])} short")
+    return out
+
+
+def _fleet_culprit(instance: Instance) -> tuple[str, int] | None:
+    """(words, devices needed) when a lower bound exceeds the fleet's available devices."""
+    from .algorithms.bound import bounds
+
+    named = bounds(instance)
+    if "oversized_node" in named:
+        return None
+    lb = max(named.values())
+    if lb <= instance.n_devices:
+        return None
+    which = max(named, key=named.get)
+    total = sum(instance.demand_bytes)
+    what = {"volume": f"the total demand {_b(total)} over the largest devices' capacities",
+            "chain": "next-fit stages of the pipeline on devices as large as the largest",
+            "martello_toth_l2": "nodes too large to share a device",
+            "dual_feasible": "nodes too large to share a device"}.get(which, which)
+    return (f"at least {lb} devices are needed ({which} bound: {what}); the fleet has "
+            f"{instance.n_devices} available", lb)
+
+
+def _ranges(instance: Instance, nodes) -> str:
+    """``layers.0..layers.3, lm_head``: consecutive node indices as ranges."""
+    nodes = sorted(nodes)
+    parts, start, prev = [], None, None
+    for i in nodes:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            parts.append((start, prev))
+            start = prev = i
+    if start is not None:
+        parts.append((start, prev))
+    names = instance.nodes
+    return ", ".join(names[a].name if a == b else f"{names[a].name}..{names[b].name}" for a, b in parts)
+
+
+# ----------------------------------------------------------------------------- CP-SAT core
+def _core(instance: Instance, time_limit: float) -> tuple[list[str], str]:
+    """An unsatisfiable core of the instance's constraint families, in words; ([], note) when none."""
+    from ortools.sat.python import cp_model
+
+    from .algorithms.ortools_adapter import parameters
+    from .algorithms.ortools_adapter import solve as cpsat_solve
+    from .algorithms.quantize import choose_unit
+    from .errors import SolverLimitError
+
+    n, nd = instance.n_nodes, instance.n_devices
+    if n * nd > _CORE_MAX_CELLS:
+        return [], f"no unsatisfiable core computed ({n} nodes x {nd} devices is too large for it)"
+    try:
+        q = choose_unit(instance.demand_bytes, instance.capacity_bytes)
+    except SolverLimitError as exc:
+        return [], f"no unsatisfiable core computed ({exc})"
+    m = cp_model.CpModel()
+    x = [[m.new_bool_var(f"x{i}_{d}") for d in range(nd)] for i in range(n)]
+    families: list[tuple[object, str]] = []
+
+    def family(words: str):
+        lit = m.new_bool_var(f"a{len(families)}")
+        families.append((lit, words))
+        return lit
+
+    for i in range(n):
+        m.add_exactly_one(x[i])
+    # bytes of each node count only under its literal (one literal per run of equal-size nodes would
+    # merge identical layers; per node keeps the words exact)
+    counted = [family(f"the bytes of node {instance.nodes[i].name} ({_b(instance.demand_bytes[i])})")
+               for i in range(n)]
+    for d in range(nd):
+        y = []
+        for i in range(n):
+            yi = m.new_bool_var(f"y{i}_{d}")
+            m.add_bool_or([x[i][d].Not(), counted[i].Not(), yi])   # x and counted => y
+            y.append(yi)
+        cap_lit = family(f"the capacity of {instance.devices[d].id} ({_b(instance.capacity_bytes[d])})")
+        m.add(sum(q.demand[i] * y[i] for i in range(n)) <= q.capacity[d]).only_enforce_if(cap_lit)
+    for k, pin in enumerate(instance.pins):
+        nodes = _ranges(instance, pin.nodes)
+        if pin.device is not None:
+            d = instance.device_index[pin.device]
+            lit = family(f"pin {k + 1}: {nodes} on {pin.device}")
+            for i in pin.nodes:
+                m.add_implication(lit, x[i][d])
+        else:
+            lit = family(f"pin {k + 1}: {nodes} on one device")
+            for a, b in zip(pin.nodes, pin.nodes[1:]):
+                for d in range(nd):
+                    m.add(x[a][d] == x[b][d]).only_enforce_if(lit)
+    chain = instance.model.is_chain
+    if instance.mode != "free" and chain:
+        run = family("one run of the pipeline per device (contiguous mode)")
+        for d in range(nd):
+            starts = []
+            for i in range(n):
+                s = m.new_bool_var(f"s{i}_{d}")
+                if i == 0:
+                    m.add_implication(x[0][d], s)
+                else:
+                    m.add_bool_or([x[i][d].Not(), x[i - 1][d], s])     # x[i] and not x[i-1] => start
+                starts.append(s)
+            m.add(sum(starts) <= 1).only_enforce_if(run)
+        linked = family("consecutive stages on directly linked devices")
+        nbrs: dict[int, list[int]] = {d: [] for d in range(nd)}
+        for a, b in instance.link_us:
+            nbrs[a].append(b)
+        for i in range(n - 1):
+            for a in range(nd):
+                m.add_bool_or([x[i][a].Not(), x[i + 1][a], *(x[i + 1][b] for b in nbrs[a])]
+                              ).only_enforce_if(linked)
+    lits = [lit for lit, _ in families]
+    index_of = {lit.index: k for k, (lit, _) in enumerate(families)}
+    deadline = time.monotonic() + time_limit
+
+    def infeasible_core(assumed: list) -> list[int] | None:
+        left = deadline - time.monotonic()
+        if left <= 0.05:
+            return None
+        params = parameters(time_limit=left, seed=0, workers=1, assumptions=True)
+        # google/or-tools#5141: with presolve on, the core can name a literal that is not an
+        # assumption; cores are only read with presolve off (and re-checked below).
+        params.update(cp_model_presolve=False, log_search_progress=False)
+        out = cpsat_solve(m, {}, params=params, assumptions=assumed)
+        if out.status != "INFEASIBLE":
+            return None
+        return [index_of[v] for v in out.core if v in index_of] or None
+
+    first = infeasible_core(lits)
+    if first is None:
+        return [], ("no unsatisfiable core found in time" if time.monotonic() >= deadline else
+                    "the constraint families hold together in this model; the cause is one no family covers")
+    core = sorted(set(first))
+    # shrink by deletion: keep a member only if dropping it makes the rest satisfiable
+    k = 0
+    while k < len(core) and time.monotonic() < deadline:
+        trial = core[:k] + core[k + 1:]
+        smaller = infeasible_core([families[j][0] for j in trial]) if trial else None
+        if smaller is not None:
+            core = sorted(set(smaller))
+            k = 0 if len(core) < len(trial) else k
+        else:
+            k += 1
+    note = "" if q.exact or q.harmless else f"sizes rounded up to units of {q.unit:,} B"
+    return [families[j][1] for j in _group_nodes(core, families, instance)], note
+
+
+def _group_nodes(core: list[int], families, instance: Instance) -> list[int]:
+    """The core in a stable order (pins and structure first, then capacities, then node bytes)."""
+    def rank(j: int) -> tuple[int, int]:
+        words = families[j][1]
+        first = 0 if words.startswith(("pin", "one run", "consecutive")) else \
+            1 if words.startswith("the capacity") else 2
+        return first, j
+    return sorted(core, key=rank)
+
+
+# ----------------------------------------------------------------------------- the explanation
+def _headline(instance: Instance) -> str:
+    wl = instance.workload
+    return (f"no placement of {instance.model.name} on {instance.fleet.name} exists ({instance.mode} mode, "
+            f"{instance.n_nodes} nodes on {instance.n_devices} available devices, {wl.concurrency} live "
+            f"requests of {format_tokens(wl.context_tokens)} tokens):")
+
+
+def _with_context(instance: Instance, tokens: int) -> Instance:
+    return replace(instance, workload=instance.workload.replace(context_tokens=tokens))
+
+
+def _min_racks(instance: Instance, decide, lower_bound_devices: int, max_racks: int = 100000) -> int | None:
+    """The fewest racks (the fleet resized as ``--racks`` does) on which ``decide`` finds a placement.
+
+    Only for plain fleets (one group, nothing unavailable, no extra links, no pins); None when not
+    found or not decided. Starts from the racks the device lower bound needs, doubles, then bisects.
+    """
+    from .errors import PlacerError
+
+    fleet = instance.fleet
+    spec = fleet.spec.get("fleet", {}) if isinstance(fleet.spec, dict) else {}
+    if spec.get("groups") or spec.get("unavailable") or spec.get("extra_links") or instance.pins:
+        return None
+    racks = len({d.rack for d in fleet.devices})
+    per_rack = -(-len(fleet.devices) // racks)
+
+    def fits(r: int) -> bool | None:
+        try:
+            return decide(instance.with_fleet(fleet.with_racks(r)))
+        except PlacerError:        # e.g. a fleet beyond the size placer builds
+            return None
+
+    known_bad = max(racks, -(-lower_bound_devices // per_rack) - 1)
+    r = known_bad + 1
+    while True:
+        v = fits(r)
+        if v is None:
+            return None
+        if v:
+            break
+        if r >= max_racks:
+            return None
+        known_bad, r = r, min(max_racks, 2 * r)
+    good = r
+    while good - known_bad > 1:
+        mid = (good + known_bad) // 2
+        v = fits(mid)
+        if v is None:
+            return None
+        if v:
+            good = mid
+        else:
+            known_bad = mid
+    return good
+
+
+def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float = 2.0) -> Explanation:
+    """An :class:`Explanation` of why ``instance`` has no placement (see the module docstring).
+
+    ``time_limit`` bounds the whole diagnosis (seconds of solver time); ``probe_limit`` one CP-SAT
+    probe of the searches. Pure: reads ``instance`` only.
+    """
+    decide = _Oracle(time_limit, probe_limit)
+    culprits = _node_culprits(instance) + _pin_culprits(instance)
+    fleet = _fleet_culprit(instance)
+    if fleet is not None and not culprits:
+        culprits.append(fleet[0])
+    if not culprits and decide(instance):
+        return Explanation(headline=f"a placement of {instance.model.name} on {instance.fleet.name} exists "
+                                    f"({instance.mode} mode); nothing to explain", feasible=True)
+    core, core_note = ([], "")
+    if not culprits:
+        core, core_note = _core(instance, max(1.0, decide.remaining() / 2))
+    # what would fit
+    per_node = [r > 0 for r in instance.request_bytes]
+    weights_alone = any(w > max(instance.capacity_bytes) for w in instance.weight_bytes)
+    asked_c = instance.workload.concurrency
+    max_c, max_c_proven = None, True
+    if any(per_node):
+        if weights_alone:
+            max_c = -1
+        else:
+            cmax = max(instance.capacity_bytes)
+            ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
+            hi = min(ceiling, max(asked_c - 1, 0)) if asked_c > 0 else ceiling
+            found, max_c_proven = largest_feasible(lambda c: decide(instance.with_concurrency(c)), 0, hi)
+            max_c = -1 if found is None else found
+    context_matters = any(instance.kv_request_bytes) and asked_c > 0 and max_c != -1
+    max_t, max_t_proven = None, True
+    if context_matters:
+        asked_t = instance.workload.context_tokens
+        max_t, max_t_proven = largest_feasible(lambda t: decide(_with_context(instance, t)), 1,
+                                               max(1, asked_t - 1))
+    racks = None
+    if fleet is not None and decide.remaining() > 0:
+        racks = _min_racks(instance, decide, fleet[1])
+    notes = []
+    if decide.undecided:
+        notes.append(f"{decide.undecided} probe(s) were not decided within the time limit; figures marked "
+                     "'at least' are lower bounds")
+    return Explanation(headline=_headline(instance), culprits=tuple(culprits), core=tuple(core),
+                       core_note=core_note, max_concurrency=max_c, max_concurrency_proven=max_c_proven,
+                       max_context_tokens=max_t, max_context_proven=max_t_proven,
+                       context_matters=context_matters, min_racks=racks, notes=tuple(notes))
+
+
+def explain_infeasible(instance: Instance, *, time_limit: float = 20.0) -> str:
+    """Several lines saying why ``instance`` has no placement and what would fit (see :func:`diagnose`)."""
+    return diagnose(instance, time_limit=time_limit).text()
