@@ -29,7 +29,9 @@ def _check_mapping(doc, path):
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize that fleet.")
 @click.option("--racks-per-row", type=click.IntRange(1, 1000), default=None)
 @click.option("--title", default=None)
-def plot_command(source, out, hardware, racks, racks_per_row, title):
+@click.option("--reference", "references", multiple=True, metavar="LABEL=N",
+              help="For a results CSV: a labelled device count to draw (repeatable).")
+def plot_command(source, out, hardware, racks, racks_per_row, title, references):
     """Draw a stage mapping (JSON) on its fleet, or the frontier of a sweep results CSV."""
     from ..plotting import plot_frontier, plot_layout, save
 
@@ -39,7 +41,9 @@ def plot_command(source, out, hardware, racks, racks_per_row, title):
         rows = read_rows(source)
         if not rows:
             raise InvalidSpec(source, "-", "no rows to plot")
-        ax = plot_frontier(rows, fleet_devices=rows[0].get("fleet_devices"),
+        from .sweep_cmd import parse_references
+
+        ax = plot_frontier(rows, fleet_devices=rows[0].get("fleet_devices"), references=parse_references(references),
                            title=title or f"{rows[0]['model']} on {rows[0]['hardware']}")
     else:
         doc, _ = load_yaml_or_json(source)

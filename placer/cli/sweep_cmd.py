@@ -12,6 +12,20 @@ from .common import echo_json, hardware_option, load_inputs
 METHODS = ("dp", "cpsat", "greedy", "typepack", "ffd")
 
 
+def parse_references(items) -> dict[str, float]:
+    """``("published=59",)`` -> ``{"published": 59.0}``."""
+    out = {}
+    for item in items:
+        label, sep, value = item.rpartition("=")
+        try:
+            out[label.strip() or value] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise InvalidSpec("--reference", "reference", f"expected LABEL=N, got {item!r}")
+    return out
+
+
 def _grid_values(text, flag, parse=int):
     if text is None:
         return None
@@ -55,10 +69,12 @@ def _modes(text):
 @click.option("-o", "--output", "out", default=None, type=click.Path(dir_okay=False),
               help="Results CSV; rows are appended as points finish and a re-run resumes.")
 @click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False), help="Write a frontier PNG.")
+@click.option("--reference", "references", multiple=True, metavar="LABEL=N",
+              help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, workers, backend, address, racks, replicas, simulate,
-                  retry_failed, out, plot_path, as_json):
+                  retry_failed, out, plot_path, references, as_json):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
@@ -89,7 +105,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
     if plot_path:
         from ..plotting import plot_frontier, save
 
-        ax = plot_frontier(report.rows, fleet_devices=len(fleet.available),
+        ax = plot_frontier(report.rows, fleet_devices=len(fleet.available), references=parse_references(references),
                            title=f"{m.name} on {fleet.name}: devices vs live requests")
         save(ax.figure, plot_path)
     if as_json:
