@@ -67,6 +67,10 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         if as_json:
             echo_json({"status": str(r.status), "message": r.message, "max_concurrency": r.max_concurrency,
                        "lower_bound_devices": r.lower_bound_devices})
+        elif r.status == "infeasible":
+            # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
+            from ..explain import explain_infeasible
+            click.echo(explain_infeasible(inst, time_limit=min(time_limit, 20.0)))
         else:
             click.echo(f"{r.status}: {r.message or 'no placement found'}")
             if r.max_concurrency is not None:
