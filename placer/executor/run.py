@@ -176,9 +176,13 @@ def reference_run(spec: TinySpec, requests: Sequence[Request]) -> dict[int, tupl
 def run_placement(nodes, route: Sequence[str], *, backend: str = "local", address: str | None = None,
                   requests: int = 32, tokens: int = 8, micro_batch: int = 1, max_live: int | None = None,
                   seed: int = 0, kv_bits: int = 64, state_bits: int = 64, conv_state_bits: int = 64,
-                  check: bool = True, model_name: str = "tiny", hidden_size: int = 0,
+                  check: bool = True, model_name: str = "tiny", base=None,
                   reference: dict | None = None) -> dict:
-    """Execute the tiny twin of nodes ``nodes`` on devices ``route``; the ``placer run`` report."""
+    """Execute the tiny twin of nodes ``nodes`` on devices ``route``; the ``placer run`` report.
+
+    ``base`` is the unrefined model (see :func:`~placer.executor.tiny.tiny_spec`); ``reference``
+    a result of :func:`reference_run` for the same tiny model and requests, to reuse.
+    """
     if requests < 1:
         raise InvalidSpec("--requests", "requests", "must be at least 1")
     if tokens < 1:
@@ -189,12 +193,11 @@ def run_placement(nodes, route: Sequence[str], *, backend: str = "local", addres
     reqs = make_requests(requests, tokens, seed=seed)
     spec = tiny_spec(nodes, route, seed=seed, context_tokens=context_for(reqs), kv_bits=kv_bits,
                      state_bits=state_bits, conv_state_bits=conv_state_bits, model_name=model_name,
-                     hidden_size=hidden_size)
+                     base=base)
     result = execute(spec, reqs, backend=backend, micro_batch=micro_batch, max_live=max_live, address=address)
     doc = report(spec, reqs, result)
     if check:
         doc["check"] = compare_with_reference(spec, reqs, result, reference)
-    doc["_spec"], doc["_requests"], doc["_result"] = spec, reqs, result
     return doc
 
 
@@ -217,17 +220,22 @@ def report(spec: TinySpec, reqs: Sequence[Request], result: ExecResult) -> dict:
                 stages=stages, outputs={str(r.id): result.tokens[r.id] for r in reqs})
 
 
-def run_mapping(doc: dict, **kw) -> dict:
-    """:func:`run_placement` for a stage-mapping document (``placer run MAPPING``)."""
+def run_mapping(doc: dict, *, model=None, hardware=None, **kw) -> dict:
+    """:func:`run_placement` for a stage-mapping document (``placer run MAPPING``).
+
+    ``model`` / ``hardware`` override the specs the mapping names. The micro-batch defaults to the
+    mapping's, the live-request cap to its concurrency ceiling (at most the request count).
+    """
     from ..mapping import instance_from_mapping
 
-    _model, _fleet, wl, inst = instance_from_mapping(doc)
+    _model, _fleet, wl, inst = instance_from_mapping(doc, model=model, hardware=hardware)
     route = doc.get("route")
     if not isinstance(route, list) or len(route) != inst.n_nodes:
         raise InvalidSpec("<mapping>", "route", f"expected {inst.n_nodes} devices, one per node")
-    kw.setdefault("micro_batch", wl.micro_batch)
+    if kw.get("micro_batch") is None:
+        kw["micro_batch"] = wl.micro_batch
     ceiling = (doc.get("summary") or {}).get("concurrency_ceiling")
     if kw.get("max_live") is None and isinstance(ceiling, int) and ceiling > 0:
         kw["max_live"] = min(ceiling, kw.get("requests", 32))
     return run_placement(inst.nodes, [str(d) for d in route], model_name=inst.model.name,
-                         hidden_size=inst.model.hidden_size, **kw)
+                         base=inst.base_model or inst.model, **kw)

@@ -26,11 +26,12 @@ class StageStats:
     peak_live_requests: int
     batches: int
     node_visits: int
+    final_cache_bytes: int = 0     # after the run: 0 when every finished request was freed
 
     def to_dict(self) -> dict:
         return dict(device=self.device, nodes=list(self.nodes), weight_bytes=self.weight_bytes,
                     peak_cache_bytes=self.peak_cache_bytes, peak_live_requests=self.peak_live_requests,
-                    batches=self.batches, node_visits=self.node_visits)
+                    batches=self.batches, node_visits=self.node_visits, final_cache_bytes=self.final_cache_bytes)
 
 
 class StageWorker:
@@ -55,18 +56,25 @@ class StageWorker:
         if self.owner[batch.node] != self.device:
             raise ValueError(f"node {batch.node} is on {self.owner[batch.node]}, not {self.device}")
         self.batches += 1
-        self.live.update(batch.req_ids)
+        new = [r for r in batch.req_ids if r not in self.live]
+        if new:
+            # a request entering the stage reserves its caches and states in every node here, for
+            # its whole context, as placer's accounting does (nodes visited later in a free-mode
+            # route included)
+            for runner in self.runners.values():
+                if runner.owns_cache:
+                    before = runner.cache_bytes()
+                    for r in new:
+                        runner.reserve(r)
+                    self.cache_bytes += runner.cache_bytes() - before
+            self.live.update(new)
+            self.peak_cache_bytes = max(self.peak_cache_bytes, self.cache_bytes)
+            self.peak_live = max(self.peak_live, len(self.live))
         n = len(self.owner)
         while batch.node < n and self.owner[batch.node] == self.device:
-            runner = self.runners[batch.node]
-            before = runner.cache_bytes() if runner.owns_cache else 0
-            runner.run(batch)
-            if runner.owns_cache:
-                self.cache_bytes += runner.cache_bytes() - before
+            self.runners[batch.node].run(batch)
             batch.node += 1
             self.node_visits += 1
-        self.peak_cache_bytes = max(self.peak_cache_bytes, self.cache_bytes)
-        self.peak_live = max(self.peak_live, len(self.live))
         return batch
 
     def free(self, req_ids) -> None:
@@ -82,4 +90,5 @@ class StageWorker:
         return StageStats(device=self.device, nodes=tuple(self.spec.nodes[i].name for i in sorted(self.runners)),
                           weight_bytes=sum(r.weight_bytes for r in self.runners.values()),
                           peak_cache_bytes=self.peak_cache_bytes, peak_live_requests=self.peak_live,
-                          batches=self.batches, node_visits=self.node_visits)
+                          batches=self.batches, node_visits=self.node_visits,
+                          final_cache_bytes=self.cache_bytes)

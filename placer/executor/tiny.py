@@ -177,28 +177,31 @@ def _tiny_mixer(layer: Layer) -> str:
 
 def tiny_spec(nodes: Sequence[Layer], route: Sequence[str], *, seed: int = 0, context_tokens: int = 16,
               kv_bits: int = 64, state_bits: int = 64, conv_state_bits: int = 64,
-              model_name: str = "tiny", hidden_size: int = 0) -> TinySpec:
+              model_name: str = "tiny", base: LayerGraph | None = None) -> TinySpec:
     """The tiny twin of a pipeline whose node ``i`` is ``nodes[i]`` placed on device ``route[i]``.
 
     A model without embedding or head nodes (``fold_embeddings``) gets them added on the first and
-    last node's device, since a numeric run needs token ids in and logits out. ``hidden_size``
-    (the real model's) lets an MoE layer's shared expert be told apart from its router.
+    last node's device, since a numeric run needs token ids in and logits out. ``base``, the
+    unrefined model, supplies each layer's FFN facts (expert count, shared expert) that shard
+    nodes do not carry, so every granularity of one model gets the same tiny twin.
     """
+    hidden_size = base.hidden_size if base is not None else 0
+    base_by_index = {x.index: x for x in base.layers if x.index is not None} if base is not None else {}
     if len(nodes) != len(route):
         raise ValueError(f"{len(nodes)} nodes but a route of {len(route)} devices")
     if not nodes:
         raise ValueError("an empty pipeline")
-    base: dict[tuple, dict] = {}    # key -> LayerDesc fields (filled from any node of the layer)
+    layer_facts: dict[tuple, dict] = {}    # key -> LayerDesc fields (filled from any node of the layer)
     order: list[tuple] = []
     parsed = []
     for node in nodes:
         part, group, groups = _parse_part(node.part)
         key = ("decoder", node.index) if node.index is not None else (node.kind, node.parent or node.name)
-        if key not in base:
-            base[key] = dict(name=node.parent or node.name, kind=node.kind, index=node.index, mixer=None,
-                             ffn=None, groups=1, num_experts=0, shared_params=0)
+        if key not in layer_facts:
+            layer_facts[key] = dict(name=node.parent or node.name, kind=node.kind, index=node.index,
+                                    mixer=None, ffn=None, groups=1, num_experts=0, shared_params=0)
             order.append(key)
-        b = base[key]
+        b = layer_facts[key]
         if node.kind in ("attention", "linear_attention"):
             b["kind"] = node.kind
             b["mixer"] = _tiny_mixer(node)
@@ -208,27 +211,29 @@ def tiny_spec(nodes: Sequence[Layer], route: Sequence[str], *, seed: int = 0, co
             b["ffn"] = node.ffn or ("moe" if part == "experts" else "dense")
         if part == "experts":
             b["groups"] = max(b["groups"], groups)
-        if part == "experts":
             b["num_experts"] += node.num_experts
         elif part in ("whole", "ffn"):
             b["num_experts"] = max(b["num_experts"], node.num_experts)
         b["shared_params"] = max(b["shared_params"], node.shared_params)
         parsed.append((key, part, group, groups))
     for key in order:
-        b = base[key]
+        b = layer_facts[key]
+        whole = base_by_index.get(b["index"]) if b["index"] is not None else None
+        if whole is not None and whole.part is None:
+            b["ffn"], b["num_experts"], b["shared_params"] = whole.ffn, whole.num_experts, whole.shared_params
         if b["kind"] == "ffn":
             raise ValueError(f"layer {b['name']}: FFN parts without their mixer part")
         # a shared expert: the always-resident part weighs more than the router (experts x (hidden + 1))
         e = b["num_experts"]
         b["shared"] = bool(hidden_size and e and b["shared_params"] > e * (hidden_size + 1))
-    first_embed = any(base[k]["kind"] == "embedding" for k in order)
-    last_head = any(base[k]["kind"] == "lm_head" for k in order)
+    first_embed = any(layer_facts[k]["kind"] == "embedding" for k in order)
+    last_head = any(layer_facts[k]["kind"] == "lm_head" for k in order)
     descs: list[LayerDesc] = []
     pos_of: dict[tuple, int] = {}
     if not first_embed:
         descs.append(LayerDesc(pos=0, name="embedding", kind="embedding"))
     for key in order:
-        b = base[key]
+        b = layer_facts[key]
         experts = 0
         if b["ffn"] == "moe":
             experts = max(TINY_MIN_EXPERTS, b["groups"])
@@ -626,12 +631,16 @@ def _gdn_core(m, w, x, caches, positions):
     return (rmsnorm(o, w["onorm"]) * silu(z)).reshape(B, nv * dv)
 
 
+# per-head decay of lightning attention: ALiBi-like slopes 2^(-8 (h+1) / heads)
+_LIGHTNING_DECAY = {n: np.exp(-(2.0 ** (-8.0 * (np.arange(n) + 1) / n))) for n in (1, 2, 4, 8, 16)}
+
+
 def _lightning_core(m, w, x, caches, positions):
     n, d = m["num_heads"], m["head_dim"]
     B = x.shape[0]
     qkv = silu(x @ w["wqkv"]).reshape(B, 3, n, d)
     q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
-    decay = np.exp(-(2.0 ** (-8.0 * (np.arange(n) + 1) / n)))
+    decay = _LIGHTNING_DECAY[n]
     S = np.stack([c["S"] for c in caches]).astype(np.float64)
     S = decay[None, :, None, None] * S + k[..., :, None] * v[..., None, :]
     o = np.einsum("bhkv,bhk->bhv", S, q) / math.sqrt(d)
@@ -697,7 +706,7 @@ def route_topk(router_logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarra
     """Top-k experts per row (stable order) and their renormalised softmax weights."""
     p = softmax(router_logits, axis=-1)
     idx = np.argsort(-p, axis=-1, kind="stable")[:, :k]
-    wts = np.take_along_axis(p, idx, axis=-1)
+    wts = p[np.arange(p.shape[0])[:, None], idx]
     return idx, wts / wts.sum(axis=-1, keepdims=True)
 
 
@@ -841,6 +850,12 @@ class NodeRunner:
         """Bytes of the live requests' cache and state arrays (``nbytes``, counted on allocation)."""
         return self._bytes
 
+    def reserve(self, req_id: int) -> None:
+        """Allocate request ``req_id``'s cache or state (for its whole context) if not yet held."""
+        if self.owns_cache and req_id not in self.caches:
+            self.caches[req_id] = alloc_cache(self.spec, self.desc.mixer)
+            self._bytes += sum(a.nbytes for a in self.caches[req_id].values())
+
     def free(self, req_ids) -> None:
         for r in req_ids:
             c = self.caches.pop(r, None)
@@ -858,12 +873,9 @@ class NodeRunner:
                 inside = (batch.tokens >= lo) & (batch.tokens < hi)
                 batch.h[inside] += w["embed"][batch.tokens[inside] - lo]
             elif name == "core":
-                caches = []
                 for r in batch.req_ids:
-                    if r not in self.caches:
-                        self.caches[r] = alloc_cache(self.spec, d.mixer)
-                        self._bytes += sum(a.nbytes for a in self.caches[r].values())
-                    caches.append(self.caches[r])
+                    self.reserve(r)
+                caches = [self.caches[r] for r in batch.req_ids]
                 x = rmsnorm(batch.h, w["norm1"])
                 batch.carry["o"] = mixer_core(d.mixer, w, x, caches, batch.positions)
             elif name == "oproj":
