@@ -41,18 +41,14 @@ def default_method(mode: str) -> str:
 
 
 def solver_options(method: str, *, time_limit: float | None = None, seed: int | None = None,
-                   workers: int | None = None) -> dict:
-    """Keyword options ``place(..., method=method)`` accepts (only CP-SAT takes a limit, seed, workers)."""
+                   workers: int | None = None, objective: str | None = None) -> dict:
+    """Keyword options for ``place(..., method=method)``: only CP-SAT takes a time limit, seed,
+    worker count and objective (``"devices"``: fewest devices only; default: devices, then hop
+    latency). None values are left to the solver's defaults."""
     if method != "cpsat":
         return {}
-    opts = {}
-    if time_limit is not None:
-        opts["time_limit"] = time_limit
-    if seed is not None:
-        opts["seed"] = seed
-    if workers is not None:
-        opts["workers"] = workers
-    return opts
+    given = dict(time_limit=time_limit, seed=seed, workers=workers, objective=objective)
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def min_devices(instance: Instance, method: str | None = None, **options) -> Result:

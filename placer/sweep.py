@@ -58,7 +58,7 @@ __all__ = [
 _COLUMN_TYPES = {
     "setup": "s", "model": "s", "hardware": "s", "fleet_devices": "i", "method": "s", "mode": "s",
     "context_tokens": "i", "weight_bits": "i", "kv_bits": "i", "concurrency": "i", "budget_devices": "i",
-    "status": "s", "proven_optimal": "b", "devices_used": "i", "lower_bound_devices": "i", "hops": "i",
+    "status": "s", "proven_optimal": "b", "devices_proven": "b", "devices_used": "i", "lower_bound_devices": "i", "hops": "i",
     "hop_latency_us": "f", "concurrency_ceiling": "i", "per_user_tokens_per_s": "f",
     "aggregate_tokens_per_s": "f", "tokens_per_s_per_mw": "f", "replicas_best": "i",
     "replicas_total_devices": "i", "replicas_saving_devices": "i", "solves": "i", "seconds": "f",
@@ -126,6 +126,7 @@ class SweepSettings:
     time_limit: float | None = 30.0
     seed: int | None = None
     solver_workers: int | None = None
+    objective: str | None = None
     granularity: str = "layer"
     simulate: bool = False
     replicas: bool = False
@@ -136,7 +137,8 @@ class SweepSettings:
         return self.method or default_method(mode)
 
     def solver_kwargs(self) -> dict:
-        return dict(time_limit=self.time_limit, seed=self.seed, workers=self.solver_workers)
+        return dict(time_limit=self.time_limit, seed=self.seed, workers=self.solver_workers,
+                    objective=self.objective)
 
 
 def setup_id(model: LayerGraph, fleet: Fleet, settings: SweepSettings, base: Workload) -> str:
@@ -217,11 +219,12 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
 
 
 def _fill(row: dict, inst, result: Result) -> None:
+    lb = _lower_bound(inst, result)
     row.update(status=str(result.status), proven_optimal=bool(result.proven_optimal),
+               devices_proven=result.devices_used is not None and lb is not None and result.devices_used <= lb,
                devices_used=result.devices_used, hops=result.hops,
                hop_latency_us=None if result.hop_latency_us is None else round(result.hop_latency_us, 3),
-               concurrency_ceiling=result.concurrency_ceiling,
-               lower_bound_devices=_lower_bound(inst, result))
+               concurrency_ceiling=result.concurrency_ceiling, lower_bound_devices=lb)
     if result.status == Status.UNKNOWN:
         row["error"] = result.message or "time limit reached without a placement"
     elif not result.feasible and result.message:
@@ -229,13 +232,15 @@ def _fill(row: dict, inst, result: Result) -> None:
 
 
 def _lower_bound(inst, result: Result) -> int | None:
-    lb = result.lower_bound_devices
+    """The best proven device lower bound: the result's own (its bound, or its count when proven),
+    else the bound module's."""
+    lb = device_lower_bound(result)
     if lb is None:
         try:
             from .algorithms.bound import lower_bound
             lb = lower_bound(inst)
         except (ImportError, PlacerError):
-            lb = device_lower_bound(result)
+            lb = None
     return lb
 
 
@@ -430,6 +435,8 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     settings = settings or SweepSettings()
     base = settings.base_workload or workload_for(model)
     settings = replace(settings, base_workload=base)
+    if settings.objective is not None:
+        _check_objective_supported()
     if settings.method is not None and grid.budgets and settings.method not in EXACT_METHODS:
         raise InvalidSpec("--method", "method", f"--budget needs an exact method ({', '.join(EXACT_METHODS)})")
     setup = setup_id(model, fleet, settings, base)
@@ -485,6 +492,13 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     grid_rows = [r for r in all_rows if row_key(r) in order]
     return SweepReport(grid_rows, len(new_rows), reused, time.perf_counter() - t0, backend,
                        1 if backend == "ray" else n_workers)
+
+
+def _check_objective_supported() -> None:
+    from . import algorithms
+
+    if "objective" not in getattr(algorithms, "SOLVER_OPTIONS", ()):
+        raise InvalidSpec("--objective", "objective", "this placer's place() does not take a CP-SAT objective")
 
 
 def _sort_key(r: dict) -> tuple:

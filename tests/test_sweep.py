@@ -63,7 +63,7 @@ def test_csv_rows_equal_direct_place_calls(tmp_path):
         direct = place(inst, method="dp")
         assert r["method"] == "dp" and r["mode"] == "contiguous"
         assert r["status"] == str(direct.status) == "optimal"
-        assert r["proven_optimal"] is True
+        assert r["proven_optimal"] is True and r["devices_proven"] is True
         assert r["devices_used"] == direct.devices_used
         assert r["hops"] == direct.hops
         assert r["hop_latency_us"] == pytest.approx(direct.hop_latency_us)

@@ -57,6 +57,9 @@ def _modes(text):
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
               help="CP-SAT seconds per solve.")
 @click.option("--seed", type=int, default=None)
+@click.option("--objective", type=click.Choice(["devices", "lex"]), default=None,
+              help="CP-SAT objective: devices only (fast; hops not optimised) or devices then hop latency "
+                   "(the solver's default).")
 @click.option("--workers", type=click.IntRange(1, 4096), default=None,
               help="Processes (default: all cores; 1 solves in this process).")
 @click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True)
@@ -73,7 +76,7 @@ def _modes(text):
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
-                  granularity, time_limit, seed, workers, backend, address, racks, replicas, simulate,
+                  granularity, time_limit, seed, objective, workers, backend, address, racks, replicas, simulate,
                   retry_failed, out, plot_path, references, as_json):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
@@ -82,7 +85,8 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
                 modes=_modes(modes), weight_bits=_grid_values(weight_bits, "--weight-bits"),
                 kv_bits=_grid_values(kv_bits, "--kv-bits"), budgets=_grid_values(budget, "--budget") or ())
     cap = max(grid.concurrencies) if grid.budgets and grid.concurrencies else None
-    settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, granularity=granularity,
+    settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
+                             granularity=granularity,
                              simulate=simulate, replicas=replicas, concurrency_cap=cap, base_workload=base)
     bar = None
 

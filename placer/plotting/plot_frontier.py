@@ -19,7 +19,7 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
     """Plot ``y`` (default devices) against ``x`` (default live requests) for the rows of a sweep.
 
     One colour per context length, one line style per mode, and one line per precision pair when
-    a sweep has several. Filled markers are proven optimal, hollow ones are not; Pareto-optimal
+    a sweep has several. Filled markers are proven device counts, hollow ones are not; Pareto-optimal
     points get a black ring. ``references`` draws labelled horizontal lines (e.g. a published
     device count); ``fleet_devices`` draws the fleet's size. Rows that found no placement are
     left out. Returns the axes; each line's label names its group.
@@ -49,7 +49,7 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
         marker = _MODE_MARKER.get(mode, "D")
         ax.plot(xs, ys, linestyle=style, color=colour[ctx], lw=1.4, label=label, drawstyle="steps-post"
                 if x == "concurrency" else "default")
-        proven = [bool(r.get("proven_optimal")) for r in members]
+        proven = [bool(r.get("devices_proven", r.get("proven_optimal"))) for r in members]
         ax.scatter([a for a, p in zip(xs, proven) if p], [b for b, p in zip(ys, proven) if p], marker=marker,
                    s=18, color=colour[ctx], zorder=3)
         ax.scatter([a for a, p in zip(xs, proven) if not p], [b for b, p in zip(ys, proven) if not p],
