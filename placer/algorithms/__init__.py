@@ -101,9 +101,7 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
 
 def _solve(instance: Instance, method: str, opts: dict, lb: int | None = None) -> Result:
     fn = _method(method)
-    if method == "cpsat":
-        return fn(instance, **opts)
-    return fn(instance, lower_bound=lb)
+    return fn(instance, lower_bound=lb, **opts)
 
 
 def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
