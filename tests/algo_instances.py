@@ -34,7 +34,8 @@ def fleet(capacity, *, racks=1, per_rack=None, topology="full", intra=2, inter=3
     [(memory, racks, per_rack), ...])."""
     spec = {"name": "t", "fleet": {"intra_rack_latency_us": intra, "inter_rack_latency_us": inter,
                                    "inter_rack_topology": topology, "unavailable": list(unavailable),
-                                   "extra_links": [dict(a=a, b=b, latency_us=lat) for a, b, lat in extra_links]}}
+                                   "extra_links": [dict(a=a, b=b, latency_us=lat)
+                                                   for a, b, lat in extra_links]}}
     if groups:
         spec["device_types"] = {f"t{k}": {"memory": int(m)} for k, (m, _, _) in enumerate(groups)}
         spec["fleet"]["groups"] = [{"device": f"t{k}", "racks": r, "per_rack": p}

@@ -57,21 +57,21 @@ def test_solve_writes_to_solutions_by_default_and_json_prints_the_mapping(run_cl
 
 def test_solve_reports_an_impossible_concurrency_and_writes_nothing(run_cli, tmp_path):
     out_file = tmp_path / "none.json"
-    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--concurrency", "200", "--time-limit", "2",
-                            "-o", out_file])
+    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--concurrency", "200",
+                            "--time-limit", "2", "-o", out_file])
     assert code == 1
     assert "layers.3" in out and "largest feasible concurrency: 184" in out
     assert not out_file.exists()
-    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--concurrency", "200", "--time-limit", "2",
-                            "-o", out_file, "--json"])
+    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--concurrency", "200",
+                            "--time-limit", "2", "-o", out_file, "--json"])
     doc = json.loads(out)
     assert code == 1 and doc["status"] == "infeasible" and doc["max_concurrency"] == 184
     assert not out_file.exists()
 
 
 def test_solve_refuses_a_mode_the_method_does_not_place_in(run_cli):
-    code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "typepack", "--mode", "contiguous",
-                            "--no-write"])
+    code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "typepack",
+                            "--mode", "contiguous", "--no-write"])
     assert code == 2 and "typepack places in free mode" in err
 
 

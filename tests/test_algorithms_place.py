@@ -136,7 +136,8 @@ def test_every_method_result_passes_the_independent_validator(kimi):
     from placer.validate import validate_mapping
 
     m, fl, wl = kimi
-    for mode, gran, methods in (("contiguous", "layer", ("dp", "greedy")), ("free", "layer", ("typepack", "ffd")),
+    for mode, gran, methods in (("contiguous", "layer", ("dp", "greedy")),
+                                ("free", "layer", ("typepack", "ffd")),
                                 ("split", "shards:4", ("dp", "greedy"))):
         inst = make_instance(m, fl, wl, mode=mode, granularity=gran)
         for method in methods:

@@ -76,8 +76,8 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     worst = max(range(instance.n_nodes), key=lambda i: demand[i])
     c = instance.workload.concurrency
     if demand[worst] > cmax:
-        return (f"node {instance.nodes[worst].name} needs {weights[worst]:,} B of weights + {c} live requests "
-                f"x {instance.request_bytes[worst]:,} B = {demand[worst]:,} B; {where}", False)
+        return (f"node {instance.nodes[worst].name} needs {weights[worst]:,} B of weights + {c} live "
+                f"requests x {instance.request_bytes[worst]:,} B = {demand[worst]:,} B; {where}", False)
     try:
         groups = pin_groups(instance)
     except PinConflict as exc:

@@ -102,7 +102,8 @@ def check_placement(instance: Instance, result: Result) -> None:
         load[d] += instance.demand_bytes[i]
     for d, total in enumerate(load):
         if total > instance.capacity_bytes[d]:
-            fail(f"device {instance.devices[d].id} holds {total:,} B, capacity {instance.capacity_bytes[d]:,} B")
+            fail(f"device {instance.devices[d].id} holds {total:,} B, "
+                 f"capacity {instance.capacity_bytes[d]:,} B")
     for pin in instance.pins:
         on = {a[i] for i in pin.nodes}
         if len(on) > 1:
@@ -120,5 +121,6 @@ def check_placement(instance: Instance, result: Result) -> None:
     hops, latency = hops_of(instance, a)
     if result.devices_used != used:
         fail(f"reports {result.devices_used} devices, uses {used}")
-    if result.hops != hops or not math.isclose(result.hop_latency_us or 0.0, latency, rel_tol=1e-9, abs_tol=1e-9):
+    reported = result.hop_latency_us or 0.0
+    if result.hops != hops or not math.isclose(reported, latency, rel_tol=1e-9, abs_tol=1e-9):
         fail(f"reports {result.hops} hops / {result.hop_latency_us} us, placement has {hops} / {latency} us")

@@ -57,7 +57,8 @@ def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     def first_device(i: int) -> int | None:
         if i in pins.device_of:
             return pins.device_of[i]
-        order = sorted((d for d in range(instance.n_devices) if d not in reserved), key=lambda d: (-caps[d], d))
+        order = sorted((d for d in range(instance.n_devices) if d not in reserved),
+                       key=lambda d: (-caps[d], d))
         return next((d for d in order if reach(i, d) > i), None)
 
     used: set[int] = set()

@@ -95,14 +95,16 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         b = s["bytes"]
         nodes = node_ranges(inst, [names[n] for n in s["layers"]])
         hop = s["next_hop_latency_us"]
-        click.echo(f"{s['index']:>5} {s['device']:<8} {s['rack']:>4}  {nodes:<28} {format_bytes(b['weights']):>10} "
+        click.echo(f"{s['index']:>5} {s['device']:<8} {s['rack']:>4}  {nodes:<28} "
+                   f"{format_bytes(b['weights']):>10} "
                    f"{format_bytes(b['kv_reserve']):>10} {format_bytes(b['state']):>10} "
                    f"{format_bytes(b['free']):>10} {_fmt(s['max_concurrency']):>8} "
                    f"{'-' if hop is None else f'{hop:g} us':>9}")
     sm = doc["summary"]
     proven = "proven" if sm["proven_optimal"] else "not proven"
     gap = "" if sm.get("gap") is None else f", gap {sm['gap']:.1%}"
-    click.echo(f"devices {sm['devices_used']} (lower bound {_fmt(sm['lower_bound_devices'])}), hops {sm['hops']}, "
+    click.echo(f"devices {sm['devices_used']} (lower bound {_fmt(sm['lower_bound_devices'])}), "
+               f"hops {sm['hops']}, "
                f"hop latency {_fmt(sm['hop_latency_us'], ' us')}, concurrency ceiling "
                f"{_fmt(sm['concurrency_ceiling'])}")
     click.echo(f"status {sm['status']} ({proven}{gap}), {sm['solve_seconds']:.2f} s")
