@@ -1,0 +1,168 @@
+"""Property-based tests over random small models, fleets and workloads (hypothesis).
+
+Models are explicit-form specs of 2-12 attention / linear-attention layers with random weights,
+KV and state sizes; fleets are 1-3 racks of 1-4 devices of one or two types with a full, ring or
+line inter-rack topology; workloads vary context and concurrency. The oracle for "valid" is the
+independent validator (``placer.validate``), which shares no code with the methods.
+
+Device counts are compared only where a method proves them: a count is proven when it equals the
+method's own proven lower bound (``Result.bound``); the DP and CP-SAT set it that way.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placer.algorithms import MODES_OF, place
+from placer.fleet import fleet_from_dict
+from placer.instance import make_instance
+from placer.mapping import build_mapping
+from placer.model import model_from_dict
+from placer.placement import Status
+from placer.validate import validate_mapping
+from placer.workload import Workload
+
+GB = 10**9
+CPSAT = dict(time_limit=20.0, seed=0, workers=1)
+HEURISTICS = ("greedy", "dp", "typepack", "ffd")
+PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, derandomize=True,
+                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def layers(draw, min_size=2, max_size=12):
+    out = []
+    n = draw(st.integers(min_size, max_size))
+    for _ in range(n):
+        kind = draw(st.sampled_from(["attention", "linear_attention"]))
+        entry = {"kind": kind, "weight_bytes": draw(st.integers(1, 18)) * GB // 2,
+                 "activation_elements_per_token": draw(st.sampled_from([0, 1024, 8192]))}
+        if kind == "attention":
+            entry["kv_bytes_per_token"] = draw(st.integers(1, 4000))
+        else:
+            entry["state_bytes_per_request"] = draw(st.integers(1, 8)) * 10**6
+        out.append(entry)
+    return out
+
+
+@st.composite
+def models(draw, **kw):
+    return model_from_dict({"name": "random", "layers": draw(layers(**kw))})
+
+
+@st.composite
+def fleets(draw, two_types=True, topologies=("full", "ring", "line")):
+    mem_a = draw(st.sampled_from([10, 12, 16]))
+    topology = draw(st.sampled_from(topologies))
+    racks = draw(st.integers(1, 3))
+    per_rack = draw(st.integers(1, 4))
+    if two_types and racks > 1 and draw(st.booleans()):
+        mem_b = draw(st.sampled_from([x for x in (8, 20, 24) if x != mem_a]))
+        split = draw(st.integers(1, racks - 1))
+        per_b = draw(st.integers(1, 4))
+        spec = {"name": "random-hw",
+                "device_types": {"a": {"memory": f"{mem_a} GB"}, "b": {"memory": f"{mem_b} GB"}},
+                "fleet": {"groups": [{"device": "a", "racks": split, "per_rack": per_rack},
+                                     {"device": "b", "racks": racks - split, "per_rack": per_b}],
+                          "inter_rack_topology": topology, "intra_rack_latency_us": 2,
+                          "inter_rack_latency_us": draw(st.sampled_from([3, 5]))}}
+    else:
+        spec = {"name": "random-hw", "device": {"memory": f"{mem_a} GB"},
+                "fleet": {"racks": racks, "per_rack": per_rack, "inter_rack_topology": topology,
+                          "intra_rack_latency_us": 2, "inter_rack_latency_us": draw(st.sampled_from([3, 5]))}}
+    return fleet_from_dict(spec)
+
+
+workloads = st.builds(Workload, context_tokens=st.sampled_from([1024, 4096, 32768]),
+                      concurrency=st.integers(0, 40))
+
+
+def devices_proven(r) -> bool:
+    """The result's device count is proven minimal (equals its proven lower bound)."""
+    return r.feasible and r.bound is not None and r.devices_used == round(r.bound)
+
+
+def assert_valid(instance, result, model, fleet, wl):
+    doc = build_mapping(instance, result)
+    violations = validate_mapping(doc, model=model, fleet=fleet, workload=wl)
+    assert violations == [], [v.to_dict() for v in violations]
+
+
+@PROPERTY_SETTINGS
+@given(model=models(), fleet=fleets(), wl=workloads,
+       mode=st.sampled_from(["contiguous", "free", "split"]))
+def test_every_method_validates_and_cpsat_lies_between_bound_and_heuristics(model, fleet, wl, mode):
+    """Every feasible result passes the validator; CP-SAT uses at least the lower bound and no more
+    devices than any heuristic in the same mode; an INFEASIBLE claim is never contradicted."""
+    inst = make_instance(model, fleet, wl, mode=mode, granularity="shards:2" if mode == "split" else "layer")
+    exact = place(inst, "cpsat", **CPSAT)
+    lb = place(inst, "bound").lower_bound_devices
+    results = {"cpsat": exact}
+    for method in HEURISTICS:
+        if mode in MODES_OF[method]:
+            results[method] = place(inst, method)
+    for r in results.values():
+        if r.feasible:
+            assert_valid(inst, r, model, fleet, wl)
+    if exact.feasible:
+        assert lb <= exact.devices_used
+        for method, r in results.items():
+            if r.feasible:
+                assert exact.devices_used <= r.devices_used, (method, r.devices_used, exact.message)
+    elif exact.status == Status.INFEASIBLE:
+        assert not any(r.feasible for r in results.values())
+    else:
+        assert exact.status == Status.UNKNOWN
+        assert not any(r.feasible for r in results.values()), "a heuristic placed what CP-SAT did not"
+
+
+@PROPERTY_SETTINGS
+@given(model=models(), fleet=fleets(two_types=False), wl=workloads)
+def test_dp_and_cpsat_agree_on_chains_with_identical_devices(model, fleet, wl):
+    inst = make_instance(model, fleet, wl, mode="contiguous")
+    dp = place(inst, "dp")
+    exact = place(inst, "cpsat", **CPSAT)
+    if dp.status == Status.INFEASIBLE:
+        assert exact.status == Status.INFEASIBLE, exact.message
+    if exact.status == Status.INFEASIBLE:
+        assert not dp.feasible
+    if dp.feasible and exact.feasible and devices_proven(dp) and devices_proven(exact):
+        assert dp.devices_used == exact.devices_used
+    if dp.feasible and devices_proven(dp):
+        assert exact.feasible and exact.devices_used == dp.devices_used
+
+
+@PROPERTY_SETTINGS
+@given(model=models(max_size=8), fleet=fleets(), wl=workloads,
+       mode=st.sampled_from(["contiguous", "free"]), data=st.data())
+def test_adding_a_device_never_increases_the_optimum(model, fleet, wl, mode, data):
+    """The fleet without one device (chosen at random) is the smaller fleet; the full one is it plus a device."""
+    removed = data.draw(st.sampled_from([d.id for d in fleet.available]))
+    smaller = fleet.without([removed])
+    if not smaller.available:
+        return
+    big = place(make_instance(model, fleet, wl, mode=mode), "cpsat", **CPSAT)
+    small = place(make_instance(model, smaller, wl, mode=mode), "cpsat", **CPSAT)
+    if small.feasible:
+        assert big.feasible, big.message
+        if devices_proven(small) and devices_proven(big):
+            assert big.devices_used <= small.devices_used
+    if big.status == Status.INFEASIBLE:
+        assert small.status == Status.INFEASIBLE
+
+
+@PROPERTY_SETTINGS
+@given(model=models(max_size=8), fleet=fleets(), wl=workloads, extra=st.integers(1, 200),
+       mode=st.sampled_from(["contiguous", "free"]))
+def test_raising_the_target_concurrency_never_decreases_the_optimum(model, fleet, wl, extra, mode):
+    low = make_instance(model, fleet, wl, mode=mode)
+    high = low.with_concurrency(wl.concurrency + extra)
+    a = place(low, "cpsat", **CPSAT)
+    b = place(high, "cpsat", **CPSAT)
+    if b.feasible:
+        assert a.feasible, a.message
+        if devices_proven(a) and devices_proven(b):
+            assert a.devices_used <= b.devices_used
+    if a.status == Status.INFEASIBLE:
+        assert b.status == Status.INFEASIBLE
