@@ -99,6 +99,14 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     return None
 
 
+def _check_method(instance: Instance, method: str) -> None:
+    if method not in METHODS:
+        raise InvalidSpec("--method", "method", f"unknown method {method!r} (one of {', '.join(METHODS)})")
+    if instance.mode not in MODES_OF[method]:
+        raise InvalidSpec("--mode", "mode", f"{method} places in {' or '.join(MODES_OF[method])} mode, "
+                                            f"not {instance.mode}")
+
+
 def _solve(instance: Instance, method: str, opts: dict, lb: int | None = None) -> Result:
     fn = _method(method)
     return fn(instance, lower_bound=lb, **opts)
@@ -113,11 +121,7 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
     exact check.
     """
     t0 = perf_counter()
-    if method not in METHODS:
-        raise InvalidSpec("--method", "method", f"unknown method {method!r} (one of {', '.join(METHODS)})")
-    if instance.mode not in MODES_OF[method]:
-        raise InvalidSpec("--mode", "mode", f"{method} places in {' or '.join(MODES_OF[method])} mode, "
-                                            f"not {instance.mode}")
+    _check_method(instance, method)
     unknown = set(opts) - set(SOLVER_OPTIONS)
     if unknown:
         raise TypeError(f"unknown option(s) for place(): {', '.join(sorted(unknown))}")
@@ -166,6 +170,7 @@ def max_feasible_concurrency(instance: Instance, method: str | None = None) -> i
     node holds per-request memory (no limit).
     """
     method = method or ("ffd" if instance.mode == "free" else "dp")
+    _check_method(instance, method)
     cmax = max(instance.capacity_bytes)
     per_node = [(cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0]
 

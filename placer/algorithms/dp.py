@@ -26,7 +26,7 @@ from time import perf_counter
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
-from .paths import find_path
+from .paths import find_path, walk
 from .pins import ChainPins, PinConflict, chain_pins
 
 __all__ = ["dp", "next_fit_ends", "fixed_order_ends", "min_stages", "min_bottleneck_ends", "prefix_sums"]
@@ -220,7 +220,8 @@ def _assignment(ends: list[int], path: list[int]) -> list[int]:
 
 def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Exact contiguous placement of a chain (fewest devices, then smallest bottleneck), embedded
-    on a minimum-latency device path. See the module docstring for what is proven when."""
+    on a minimum-latency device path. See the module docstring for what is proven when.
+    ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
     if instance.mode == "free":
@@ -271,7 +272,7 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
                            "different devices; use cpsat")
         # a fixed device order: the walk that prefers larger devices, from the largest one
         start = min(range(instance.n_devices), key=lambda d: (-caps[d], d))
-        order = _capacity_walk(instance, start)
+        order = walk(instance, start, prefer="capacity")
         ends = fixed_order_ends(prefix, [caps[d] for d in order], pins=pins)
         if ends is None:
             return unknown(f"no partition along a fixed order of {len(order)} devices places the chain")
@@ -302,24 +303,3 @@ def _fixed_positions(ends: list[int], pins: ChainPins) -> dict[int, int]:
             fixed[k] = pins.device_of[p]
         start = end
     return fixed
-
-
-def _capacity_walk(instance: Instance, start: int) -> list[int]:
-    """A device order for different devices: from ``start``, the largest unused linked neighbour
-    (ties: lower latency, then index) until a dead end."""
-    caps = instance.capacity_bytes
-    nbrs: dict[int, list[tuple[int, float, int]]] = {}
-    for (a, b), lat in instance.link_us.items():
-        nbrs.setdefault(a, []).append((-caps[b], lat, b))
-    for lst in nbrs.values():
-        lst.sort()
-    seen = {start}
-    order = [start]
-    while True:
-        for _, _, v in nbrs.get(order[-1], ()):
-            if v not in seen:
-                seen.add(v)
-                order.append(v)
-                break
-        else:
-            return order

@@ -59,7 +59,8 @@ def first_fit_decreasing(sizes: list[int], rooms: list[int]) -> list[int] | None
 
 
 def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:
-    """First-fit decreasing placement in free mode (status HEURISTIC when it places)."""
+    """First-fit decreasing placement in free mode (status HEURISTIC when it places).
+    ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 

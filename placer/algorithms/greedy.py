@@ -17,14 +17,15 @@ from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
 from .dp import prefix_sums
-from .paths import _adjacency
+from .paths import neighbours
 from .pins import PinConflict, chain_pins
 
 __all__ = ["greedy"]
 
 
 def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
-    """Contiguous next-fit along a greedily walked device path (status HEURISTIC when it places)."""
+    """Contiguous next-fit along a greedily walked device path (status HEURISTIC when it places).
+    ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 
@@ -41,7 +42,7 @@ def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     n = instance.n_nodes
     prefix = prefix_sums(instance.demand_bytes)
     caps = instance.capacity_bytes
-    adj = _adjacency(instance)
+    adj = neighbours(instance)
     reserved = set(pins.device_of.values())
 
     def reach(i: int, d: int) -> int:

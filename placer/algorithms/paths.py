@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from ..instance import Instance
 
-__all__ = ["PathResult", "find_path", "min_latency_path", "greedy_walk", "path_latency_us", "rack_layout"]
+__all__ = ["PathResult", "find_path", "min_latency_path", "neighbours", "walk", "path_latency_us",
+           "rack_layout"]
 
 DEFAULT_BUDGET = 200_000   # DFS expansions before the search settles for its best path
 
@@ -41,14 +42,22 @@ def path_latency_us(instance: Instance, path) -> float:
     return float(sum(link[a, b] for a, b in zip(path, path[1:])))
 
 
-def _adjacency(instance: Instance) -> list[list[tuple[float, int]]]:
-    """Per device: (latency, neighbour) in the greedy walk's order."""
+def neighbours(instance: Instance, prefer: str = "latency") -> list[list[tuple[float, int]]]:
+    """Per device: (latency, neighbour) pairs in walk order: ``prefer="latency"`` lowest latency
+    first (ties: larger capacity, then lower index); ``"capacity"`` larger capacity first (ties:
+    lower latency, then lower index)."""
     cap = instance.capacity_bytes
     adj: list[list[tuple[float, int]]] = [[] for _ in range(instance.n_devices)]
     for (a, b), lat in instance.link_us.items():
         adj[a].append((lat, b))
+    if prefer == "latency":
+        def key(t): return (t[0], -cap[t[1]], t[1])
+    elif prefer == "capacity":
+        def key(t): return (-cap[t[1]], t[0], t[1])
+    else:
+        raise ValueError(f"prefer must be 'latency' or 'capacity', got {prefer!r}")
     for lst in adj:
-        lst.sort(key=lambda t: (t[0], -cap[t[1]], t[1]))
+        lst.sort(key=key)
     return adj
 
 
@@ -116,7 +125,7 @@ def min_latency_path(instance: Instance, s: int) -> list[int] | None:
 
 
 def _search(instance: Instance, s: int, fixed: dict[int, int], budget: int) -> PathResult:
-    adj = _adjacency(instance)
+    adj = neighbours(instance)
     n = instance.n_devices
     cap = instance.capacity_bytes
     min_link = min((lat for lst in adj for lat, _ in lst), default=0.0)
@@ -189,11 +198,12 @@ def _search(instance: Instance, s: int, fixed: dict[int, int], budget: int) -> P
     return PathResult(best, best_cost, proven, "search (exact)" if proven else "search (best found)")
 
 
-def greedy_walk(instance: Instance, start: int, length: int, *, avoid=()) -> list[int]:
-    """From ``start``, move to the unused linked neighbour with the lowest latency (ties: larger
-    capacity, then lower index) until ``length`` devices or a dead end; ``avoid`` is never entered."""
-    adj = _adjacency(instance)
-    seen = set(avoid) | {start}
+def walk(instance: Instance, start: int, *, prefer: str = "latency", length: int | None = None) -> list[int]:
+    """From ``start``, move to the first unused linked neighbour in :func:`neighbours` order until
+    ``length`` devices (default: all) or a dead end."""
+    adj = neighbours(instance, prefer)
+    length = instance.n_devices if length is None else length
+    seen = {start}
     path = [start]
     while len(path) < length:
         for _, v in adj[path[-1]]:

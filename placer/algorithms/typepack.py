@@ -19,7 +19,8 @@ __all__ = ["typepack"]
 
 
 def typepack(instance: Instance, *, lower_bound: int | None = None) -> Result:
-    """Dense-attention nodes one per device, other nodes next-fit by kind; free mode."""
+    """Dense-attention nodes one per device, other nodes next-fit by kind; free mode.
+    ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
 
