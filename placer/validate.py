@@ -239,6 +239,18 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
             report("stage_mismatch", f"stage {k} is the last stage but states next_hop_latency_us "
                                      f"{st['next_hop_latency_us']}")
 
+    # a device listed by several stages holds all their nodes at once
+    for dev_id, count in uses.items():
+        dev = by_id.get(dev_id)
+        if count < 2 or dev is None:
+            continue
+        mine = sorted({index_of[x] for st in stages if st["device"] == dev_id for x in st["layers"] if x in index_of})
+        total = (sum(memory.weight_bytes(nodes[i], wl) for i in mine) + act
+                 + c * sum(memory.request_bytes(nodes[i], wl) for i in mine))
+        if total > dev.memory_bytes:
+            report("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: {total:,} B "
+                                    f"> memory {dev.memory_bytes:,} B (over by {total - dev.memory_bytes:,} B)")
+
     finite = [x for x in ceilings if x is not None]
     ceiling = min(finite) if finite else None
     summary = doc["summary"]

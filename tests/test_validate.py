@@ -121,7 +121,8 @@ BROKEN = [
      "weights states 2,161, recomputed 2,160"),
     ("unknown_device", _device(2, "r9w9", 9), {"unknown_device"}, "'r9w9' is not in toy-fleet"),
     ("unavailable_device", _device(2, "r1w2", 1), {"unavailable_device"}, "r1w2 is marked unavailable"),
-    ("device_reused", _device(2, "r0w0", 0), {"device_reused", "summary_mismatch"},
+    # r0w0 then holds stages 0 and 2: 4336 B of weights alone
+    ("device_reused", _device(2, "r0w0", 0), {"device_reused", "summary_mismatch", "over_capacity"},
      "device r0w0 is used by 2 stages (0, 2)"),
     ("stage_mismatch rack", _set(("stages", 1, "rack"), 1), {"stage_mismatch"}, "in rack 0, the stage says 1"),
     ("stage_mismatch latency", _set(("stages", 0, "next_hop_latency_us"), 3.0), {"stage_mismatch"},
@@ -167,6 +168,15 @@ def test_the_broken_copies_cover_every_kind_but_the_ones_tested_below():
     covered = {b[0].split()[0] for b in BROKEN}
     below = {"over_capacity", "concurrency_exceeded", "non_contiguous", "no_link", "pin_violated"}
     assert covered | below == set(KINDS)
+
+
+def test_reused_device_holds_the_nodes_of_both_stages(good):
+    doc = copy.deepcopy(good)
+    _device(2, "r0w0", 0)(doc)
+    over = [v.message for v in validate_mapping(doc) if v.kind == "over_capacity"]
+    # weights 2160 + 2176, KV 2 x 400, state 2 x 100, buffers 32 once: 5368 B on 3000 B
+    assert over == ["device r0w0 holds the nodes of 2 stages together: 5,368 B > memory 3,000 B "
+                    "(over by 2,368 B)"]
 
 
 def test_hop_latency_within_a_millionth_is_accepted(good):
