@@ -123,6 +123,13 @@ def test_the_exact_check_catches_a_broken_placement():
         check_placement(inst, ok.replace(devices_used=2))
 
 
+def test_solver_options_are_ignored_by_the_other_methods():
+    r = place(instance([4, 4], 10), "dp", time_limit=1.0, seed=3, workers=1)
+    assert r.devices_used == 1
+    with pytest.raises(TypeError, match="colour"):
+        place(instance([4, 4], 10), "dp", colour="red")
+
+
 def test_unknown_method_and_wrong_mode_are_user_errors():
     inst = instance([1, 1], 10)
     with pytest.raises(InvalidSpec, match="unknown method"):

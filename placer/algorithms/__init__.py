@@ -109,7 +109,7 @@ def _check_method(instance: Instance, method: str) -> None:
 
 def _solve(instance: Instance, method: str, opts: dict, lb: int | None = None) -> Result:
     fn = _method(method)
-    return fn(instance, lower_bound=lb, **opts)
+    return fn(instance, lower_bound=lb, **(opts if method == "cpsat" else {}))
 
 
 def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
