@@ -129,6 +129,7 @@ class SweepSettings:
     objective: str | None = None
     granularity: str = "layer"
     simulate: bool = False
+    simulate_output_tokens: int = 16
     replicas: bool = False
     concurrency_cap: int | None = None
     base_workload: Workload | None = None
@@ -209,7 +210,7 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                                replicas_saving_devices=plan.saving_devices)
             row["solves"] = len(cache)
         if settings.simulate and row["status"] in _FEASIBLE and row["devices_used"]:
-            _simulate_into(row, inst, result)
+            _simulate_into(row, inst, result, settings.simulate_output_tokens)
     except PlacerError as exc:
         row.update(status="infeasible" if isinstance(exc, InfeasiblePlacement) else "error", error=str(exc))
     except Exception as exc:  # a solver bug must not cost the rest of the sweep
@@ -244,21 +245,19 @@ def _lower_bound(inst, result: Result) -> int | None:
     return lb
 
 
-def _simulate_into(row: dict, inst, result: Result) -> None:
-    """Per-user / aggregate tokens/s and tokens/s per MW from the simulator, when it is installed."""
+def _simulate_into(row: dict, inst, result: Result, output_tokens: int) -> None:
+    """Per-user / aggregate tokens/s and tokens/s per MW from the simulator, when it is installed:
+    ``concurrency`` requests of the point's context, all live at once, ``output_tokens`` each."""
     try:
-        from .mapping import build_mapping
-        from .simulate import simulate_mapping
+        from .simulate import simulate
     except ImportError:
         return
+    live = max(1, inst.workload.concurrency)
     try:
-        doc = build_mapping(inst, result)
-        sim = simulate_mapping(doc, model=inst.base_model or inst.model, fleet=inst.fleet,
-                               requests=max(1, inst.workload.concurrency))
-        sim = sim if isinstance(sim, dict) else sim.to_dict()
-        row.update(per_user_tokens_per_s=_round(sim.get("per_user_tokens_per_s")),
-                   aggregate_tokens_per_s=_round(sim.get("aggregate_tokens_per_s")),
-                   tokens_per_s_per_mw=_round(sim.get("tokens_per_s_per_mw")))
+        sim = simulate(inst, result.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+        row.update(per_user_tokens_per_s=_round(sim.per_user_tokens_per_s),
+                   aggregate_tokens_per_s=_round(sim.aggregate_tokens_per_s),
+                   tokens_per_s_per_mw=_round(sim.tokens_per_s_per_mw))
     except Exception as exc:  # the placement stands even when its simulation fails
         row["error"] = f"simulation failed: {type(exc).__name__}: {exc}"
 

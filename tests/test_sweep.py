@@ -265,3 +265,22 @@ def test_sweep_cli_writes_csv_and_plot(run_cli, tmp_path):
     assert code == 0, err
     (row,) = json.loads(stdout)["rows"]
     assert (row["budget_devices"], row["concurrency"], row["devices_used"]) == (2, 5, 2)
+
+
+def test_simulated_columns_match_the_simulator():
+    sim = pytest.importorskip("placer.simulate", reason="the simulator is not installed")
+    from placer.fleet import fleet_from_dict
+
+    fleet = fleet_from_dict({"name": "toy", "device": {"memory": "100 B", "memory_bandwidth": "1 GB/s",
+                                                       "power": "1 kW"}, "fleet": {"racks": 4, "per_rack": 2}})
+    settings = SweepSettings(simulate=True, simulate_output_tokens=8, base_workload=Workload(context_tokens=10))
+    report = run_sweep(tiny(), fleet, Grid(contexts=(10,), concurrencies=(1, 4)), settings, workers=1)
+    for row in report.rows:
+        c = row["concurrency"]
+        inst = make_instance(tiny(), fleet, Workload(context_tokens=10, concurrency=c))
+        direct = sim.simulate(inst, place(inst, method="dp").assignment, requests=c, max_live=c, output_tokens=8)
+        assert row["per_user_tokens_per_s"] == pytest.approx(direct.per_user_tokens_per_s, rel=1e-6)
+        assert row["aggregate_tokens_per_s"] == pytest.approx(direct.aggregate_tokens_per_s, rel=1e-6)
+        # per MW: aggregate over the used devices' power (1 kW each)
+        assert row["tokens_per_s_per_mw"] == pytest.approx(
+            row["aggregate_tokens_per_s"] / (row["devices_used"] * 1e3 / 1e6), rel=1e-4)

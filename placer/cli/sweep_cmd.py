@@ -66,8 +66,10 @@ def _modes(text):
 @click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
 @click.option("--replicas", is_flag=True, help="Also report the best replica count per point (see placer plan).")
-@click.option("--simulate/--no-simulate", default=True, show_default=True,
-              help="Add simulated tokens/s per point when the simulator is installed.")
+@click.option("--simulate", is_flag=True,
+              help="Simulate every placed point (tokens/s per user, aggregate, per MW); slow at high concurrency.")
+@click.option("--sim-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
+              help="Output tokens per simulated request.")
 @click.option("--retry-failed", is_flag=True, help="Solve again points recorded as error or unknown.")
 @click.option("-o", "--output", "out", default=None, type=click.Path(dir_okay=False),
               help="Results CSV; rows are appended as points finish and a re-run resumes.")
@@ -77,7 +79,7 @@ def _modes(text):
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, objective, workers, backend, address, racks, replicas, simulate,
-                  retry_failed, out, plot_path, references, as_json):
+                  sim_tokens, retry_failed, out, plot_path, references, as_json):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
@@ -87,7 +89,8 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
     cap = max(grid.concurrencies) if grid.budgets and grid.concurrencies else None
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
                              granularity=granularity,
-                             simulate=simulate, replicas=replicas, concurrency_cap=cap, base_workload=base)
+                             simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
+                             concurrency_cap=cap, base_workload=base)
     bar = None
 
     def on_start(todo, reused):
