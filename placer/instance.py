@@ -129,6 +129,11 @@ class Instance:
                 out[idx[a], idx[b]] = out[idx[b], idx[a]] = data["latency_us"]
         return out
 
+    def hop_us(self, a: int, b: int) -> float:
+        """Latency of a hop a -> b: the direct link when there is one, else the shortest path."""
+        link = self.link_us.get((a, b))
+        return link if link is not None else self.latency_us[a][b]
+
     # ------------------------------------------------------------------ helpers
     def max_concurrency(self, nodes, device: int) -> int | None:
         """Largest live-request count ``nodes`` hold together on ``device``; None = unbounded; -1 = weights alone overflow."""

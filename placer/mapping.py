@@ -115,7 +115,7 @@ def build_mapping(instance, result) -> dict:
         nxt = None
         if k + 1 < len(order):
             e = order[k + 1]
-            nxt = instance.link_us.get((d, e), instance.latency_us[d][e])
+            nxt = instance.hop_us(d, e)
         stages.append(dict(
             index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes],
             bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act,
@@ -128,7 +128,7 @@ def build_mapping(instance, result) -> dict:
         a, b = assignment[u], assignment[v]
         if a != b:
             hops += 1
-            lat += instance.link_us.get((a, b), instance.latency_us[a][b])
+            lat += instance.hop_us(a, b)
     finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
     ceiling = result.concurrency_ceiling if result.concurrency_ceiling is not None else (
         min(finite) if finite else None)

@@ -90,7 +90,7 @@ def hops_of(instance: Instance, assignment) -> tuple[int, float]:
         a, b = assignment[u], assignment[v]
         if a != b:
             hops += 1
-            lat += instance.link_us.get((a, b), instance.latency_us[a][b])
+            lat += instance.hop_us(a, b)
     return hops, lat
 
 
