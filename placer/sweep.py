@@ -203,7 +203,7 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
 
             result = solve(inst)
             _fill(row, inst, result)
-            if settings.replicas and result.status != Status.INFEASIBLE and point.concurrency:
+            if settings.replicas and point.concurrency:
                 plan = plan_replicas(inst, point.concurrency, method=method, solve=solve)
                 if plan.best is not None:
                     row.update(replicas_best=plan.best.replicas, replicas_total_devices=plan.best.total_devices,

@@ -159,12 +159,13 @@ def test_budget_points_bisect(tmp_path):
 
 
 def test_replicas_column(tmp_path):
-    grid = Grid(contexts=(10,), concurrencies=(6,))
+    # (see test_plan) N = 6: two replicas of 3 on 1 device each; N = 10: one pipeline cannot, two of 5 on 4
+    grid = Grid(contexts=(10,), concurrencies=(6, 10))
     report = run_sweep(tiny(), toy_fleet(), grid, SweepSettings(base_workload=Workload(context_tokens=10),
                                                                 replicas=True), workers=1)
-    (row,) = report.rows
-    assert (row["devices_used"], row["replicas_best"], row["replicas_total_devices"],
-            row["replicas_saving_devices"]) == (3, 2, 2, 1)
+    got = [(r["status"], r["devices_used"], r["replicas_best"], r["replicas_total_devices"],
+            r["replicas_saving_devices"]) for r in report.rows]
+    assert got == [("optimal", 3, 2, 2, 1), ("infeasible", None, 2, 4, None)]
 
 
 def test_another_setup_in_the_same_file_is_refused(tmp_path):
