@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import click
+
+from ..algorithms import METHODS
+from ..errors import InvalidSpec
+from ..instance import MODES
+from ..mapping import read_mapping
+from ..simulate.des import simulate_mapping
+from ..simulate.modes import compare_modes
+from ..workload import workload_for
+from .common import context_type, echo_json, hardware_option, load_inputs
+
+
+def _f(v, fmt="{:,.1f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+@click.command("simulate")
+@click.argument("target", required=False)
+@hardware_option()
+@click.option("--compare", "compare_model", default=None, metavar="MODEL",
+              help="Place MODEL in every mode on --hardware and simulate the placements side by side.")
+@click.option("--all-modes", is_flag=True, help="TARGET is a model: the same as --compare TARGET.")
+@click.option("--requests", type=click.IntRange(1, 10**6), default=None,
+              help="Requests to serve (default: as many as the KV reserve holds at once).")
+@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=None,
+              help="Tokens each request generates (default 32; 16 with --compare).")
+@click.option("--context", type=context_type, default=None, help="Total tokens per request, e.g. 256k.")
+@click.option("--context-dist", default=None,
+              help="fixed:256k, uniform:64k:256k, lognormal:MEDIAN:SIGMA or choice:8k,32k,256k.")
+@click.option("--micro-batch", type=click.IntRange(1, 10**6), default=None)
+@click.option("--arrival-rate", type=click.FloatRange(0, min_open=True), default=None,
+              help="Poisson arrivals, requests per second (default: all at once).")
+@click.option("--duration", type=click.FloatRange(0, min_open=True), default=None,
+              help="Simulated seconds (default: until every request finishes).")
+@click.option("--max-live", type=click.IntRange(1, 10**9), default=None, help="Cap on live requests.")
+@click.option("--prefill", is_flag=True, help="Model each prompt's prefill on the same devices (gives TTFT).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--gantt", type=click.Path(dir_okay=False), default=None, help="Draw stage occupancy to FILE.png.")
+@click.option("--method", type=click.Choice([m for m in METHODS if m != "bound"]), default="cpsat",
+              show_default=True, help="Placement method for --compare.")
+@click.option("--granularity", default="shards:2", show_default=True, help="Split-mode refinement for --compare.")
+@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+              help="CP-SAT time limit per mode for --compare.")
+@click.option("--modes", default=",".join(MODES), show_default=True, help="Modes for --compare.")
+@click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
+                     micro_batch, arrival_rate, duration, max_live, prefill, seed, gantt, method, granularity,
+                     time_limit, modes, model_ref, as_json):
+    """Simulate decode of the stage mapping TARGET at full size (tokens/s per user and aggregate,
+    inter-token latency, stage utilisation, live requests, power, tokens/s per MW, J/token), or,
+    with --compare MODEL / --all-modes, every mode's placement of a model side by side."""
+    if compare_model or all_modes:
+        model_ref_ = compare_model or target
+        if not model_ref_:
+            raise InvalidSpec("--compare", "model", "name the model to compare")
+        if not hardware:
+            raise InvalidSpec("--hardware", "hardware", "--compare needs --hardware")
+        wanted = tuple(m.strip() for m in modes.split(",") if m.strip())
+        bad = [m for m in wanted if m not in MODES]
+        if bad or not wanted:
+            raise InvalidSpec("--modes", "modes", f"unknown mode {bad[0] if bad else '(none)'!r} "
+                                                  f"(choose from {', '.join(MODES)})")
+        m, fleet, _ = load_inputs(model_ref_, hardware)
+        wl = workload_for(m, context=context, micro_batch=micro_batch)
+        doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity,
+                            time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
+                            micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
+                            prefill=prefill)
+        if as_json:
+            echo_json(doc)
+            return 0
+        _print_compare(doc)
+        return 0
+    if not target:
+        raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
+    mapping = read_mapping(target)
+    res = simulate_mapping(mapping, model=model_ref, hardware=hardware, requests=requests,
+                           output_tokens=output_tokens or 32, context=context, context_dist=context_dist,
+                           micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration,
+                           max_live=max_live, seed=seed, prefill=prefill, trace=gantt is not None)
+    if gantt:
+        from ..simulate.gantt import save_gantt
+        save_gantt(res, gantt)
+    if as_json:
+        echo_json(res.to_dict())
+        return 0
+    s = mapping["summary"]
+    click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']} ({mapping['mode']}): "
+               f"{len(res.stages)} stages, {res.segments} device visits per token, {s['hops']} hops")
+    click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
+               f"micro-batch {res.micro_batch}, live cap {_f(res.concurrency_cap, '{}')}")
+    click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
+               f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
+    click.echo(f"  aggregate speed       {_f(res.aggregate_tokens_per_s)} tokens/s "
+               f"(pipeline bound {res.pipeline_bound_tokens_per_s:,.1f})")
+    click.echo(f"  inter-token latency   p50 {_f(res.itl_p50_us)} us, p99 {_f(res.itl_p99_us)} us")
+    if res.ttft_p50_us is not None:
+        click.echo(f"  time to first token   p50 {_f(res.ttft_p50_us)} us, p99 {_f(res.ttft_p99_us)} us")
+    click.echo(f"  live requests         peak {res.live_requests}, mean {res.live_requests_mean:,.1f}")
+    util = res.stage_utilization
+    click.echo(f"  stage utilisation     mean {sum(util) / len(util):.1%}, min {min(util):.1%}, "
+               f"max {max(util):.1%}; bubbles {res.bubble_fraction:.1%}")
+    click.echo(f"  power                 {_f(res.power_w and res.power_w / 1e3, '{:,.1f}')} kW; "
+               f"{_f(res.tokens_per_s_per_mw, '{:,.0f}')} tokens/s per MW; "
+               f"{_f(res.joules_per_token, '{:,.2f}')} J/token")
+    if gantt:
+        click.echo(f"stage occupancy drawn to {gantt}")
+    return 0
+
+
+def _print_compare(doc: dict) -> None:
+    wl = doc["workload"]
+    click.echo(f"{doc['model']} on {doc['hardware']}: context {wl['context_tokens']:,} tokens, "
+               f"{wl['weight_bits']}-bit weights, {wl['kv_bits']}-bit KV, micro-batch {doc['micro_batch']}, "
+               f"{doc['output_tokens']} output tokens per request")
+    cols = [("mode", "{}"), ("method", "{}"), ("status", "{}"), ("devices_used", "{}"), ("hops", "{}"),
+            ("hop_latency_us", "{:,.0f}"), ("concurrency_ceiling", "{}"), ("single_user_tokens_per_s", "{:,.1f}"),
+            ("per_user_tokens_per_s", "{:,.1f}"), ("aggregate_tokens_per_s", "{:,.0f}"),
+            ("power_w", "{:,.0f}"), ("tokens_per_s_per_mw", "{:,.0f}"), ("joules_per_token", "{:,.2f}")]
+    labels = {"devices_used": "devices", "hop_latency_us": "hop us", "concurrency_ceiling": "live cap",
+              "single_user_tokens_per_s": "tok/s alone", "per_user_tokens_per_s": "tok/s/user at cap",
+              "aggregate_tokens_per_s": "tok/s total", "power_w": "power W", "tokens_per_s_per_mw": "tok/s/MW",
+              "joules_per_token": "J/token"}
+    width = max(18, *(len(r["mode"]) for r in doc["rows"]))
+    for key, fmt in cols:
+        cells = [_f(r.get(key), fmt) for r in doc["rows"]]
+        click.echo(f"{labels.get(key, key):<{width}}" + "".join(f"{c:>{width}}" for c in cells))
+    for r in doc["rows"]:
+        if r.get("message"):
+            click.echo(f"{r['mode']}: {r['message']}")

@@ -1,0 +1,229 @@
+"""The simulator's cost model: how long one device visit and one hop take in decode.
+
+A placement's route is cut into *segments*, maximal runs of consecutive nodes on one device (a
+contiguous placement has one per stage; a free placement that returns to a device has more).
+One decode step of a micro-batch of ``b`` requests with KV lengths ``c_1..c_b`` spends on a segment
+
+    t = O_stage + sum over its nodes n of [ O_layer + R_n / (BW * eta_bw) + F_n / (C * eta_c) ]
+
+with the device type's ``perf`` constants (``fixed_overhead_us_per_stage`` O_stage,
+``fixed_overhead_us_per_layer`` O_layer, ``bandwidth_efficiency`` eta_bw, ``compute_efficiency``
+eta_c; the hardware spec keeps them, calibrated in ``benchmarks/calibrate_simulator.py``),
+memory bandwidth BW and peak compute C. The terms add (no overlap assumed):
+
+* bytes read R_n = weights the micro-batch touches + KV read + state read and written:
+  weights: a dense node reads its active weights once per micro-batch (embedding: one row per
+  token); an MoE node reads its always-resident part plus the experts the micro-batch touches,
+  ``E (1 - (1 - k/E)^b)`` of them on average for uniform routing (a node that lost its expert
+  structure, such as a shard, reads ``min(all, b x active)``); KV: ``kv_bytes_per_token x
+  min(c_i, window)`` per request; state: twice the request's state bytes;
+* FLOPs F_n = ``2 x active params`` per request + 2 per cached KV element read (scores and
+  values) + 4 per recurrent-state element (decay, update, read-out).
+
+A hop costs the link's latency plus the activation bytes of the micro-batch over the link's
+bandwidth (when the fleet gives one). Everything is in microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import memory
+from ..instance import Instance
+
+__all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens"]
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    """Per-node inputs of the cost model, in bytes and FLOPs, at the instance's workload."""
+
+    name: str
+    weight_bytes: int              # all weights of the node
+    active_weight_bytes: int       # weights one token reads
+    always_bytes: int = 0          # MoE: router + shared experts + mixer part (read every step)
+    expert_bytes: int = 0          # MoE: one routed expert
+    num_experts: int = 0
+    experts_per_token: int = 0
+    kv_bytes_per_token: int = 0
+    kv_elements_per_token: int = 0
+    kv_window: int | None = None
+    state_bytes: int = 0           # per request
+    state_elements: int = 0
+    active_params: int = 0
+    activation_bytes_per_token: int = 0
+
+    def weight_bytes_read(self, b: int) -> float:
+        """Weight bytes a micro-batch of ``b`` requests reads (expected, for MoE)."""
+        if b <= 0:
+            return 0.0
+        if self.num_experts and self.experts_per_token:
+            e, k = self.num_experts, self.experts_per_token
+            touched = e * (1.0 - (1.0 - k / e) ** b)
+            return float(min(self.weight_bytes, self.always_bytes + touched * self.expert_bytes))
+        return float(min(self.weight_bytes, b * self.active_weight_bytes))
+
+
+def node_cost(instance: Instance, i: int) -> NodeCost:
+    layer, wl = instance.nodes[i], instance.workload
+    total = memory.weight_bytes(layer, wl)
+    if layer.weight_bytes_fixed is not None and layer.params:
+        active = -(-total * layer.active_params // layer.params)
+    elif layer.weight_bytes_fixed is not None:
+        active = total
+    else:
+        active = memory.bits_to_bytes(layer.active_params, wl.weight_bits)
+    active = min(active, total)
+    kw: dict = {}
+    if layer.num_experts and layer.expert_params and layer.part is None:
+        # k from the counts: active = everything but the routed experts + k experts
+        routed = layer.num_experts * layer.expert_params
+        k = round((layer.active_params - (layer.params - routed)) / layer.expert_params)
+        if 1 <= k <= layer.num_experts:
+            kw = dict(num_experts=layer.num_experts, experts_per_token=k,
+                      expert_bytes=memory.bits_to_bytes(layer.expert_params, wl.weight_bits),
+                      always_bytes=memory.bits_to_bytes(layer.params - routed, wl.weight_bits))
+    return NodeCost(name=layer.name, weight_bytes=total, active_weight_bytes=active,
+                    kv_bytes_per_token=memory.kv_bytes_per_token(layer, wl),
+                    kv_elements_per_token=layer.kv_elements_per_token, kv_window=layer.kv_window,
+                    state_bytes=memory.state_bytes_per_request(layer, wl),
+                    state_elements=layer.state_elements_per_request + layer.conv_state_elements_per_request,
+                    active_params=layer.active_params,
+                    activation_bytes_per_token=memory.activation_bytes_per_token(layer, wl), **kw)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A segment's step time split into its parts: t = fixed_us + bytes / bw + flops / flops_rate."""
+
+    fixed_us: float
+    bytes: float
+    flops: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive nodes on one device, with the device's effective rates (bytes/us, FLOP/us)."""
+
+    index: int
+    device: int                    # index into instance.devices
+    device_id: str
+    stage: int                     # index of the device among the used ones (first-visit order)
+    nodes: tuple[int, ...]
+    costs: tuple[NodeCost, ...]
+    overhead_stage_us: float
+    overhead_layer_us: float
+    bytes_per_us: float            # memory_bandwidth x bandwidth_efficiency / 1e6 (inf when unknown)
+    flops_per_us: float            # compute x compute_efficiency / 1e6 (inf when unknown)
+    hop_us: float = 0.0            # latency of the link to the next segment (0 for the last)
+    hop_bytes_per_us: float = float("inf")
+    out_activation_bytes: int = 0  # per token, crossing that link
+
+    def terms(self, contexts: Sequence[int]) -> Terms:
+        """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
+        return self.terms_for(len(contexts), cached_tokens(contexts, self.windows()))
+
+    def windows(self) -> set:
+        return set(self._kv)
+
+    @cached_property
+    def _kv(self) -> dict:
+        """window -> (KV bytes per token, KV elements per token) summed over the nodes."""
+        out: dict = {}
+        for c in self.costs:
+            if c.kv_bytes_per_token or c.kv_elements_per_token:
+                b, e = out.get(c.kv_window, (0, 0))
+                out[c.kv_window] = (b + c.kv_bytes_per_token, e + c.kv_elements_per_token)
+        return out
+
+    @cached_property
+    def _per_request(self) -> tuple[float, float]:
+        """(bytes, FLOPs) every request adds whatever its context: state traffic and GEMVs."""
+        return (float(sum(2 * c.state_bytes for c in self.costs)),
+                float(sum(2.0 * c.active_params + 4.0 * c.state_elements for c in self.costs)))
+
+    @cached_property
+    def _weights_read(self) -> dict:
+        return {}
+
+    def weight_bytes_read(self, b: int) -> float:
+        w = self._weights_read.get(b)
+        if w is None:
+            w = self._weights_read[b] = float(sum(c.weight_bytes_read(b) for c in self.costs))
+        return w
+
+    def terms_for(self, b: int, cached: dict) -> Terms:
+        """:meth:`terms` from the micro-batch size and ``cached[window]`` = sum over its requests of
+        min(KV length, window) (``window`` None: the whole length), as :func:`cached_tokens` gives."""
+        per_bytes, per_flops = self._per_request
+        nbytes = self.weight_bytes_read(b) + b * per_bytes
+        flops = b * per_flops
+        for w, (kb, ke) in self._kv.items():
+            nbytes += kb * cached[w]
+            flops += 2.0 * ke * cached[w]
+        fixed = self.overhead_stage_us + self.overhead_layer_us * len(self.nodes)
+        return Terms(fixed, nbytes, flops)
+
+    def time_us(self, contexts: Sequence[int]) -> float:
+        """Step time of a micro-batch whose requests hold ``contexts`` tokens of KV each."""
+        return self.duration_us(self.terms(contexts))
+
+    def duration_us(self, t: Terms) -> float:
+        """Microseconds the work ``t`` takes on this segment's device."""
+        return t.fixed_us + t.bytes / self.bytes_per_us + t.flops / self.flops_per_us
+
+    def hop_time_us(self, b: int) -> float:
+        """The hop after this segment for a micro-batch of ``b``: latency + serialisation."""
+        if self.hop_us == 0.0 and self.out_activation_bytes == 0:
+            return 0.0
+        return self.hop_us + b * self.out_activation_bytes / self.hop_bytes_per_us
+
+
+def cached_tokens(contexts: Sequence[int], windows) -> dict:
+    """``{window: sum of min(c, window) over contexts}`` (``None``: plain sum) for each window."""
+    total = float(sum(contexts))
+    return {w: total if w is None else float(sum(min(c, w) for c in contexts)) for w in windows}
+
+
+def _rate(peak: float | None, efficiency: float) -> float:
+    return float("inf") if not peak else peak * efficiency / 1e6
+
+
+def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
+    """The route of ``assignment`` as segments with their costs and the hop after each."""
+    n = instance.n_nodes
+    if len(assignment) != n:
+        raise ValueError(f"assignment has {len(assignment)} entries for {n} nodes")
+    costs = [node_cost(instance, i) for i in range(n)]
+    runs: list[list[int]] = []
+    for i in range(n):
+        if runs and assignment[runs[-1][-1]] == assignment[i]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    stage_of: dict[int, int] = {}
+    for run in runs:
+        stage_of.setdefault(assignment[run[0]], len(stage_of))
+    graph = instance.fleet.graph
+    out = []
+    for k, run in enumerate(runs):
+        d = assignment[run[0]]
+        dev = instance.devices[d]
+        t = dev.type
+        hop, hop_bw, act = 0.0, float("inf"), 0
+        if k + 1 < len(runs):
+            e = assignment[runs[k + 1][0]]
+            hop = instance.hop_us(d, e)
+            other = instance.devices[e].id
+            bw = graph.edges[dev.id, other].get("bandwidth") if graph.has_edge(dev.id, other) else None
+            hop_bw = bw / 1e6 if bw else float("inf")
+            act = costs[run[-1]].activation_bytes_per_token
+        out.append(Segment(index=k, device=d, device_id=dev.id, stage=stage_of[d], nodes=tuple(run),
+                           costs=tuple(costs[i] for i in run), overhead_stage_us=t.fixed_overhead_us_per_stage,
+                           overhead_layer_us=t.fixed_overhead_us_per_layer,
+                           bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
+                           flops_per_us=_rate(t.compute_flops, t.compute_efficiency),
+                           hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act))
+    return out
