@@ -79,11 +79,11 @@ def _placement(model_name: str, fleet, wafers: int, weight_bits: int = 16, conte
 
 
 def linear_terms(inst, assignment, context: int = CONTEXT) -> tuple[float, float, float]:
-    """(nodes, bytes read, remaining us) of one request's token: T = a*nodes + x*bytes + rest."""
+    """(layers, bytes read, remaining us) of one request's token: T = a*layers + x*bytes + rest."""
     nodes = nbytes = rest = 0.0
     for s in segments_of(inst, assignment):
         t = s.terms_for(1, cached_tokens([context], s.windows()))
-        nodes += len(s.nodes)
+        nodes += s.layers
         nbytes += t.bytes
         rest += s.overhead_stage_us + t.flops / s.flops_per_us + s.hop_time_us(1)
     return nodes, nbytes, rest
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     print(f"fit on wse-3 (peak {f['peak_bw'] / 1e15:g} PB/s, compute efficiency {COMPUTE_EFFICIENCY}, "
           f"context {CONTEXT}):")
     for c in f["cases"]:
-        print(f"  {c['model']}: {c['wafers']} wafer(s), {c['nodes']:.0f} nodes, {c['bytes'] / 1e9:.3f} GB read "
+        print(f"  {c['model']}: {c['wafers']} wafer(s), {c['nodes']:.0f} layers, {c['bytes'] / 1e9:.3f} GB read "
               f"per token, {c['rest_us']:.2f} us of hops and FLOPs; published {c['published']:g} tok/s")
     print(f"  fixed_overhead_us_per_layer = {f['a']:.4f} us")
     print(f"  bandwidth_efficiency        = {f['bandwidth_efficiency']:.6f} "
@@ -183,8 +183,8 @@ def main(argv=None) -> int:
         err8, err70 = (r["error"] for r in checks)
         common = [
             "Simulator cost model (placer/simulate/cost.py): a stage visit costs the per-stage",
-            "overhead + per node [fixed_overhead_us_per_layer + bytes read / (bandwidth x",
-            "bandwidth_efficiency) + FLOPs / (compute x compute_efficiency)].",
+            "overhead + fixed_overhead_us_per_layer per layer + bytes read / (bandwidth x",
+            "bandwidth_efficiency) + FLOPs / (compute x compute_efficiency).",
         ]
         write_perf("wse-3", perf_block(wse3, common + [
             "Calibrated by benchmarks/calibrate_simulator.py against the published batch-1 speeds",

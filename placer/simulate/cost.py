@@ -4,12 +4,14 @@ A placement's route is cut into *segments*, maximal runs of consecutive nodes on
 contiguous placement has one per stage; a free placement that returns to a device has more).
 One decode step of a micro-batch of ``b`` requests with KV lengths ``c_1..c_b`` spends on a segment
 
-    t = O_stage + sum over its nodes n of [ O_layer + R_n / (BW * eta_bw) + F_n / (C * eta_c) ]
+    t = O_stage + O_layer * L + sum over its nodes n of [ R_n / (BW * eta_bw) + F_n / (C * eta_c) ]
 
 with the device type's ``perf`` constants (``fixed_overhead_us_per_stage`` O_stage,
 ``fixed_overhead_us_per_layer`` O_layer, ``bandwidth_efficiency`` eta_bw, ``compute_efficiency``
 eta_c; the hardware spec keeps them, calibrated in ``benchmarks/calibrate_simulator.py``),
-memory bandwidth BW and peak compute C. The terms add (no overlap assumed):
+memory bandwidth BW and peak compute C, and L the model layers the segment runs: parts of one
+layer (shards, mixer and expert groups after refining) on one device count once, a layer whose
+parts sit on two devices pays the overhead on each. The terms add (no overlap assumed):
 
 * bytes read R_n = weights the micro-batch touches + KV read + state read and written:
   weights: a dense node reads its active weights once per micro-batch (embedding: one row per
@@ -120,6 +122,7 @@ class Segment:
     hop_us: float = 0.0            # latency of the link to the next segment (0 for the last)
     hop_bytes_per_us: float = float("inf")
     out_activation_bytes: int = 0  # per token, crossing that link
+    layers: int = 0                # distinct model layers among the nodes (parts of one layer count once)
 
     def terms(self, contexts: Sequence[int]) -> Terms:
         """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
@@ -163,7 +166,7 @@ class Segment:
         for w, (kb, ke) in self._kv.items():
             nbytes += kb * cached[w]
             flops += 2.0 * ke * cached[w]
-        fixed = self.overhead_stage_us + self.overhead_layer_us * len(self.nodes)
+        fixed = self.overhead_stage_us + self.overhead_layer_us * self.layers
         return Terms(fixed, nbytes, flops)
 
     def time_us(self, contexts: Sequence[int]) -> float:
@@ -225,5 +228,6 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            overhead_layer_us=t.fixed_overhead_us_per_layer,
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
                            flops_per_us=_rate(t.compute_flops, t.compute_efficiency),
-                           hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act))
+                           hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
+                           layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run})))
     return out

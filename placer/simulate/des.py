@@ -356,7 +356,8 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                       for c in s.costs)
             kve = sum(c.kv_elements_per_token * sum_min(p, c.kv_window) for c in s.costs)
             act = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p for c in s.costs)
-            return Terms(t.fixed_us, sum(c.weight_bytes_read(p) for c in s.costs) + kvb, act + 2.0 * kve)
+            state = sum(2 * c.state_bytes for c in s.costs)      # read once, written once
+            return Terms(t.fixed_us, sum(c.weight_bytes_read(p) for c in s.costs) + kvb + state, act + 2.0 * kve)
         yield from walk(-1 - r.id, terms, 1, True)
         token(r, env.now)
         if r.done:
