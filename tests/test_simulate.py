@@ -175,3 +175,16 @@ def test_bad_simulation_arguments():
         with pytest.raises(InvalidSpec, match=field):
             simulate(inst, ROUTE, **kw)
     assert math.isfinite(simulate(inst, ROUTE, requests=1, output_tokens=2).unloaded_token_latency_us)
+
+
+def test_layer_overhead_counts_a_layer_once_per_device():
+    sharded = LINEAR.refine("shards:2")
+    inst = make_instance(LINEAR, FLEET, Workload(context_tokens=1000), mode="split", granularity="shards:2")
+    assert [x.name for x in inst.nodes][:3] == ["layers.0.shard0", "layers.0.shard1", "layers.1.shard0"]
+    assert len(sharded.layers) == 8
+    # layer 0 whole on device 0; layer 1 cut between devices 0 and 1; layers 2, 3 on device 1
+    segs = segments_of(inst, (0, 0, 0, 1, 1, 1, 1, 1))
+    assert [s.layers for s in segs] == [2, 3]
+    # device 0: 5 + 2 x 10 + (2e6 + 1e6 weights + state of layers 0 and 1 (shard 0 holds it)) / BW
+    assert segs[0].time_us([1000]) == pytest.approx(25 + (3e6 + 2 * 2000) / BW, rel=1e-12)
+    assert segs[1].time_us([1000]) == pytest.approx(35 + (1e6 + 8e6 + 2 * 2000) / BW, rel=1e-12)

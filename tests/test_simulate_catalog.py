@@ -1,0 +1,117 @@
+"""The simulator on the catalog: the calibration reproduces the published CS-3 speeds, the kimi-k3
+mappings report every figure, and the command line prints them, draws a Gantt chart and compares
+every mode's placement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placer import load_fleet, load_model, make_instance, workload_for
+from placer.algorithms import place
+from placer.catalog import project_root
+from placer.mapping import build_mapping, instance_from_mapping, read_mapping, write_mapping
+from placer.simulate import segments_of, simulate, simulate_mapping
+
+DESIGN_FIELDS = {"per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us", "itl_p99_us", "live_requests",
+                 "power_w", "tokens_per_s_per_mw", "joules_per_token", "stage_utilization", "bubble_fraction"}
+
+
+@pytest.mark.parametrize("name, wafers, published", [("llama-3.1-8b", 1, 1800.0), ("llama-3.1-70b", 4, 450.0)])
+def test_calibrated_wse3_reproduces_published_speeds(name, wafers, published):
+    model, fleet = load_model(name), load_fleet("wse-3")
+    inst = make_instance(model, fleet, workload_for(model, context=1024, concurrency=1))
+    res = place(inst, method="dp")
+    assert res.devices_used == wafers
+    sim = simulate(inst, res.assignment, requests=1, output_tokens=8, context=1024)
+    assert sim.per_user_tokens_per_s == pytest.approx(published, rel=1e-3)
+
+
+def test_wse3t_is_derived_from_wse3():
+    a, b = load_fleet("wse-3").available[0].type, load_fleet("wse-3t").available[0].type
+    assert a.fixed_overhead_us_per_layer == b.fixed_overhead_us_per_layer
+    assert a.bandwidth_efficiency == b.bandwidth_efficiency
+    assert b.memory_bandwidth / a.memory_bandwidth == pytest.approx(43.2 / 21)
+
+
+def _mapping(mode: str, method: str) -> dict:
+    path = project_root() / "solutions" / f"kimi-k3__wse-3t__{mode}.json"
+    if path.exists():
+        return read_mapping(path)
+    model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
+    inst = make_instance(model, fleet, workload_for(model), mode=mode)
+    return build_mapping(inst, place(inst, method=method))
+
+
+@pytest.fixture(scope="module")
+def kimi():
+    return {"contiguous": _mapping("contiguous", "dp"), "free": _mapping("free", "ffd")}
+
+
+@pytest.mark.parametrize("mode", ["contiguous", "free"])
+def test_kimi_k3_mapping_figures(kimi, mode):
+    doc = kimi[mode]
+    res = simulate_mapping(doc, output_tokens=3)
+    assert res.concurrency_cap == doc["summary"]["concurrency_ceiling"] == 184
+    assert res.live_requests == 184 and res.requests_completed == 184
+    n = doc["summary"]["devices_used"]
+    assert len(res.stages) == n == len(res.stage_utilization)
+    assert res.power_w == pytest.approx(n * 43_300)
+    assert res.hop_latency_us == pytest.approx(doc["summary"]["hop_latency_us"])
+    _m, _f, _wl, inst = instance_from_mapping(doc)
+    index = inst.device_index
+    segs = segments_of(inst, [index[d] for d in doc["route"]])
+    mean_ctx = 262144 - 1
+    # a hop: the link latency plus 7168 x 2 B of activations at 2.4 Tb/s (300,000 B/us)
+    assert segs[0].hop_time_us(1) == pytest.approx(segs[0].hop_us + 14336 / 300_000, rel=1e-12)
+    serialisation = (len(segs) - 1) * 14336 / 300_000
+    assert res.unloaded_token_latency_us == pytest.approx(
+        sum(s.time_us([mean_ctx]) for s in segs) + doc["summary"]["hop_latency_us"] + serialisation, rel=1e-9)
+    # every kimi-k3 layer reads its 16.1 GB of 4-bit weights per micro-batch: the wafer holding the
+    # most layers bounds the pipeline
+    worst = max(sum(s.time_us([mean_ctx]) for s in segs if s.device == d) for d in {s.device for s in segs})
+    assert res.pipeline_bound_tokens_per_s == pytest.approx(1e6 / worst, rel=1e-9)
+    assert res.aggregate_tokens_per_s <= res.pipeline_bound_tokens_per_s * 1.0001
+    assert res.per_user_tokens_per_s < 1e6 / res.unloaded_token_latency_us
+
+
+def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
+    path = tmp_path / "k3.json"
+    write_mapping(path, kimi["contiguous"])
+    png = tmp_path / "occupancy.png"
+    code, out, err = run_cli(["simulate", path, "--requests", 12, "--output-tokens", 3, "--micro-batch", 2,
+                              "--gantt", png, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert DESIGN_FIELDS <= set(doc)
+    assert doc["micro_batch"] == 2 and doc["requests"] == 12 and doc["tokens"] == 36
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, err = run_cli(["simulate", path, "--requests", 4, "--output-tokens", 2, "--context-dist",
+                              "uniform:64k:256k"])
+    assert code == 0, err
+    assert "per-user speed" in out and "tokens/s per MW" in out
+    code, out, err = run_cli(["simulate", path, "--context-dist", "gamma:3"])
+    assert code == 2 and err.startswith("error: --context-dist: context_dist:")
+
+
+def test_simulate_compare_every_mode(run_cli):
+    code, out, err = run_cli(["simulate", "--compare", "kimi-k3", "--hardware", "wse-3t", "--method", "dp",
+                              "--output-tokens", 2, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["mode"]: r for r in doc["rows"]}
+    assert set(rows) == {"contiguous", "free", "split"}
+    assert rows["free"]["method"] == "ffd"              # dp does not place in free mode
+    assert rows["contiguous"]["devices_used"] == 70 and rows["contiguous"]["hops"] == 69
+    assert rows["free"]["devices_used"] < rows["contiguous"]["devices_used"]
+    for r in rows.values():
+        assert r["concurrency_ceiling"] == r["live_requests"] == 184
+        assert r["tokens_per_s_per_mw"] == pytest.approx(r["aggregate_tokens_per_s"] / (r["power_w"] / 1e6))
+        assert r["single_user_tokens_per_s"] > r["per_user_tokens_per_s"] > 0
+    code, out, err = run_cli(["simulate", "kimi-k3", "--all-modes", "-H", "wse-3t", "--method", "dp",
+                              "--modes", "contiguous", "--output-tokens", 2])
+    assert code == 0, err
+    assert "tok/s/MW" in out and "contiguous" in out
+    code, out, err = run_cli(["simulate", "--compare", "kimi-k3"])
+    assert code == 2 and "--hardware" in err
