@@ -1,13 +1,14 @@
 """Regenerate ``solutions/``: each catalog model on its natural hardware, in every mode, by CP-SAT.
 
-    python -m placer.solutions [--time-limit 60] [--workers 2] [--seed 0] [--model NAME ...]
+    python -m placer.solutions [--stale] [--time-limit 60] [--workers 2] [--seed 0] [--model NAME ...]
                                [--mode contiguous|free|split ...] [--out solutions]
 
 For every model of the catalog and every mode (``contiguous``, ``free``, ``split`` at
 ``shards:4``) it solves at the model's default workload with ``place(method="cpsat")``, checks
 the mapping with the independent validator and writes it atomically to
 ``<out>/<model>__<hardware>__<mode>.json``. A mode with no placement is skipped with its reason; a
-mapping that fails validation is not written and the command exits 1.
+mapping that fails validation is not written and the command exits 1. With ``--stale`` only the
+mappings that are missing or no longer validate (a spec changed since) are solved again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from .catalog import list_models
 from .errors import PlacerError
 from .fleet import load_fleet
-from .mapping import write_mapping
+from .mapping import read_mapping, write_mapping
 from .model import load_model
 from .validate import validate_mapping
 from .workload import workload_for
@@ -46,20 +47,36 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _up_to_date(path: Path, model, fleet) -> bool:
+    """True when ``path`` holds a mapping that validates against the current specs."""
+    if not path.exists():
+        return False
+    try:
+        return validate_mapping(read_mapping(path), model=model, fleet=fleet, source=str(path)) == []
+    except PlacerError:
+        return False
+
+
 def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, time_limit: float = 60.0,
-               workers: int = 2, seed: int = 0, log=_say) -> dict:
-    """Solve and write every (model, mode); returns ``{"written": [...], "skipped": [...], "invalid": [...]}``."""
+               workers: int = 2, seed: int = 0, stale_only: bool = False, log=_say) -> dict:
+    """Solve and write every (model, mode); returns the paths ``written`` and ``current`` (up to date,
+    with ``stale_only``), and the ``skipped`` (no placement) and ``invalid`` (failed validation) cases."""
     from .compare import solution_path, solve
 
     out_dir = Path(out_dir)
     names = models or [p.stem for p in list_models()]
-    report: dict[str, list] = {"written": [], "skipped": [], "invalid": []}
+    report: dict[str, list] = {"written": [], "current": [], "skipped": [], "invalid": []}
     for name in names:
         model = load_model(name)
         hw = natural_hardware(model.name)
         fleet = load_fleet(hw)
         wl = workload_for(model)
         for mode in modes:
+            path = out_dir / Path(solution_path(model.name, fleet.name, mode)).name
+            if stale_only and _up_to_date(path, model, fleet):
+                log(f"keep  {path}: up to date")
+                report["current"].append(str(path))
+                continue
             solved = solve(model, fleet, wl, mode=mode, method="cpsat",
                            granularity=SPLIT_GRANULARITY if mode == "split" else None,
                            time_limit=time_limit, workers=workers, seed=seed)
@@ -74,7 +91,6 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                 log(f"FAIL  {label}: {len(violations)} violation(s); first: {violations[0]}")
                 report["invalid"].append((model.name, hw, mode, [str(v) for v in violations]))
                 continue
-            path = out_dir / Path(solution_path(model.name, fleet.name, mode)).name
             write_mapping(path, doc)
             s = doc["summary"]
             log(f"wrote {path}: {s['devices_used']} devices (bound {s['lower_bound_devices']}), {s['hops']} hops, "
@@ -92,14 +108,18 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="CP-SAT seconds per solve (default 60)")
     parser.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stale", action="store_true",
+                        help="only solve mappings that are missing or no longer validate against the specs")
     args = parser.parse_args(argv)
     try:
         report = regenerate(args.out, models=args.models, modes=tuple(args.modes or MODES),
-                            time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+                            time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                            stale_only=args.stale)
     except PlacerError as exc:
         _say(f"error: {exc}")
         return 2
-    _say(f"{len(report['written'])} written, {len(report['skipped'])} skipped, {len(report['invalid'])} invalid")
+    _say(f"{len(report['written'])} written, {len(report['current'])} up to date, {len(report['skipped'])} skipped, "
+         f"{len(report['invalid'])} invalid")
     return 1 if report["invalid"] else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,8 @@ needs_files = pytest.mark.skipif(not FILES, reason="solutions/ is empty: run `py
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_committed_mapping_is_valid(path):
     doc = read_mapping(path)
-    assert validate_mapping(doc, source=str(path)) == []
+    found = [str(v) for v in validate_mapping(doc, source=str(path))]
+    assert found == [], "stale or broken: run `python -m placer.solutions --stale` and commit solutions/"
     model, hardware, mode = path.stem.split("__")
     assert (doc["model"]["name"], doc["hardware"]["name"], doc["mode"]) == (model, hardware, mode)
     assert hardware == natural_hardware(model)
@@ -47,3 +49,25 @@ def test_every_catalog_model_has_a_contiguous_solution():
         hw = natural_hardware(spec.stem)
         assert (SOLUTIONS / f"{spec.stem}__{hw}__contiguous.json").exists(), spec.stem
     assert {p.stem.split("__")[2] for p in FILES} <= set(MODES)
+
+
+def test_regenerate_writes_valid_mappings_and_keeps_current_ones(tmp_path):
+    from placer.solutions import regenerate
+
+    logged = []
+    first = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+                       log=logged.append)
+    path = tmp_path / "llama-3.1-8b__wse-3t__contiguous.json"
+    assert first["written"] == [str(path)] and first["invalid"] == []
+    assert validate_mapping(read_mapping(path)) == []
+    again = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+                       stale_only=True, log=logged.append)
+    assert again["written"] == [] and again["current"] == [str(path)]
+    # a mapping that no longer validates is solved again
+    doc = read_mapping(path)
+    doc["hardware"]["sha256"] = "0" * 64
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    third = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+                       stale_only=True, log=logged.append)
+    assert third["written"] == [str(path)]
+    assert validate_mapping(read_mapping(path)) == []
