@@ -155,7 +155,8 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     stages = doc["stages"]
     for k, st in enumerate(stages):
         if st["index"] != k:
-            report("stage_order", f"stage at position {k} is numbered {st['index']}; stages are numbered 0..{len(stages) - 1}")
+            report("stage_order", f"stage at position {k} is numbered {st['index']}; stages are numbered "
+                                  f"0..{len(stages) - 1}")
     by_id = fl.by_id
     links = _Links(fl)
     uses = Counter(st["device"] for st in stages)

@@ -12,10 +12,12 @@ from ..spec_io import atomic_write_text
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), required=True,
               help="vllm / sglang: partition string; megatron: layout (and hybrid pattern); "
                    "torch: pipelining split points; json: executor manifest.")
-@click.option("--model", "model_ref", default=None, help="Model catalog name or spec file (default: the one the mapping names).")
+@click.option("--model", "model_ref", default=None,
+              help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
 def export_command(mapping, fmt, model_ref, hardware_ref, output):
     """Print MAPPING in a runtime's format, after validating it and re-running the runtime's own checks.
 

@@ -9,7 +9,8 @@ from .common import echo_json
 
 @click.command("validate")
 @click.argument("mapping", type=click.Path(dir_okay=False))
-@click.option("--model", "model_ref", default=None, help="Model catalog name or spec file (default: the one the mapping names).")
+@click.option("--model", "model_ref", default=None,
+              help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"valid": bool, "violations": [{"kind", "message"}]}.')
