@@ -150,3 +150,28 @@ def test_plot_cli(run_cli, tmp_path, write):
     assert code == 2 and "stages.0.device" in err
     code, out, err = run_cli(["plot", tmp_path / "missing.json", "-o", png])
     assert code == 2 and "file not found" in err
+
+
+def test_frontiers_one_panel_per_mode():
+    from placer.plotting import plot_frontiers
+
+    fig = plot_frontiers(_rows(), references={"published: 59": 59})
+    left, right = fig.axes
+    assert left.get_title() == "contiguous placement" and right.get_title() == "free placement"
+    labels = [[ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")] for ax in fig.axes]
+    assert labels == [["32k contiguous"], ["32k free"]]
+    # one mode per panel: solid lines; both panels share the device axis
+    assert right.get_lines()[0].get_linestyle() == "-"
+    assert left.get_shared_y_axes().joined(left, right)
+
+
+def test_plot_cli_draws_a_results_csv(run_cli, tmp_path):
+    from placer.sweep import write_rows
+
+    rows = [dict(r, setup="s", model="m", hardware="h", fleet_devices=96, method="dp") for r in _rows()]
+    write_rows(tmp_path / "r.csv", rows)
+    code, out, err = run_cli(["plot", tmp_path / "r.csv", "-o", tmp_path / "f.png", "--reference", "published=59"])
+    assert code == 0, err
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    code, out, err = run_cli(["plot", tmp_path / "r.csv", "-o", tmp_path / "f.png", "--reference", "59"])
+    assert code == 2 and "LABEL=N" in err

@@ -33,18 +33,18 @@ def _check_mapping(doc, path):
               help="For a results CSV: a labelled device count to draw (repeatable).")
 def plot_command(source, out, hardware, racks, racks_per_row, title, references):
     """Draw a stage mapping (JSON) on its fleet, or the frontier of a sweep results CSV."""
-    from ..plotting import plot_frontier, plot_layout, save
+    from ..plotting import plot_frontiers, plot_layout, save
 
     if str(source).endswith(".csv"):
         from ..sweep import read_rows
+        from .sweep_cmd import parse_references
 
         rows = read_rows(source)
         if not rows:
             raise InvalidSpec(source, "-", "no rows to plot")
-        from .sweep_cmd import parse_references
-
-        ax = plot_frontier(rows, fleet_devices=rows[0].get("fleet_devices"), references=parse_references(references),
-                           title=title or f"{rows[0]['model']} on {rows[0]['hardware']}")
+        figure = plot_frontiers(rows, fleet_devices=rows[0].get("fleet_devices"),
+                                references=parse_references(references),
+                                title=title or f"{rows[0]['model']} on {rows[0]['hardware']}: devices vs live requests")
     else:
         doc, _ = load_yaml_or_json(source)
         _check_mapping(doc, source)
@@ -53,6 +53,6 @@ def plot_command(source, out, hardware, racks, racks_per_row, title, references)
             from ..fleet import load_fleet
 
             fleet = load_fleet(hardware, racks=racks)
-        ax = plot_layout(doc, fleet=fleet, racks_per_row=racks_per_row, title=title)
-    save(ax.figure, out)
+        figure = plot_layout(doc, fleet=fleet, racks_per_row=racks_per_row, title=title).figure
+    save(figure, out)
     click.echo(f"wrote {out}")

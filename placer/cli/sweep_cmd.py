@@ -110,11 +110,10 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
         if bar is not None:
             bar.__exit__(None, None, None)
     if plot_path:
-        from ..plotting import plot_frontier, save
+        from ..plotting import plot_frontiers, save
 
-        ax = plot_frontier(report.rows, fleet_devices=len(fleet.available), references=parse_references(references),
-                           title=f"{m.name} on {fleet.name}: devices vs live requests")
-        save(ax.figure, plot_path)
+        save(plot_frontiers(report.rows, fleet_devices=len(fleet.available), references=parse_references(references),
+                            title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
     if as_json:
         echo_json({"rows": report.rows, "solved": report.solved, "reused": report.reused,
                    "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers})

@@ -12,9 +12,10 @@ if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "ps", "cairo", 
     matplotlib.use("Agg")
 
 from .plot_frontier import plot_frontier  # noqa: E402
+from .plot_frontiers import plot_frontiers  # noqa: E402
 from .plot_layout import plot_layout  # noqa: E402
 
-__all__ = ["plot_layout", "plot_frontier", "save"]
+__all__ = ["plot_layout", "plot_frontier", "plot_frontiers", "save"]
 
 
 def save(fig, path) -> None:

@@ -14,15 +14,20 @@ _MODE_MARKER = {"contiguous": "o", "free": "s", "split": "^"}
 
 
 def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "concurrency",
-                  y: str = "devices_used", references: Mapping[str, float] | None = None,
-                  fleet_devices: int | None = None, title: str | None = None) -> Axes:
+                  y: str = "devices_used", modes: Sequence[str] | None = None,
+                  references: Mapping[str, float] | None = None, fleet_devices: int | None = None,
+                  title: str | None = None, legend: bool = True) -> Axes:
     """Plot ``y`` (default devices) against ``x`` (default live requests) for the rows of a sweep.
 
-    One colour per context length, one line style per mode, and one line per precision pair when
-    a sweep has several. Filled markers are proven device counts, hollow ones are not; Pareto-optimal
-    points get a black ring. ``references`` draws labelled horizontal lines (e.g. a published
-    device count); ``fleet_devices`` draws the fleet's size. Rows that found no placement are
-    left out. Returns the axes; each line's label names its group.
+    One colour per context length, one line style per mode (solid when there is one mode), and one
+    line per precision pair when
+    a sweep has several; ``modes`` keeps only those modes. Lines of shorter contexts are drawn
+    wider and first, so where contexts need the same devices they show as nested bands. Each line
+    is a step that holds its value until the next measured point, and ends at the last point that
+    found a placement (labelled with its ``x``). Filled markers are proven device counts, hollow
+    ones are not; Pareto-optimal points get a black ring. ``references`` draws labelled horizontal
+    lines (e.g. a published device count); ``fleet_devices`` draws the fleet's size. Returns the
+    axes; each line's label names its group.
     """
     import matplotlib.pyplot as plt
 
@@ -30,34 +35,45 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5), dpi=120)
-    placed = [r for r in rows if r.get("status") in _PLACED and r.get(x) is not None and r.get(y) is not None]
+    placed = [r for r in rows if r.get("status") in _PLACED and r.get(x) is not None and r.get(y) is not None
+              and (modes is None or r.get("mode") in modes)]
     contexts = sorted({r["context_tokens"] for r in placed})
     cmap = plt.get_cmap("viridis")
     colour = {c: cmap(0.85 * i / max(1, len(contexts) - 1)) for i, c in enumerate(contexts)}
-    precisions = sorted({(r.get("weight_bits"), r.get("kv_bits")) for r in placed}, key=str)
+    width = {c: 1.2 + 1.2 * (len(contexts) - 1 - i) for i, c in enumerate(contexts)}
+    precisions = {(r.get("weight_bits"), r.get("kv_bits")) for r in placed}
+    one_mode = len({r.get("mode") for r in placed}) == 1
     groups: dict[tuple, list] = {}
     for r in placed:
         key = (r.get("mode"), r["context_tokens"], r.get("weight_bits"), r.get("kv_bits"))
         groups.setdefault(key, []).append(r)
-    for (mode, ctx, wb, kb), members in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        members.sort(key=lambda r: r[x])
+    mode_rank = {m: i for i, m in enumerate(_MODE_STYLE)}
+
+    def order(key):
+        mode, ctx, wb, kb = key
+        return (mode_rank.get(mode, len(mode_rank)), str(mode), ctx, wb or 0, kb or 0)
+
+    for (mode, ctx, wb, kb) in sorted(groups, key=order):
+        members = sorted(groups[mode, ctx, wb, kb], key=lambda r: r[x])
         xs, ys = [r[x] for r in members], [r[y] for r in members]
         label = f"{format_tokens(ctx)} {mode}"
         if len(precisions) > 1:
             label += f" w{wb}/kv{kb}"
-        style = _MODE_STYLE.get(mode, "-.")
         marker = _MODE_MARKER.get(mode, "D")
-        ax.plot(xs, ys, linestyle=style, color=colour[ctx], lw=1.4, label=label, drawstyle="steps-post"
-                if x == "concurrency" else "default")
+        style = "-" if one_mode else _MODE_STYLE.get(mode, "-.")
+        ax.plot(xs, ys, linestyle=style, color=colour[ctx], lw=width[ctx], label=label,
+                drawstyle="steps-post" if x == "concurrency" else "default", solid_capstyle="butt")
         proven = [bool(r.get("devices_proven", r.get("proven_optimal"))) for r in members]
         ax.scatter([a for a, p in zip(xs, proven) if p], [b for b, p in zip(ys, proven) if p], marker=marker,
-                   s=18, color=colour[ctx], zorder=3)
+                   s=16, color=colour[ctx], zorder=3)
         ax.scatter([a for a, p in zip(xs, proven) if not p], [b for b, p in zip(ys, proven) if not p],
-                   marker=marker, s=18, facecolors="white", edgecolors=colour[ctx], zorder=3)
+                   marker=marker, s=16, facecolors="white", edgecolors=colour[ctx], zorder=3)
         front = [r for r in members if r.get("pareto")]
         if front:
-            ax.scatter([r[x] for r in front], [r[y] for r in front], marker="o", s=60, facecolors="none",
+            ax.scatter([r[x] for r in front], [r[y] for r in front], marker="o", s=55, facecolors="none",
                        edgecolors="black", lw=0.9, zorder=4)
+        ax.annotate(f"{xs[-1]:g}", (xs[-1], ys[-1]), xytext=(4, 3), textcoords="offset points", fontsize=7,
+                    color=colour[ctx])
     for name, value in (references or {}).items():
         ax.axhline(value, color="#c0392b", lw=1, ls=":")
         ax.annotate(name, (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
@@ -72,7 +88,7 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
     ax.set_xlabel({"concurrency": "live requests (concurrency)"}.get(x, x))
     ax.set_ylabel({"devices_used": "devices"}.get(y, y))
     ax.grid(True, which="major", alpha=0.3)
-    if groups:
+    if groups and legend:
         ax.legend(fontsize=8, ncol=2 if len(groups) > 4 else 1)
     if title:
         ax.set_title(title)
