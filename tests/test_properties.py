@@ -13,69 +13,18 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import fleets, models, workloads
 
 from placer.algorithms import MODES_OF, place
-from placer.fleet import fleet_from_dict
 from placer.instance import make_instance
 from placer.mapping import build_mapping
-from placer.model import model_from_dict
 from placer.placement import Status
 from placer.validate import validate_mapping
-from placer.workload import Workload
 
-GB = 10**9
 CPSAT = dict(time_limit=20.0, seed=0, workers=1)
 HEURISTICS = ("greedy", "dp", "typepack", "ffd")
 PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, derandomize=True,
                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-@st.composite
-def layers(draw, min_size=2, max_size=12):
-    out = []
-    n = draw(st.integers(min_size, max_size))
-    for _ in range(n):
-        kind = draw(st.sampled_from(["attention", "linear_attention"]))
-        entry = {"kind": kind, "weight_bytes": draw(st.integers(1, 18)) * GB // 2,
-                 "activation_elements_per_token": draw(st.sampled_from([0, 1024, 8192]))}
-        if kind == "attention":
-            entry["kv_bytes_per_token"] = draw(st.integers(1, 4000))
-        else:
-            entry["state_bytes_per_request"] = draw(st.integers(1, 8)) * 10**6
-        out.append(entry)
-    return out
-
-
-@st.composite
-def models(draw, **kw):
-    return model_from_dict({"name": "random", "layers": draw(layers(**kw))})
-
-
-@st.composite
-def fleets(draw, two_types=True, topologies=("full", "ring", "line")):
-    mem_a = draw(st.sampled_from([10, 12, 16]))
-    topology = draw(st.sampled_from(topologies))
-    racks = draw(st.integers(1, 3))
-    per_rack = draw(st.integers(1, 4))
-    if two_types and racks > 1 and draw(st.booleans()):
-        mem_b = draw(st.sampled_from([x for x in (8, 20, 24) if x != mem_a]))
-        split = draw(st.integers(1, racks - 1))
-        per_b = draw(st.integers(1, 4))
-        spec = {"name": "random-hw",
-                "device_types": {"a": {"memory": f"{mem_a} GB"}, "b": {"memory": f"{mem_b} GB"}},
-                "fleet": {"groups": [{"device": "a", "racks": split, "per_rack": per_rack},
-                                     {"device": "b", "racks": racks - split, "per_rack": per_b}],
-                          "inter_rack_topology": topology, "intra_rack_latency_us": 2,
-                          "inter_rack_latency_us": draw(st.sampled_from([3, 5]))}}
-    else:
-        spec = {"name": "random-hw", "device": {"memory": f"{mem_a} GB"},
-                "fleet": {"racks": racks, "per_rack": per_rack, "inter_rack_topology": topology,
-                          "intra_rack_latency_us": 2, "inter_rack_latency_us": draw(st.sampled_from([3, 5]))}}
-    return fleet_from_dict(spec)
-
-
-workloads = st.builds(Workload, context_tokens=st.sampled_from([1024, 4096, 32768]),
-                      concurrency=st.integers(0, 40))
 
 
 def devices_proven(r) -> bool:
@@ -94,7 +43,8 @@ def assert_valid(instance, result, model, fleet, wl):
        mode=st.sampled_from(["contiguous", "free", "split"]))
 def test_every_method_validates_and_cpsat_lies_between_bound_and_heuristics(model, fleet, wl, mode):
     """Every feasible result passes the validator; CP-SAT uses at least the lower bound and no more
-    devices than any heuristic in the same mode; an INFEASIBLE claim is never contradicted."""
+    devices than any heuristic in the same mode; an INFEASIBLE claim is never contradicted; CP-SAT
+    says OPTIMAL exactly when it proved it, at its bound."""
     inst = make_instance(model, fleet, wl, mode=mode, granularity="shards:2" if mode == "split" else "layer")
     exact = place(inst, "cpsat", **CPSAT)
     lb = place(inst, "bound").lower_bound_devices
@@ -105,6 +55,10 @@ def test_every_method_validates_and_cpsat_lies_between_bound_and_heuristics(mode
     for r in results.values():
         if r.feasible:
             assert_valid(inst, r, model, fleet, wl)
+    # honest status: optimal exactly when proven, and proven only at the bound
+    assert exact.proven_optimal == (exact.status == Status.OPTIMAL)
+    if exact.proven_optimal:
+        assert exact.devices_used == round(exact.bound) and exact.gap == 0.0
     if exact.feasible:
         assert lb <= exact.devices_used
         for method, r in results.items():
