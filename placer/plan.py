@@ -47,7 +47,9 @@ def solver_options(method: str, *, time_limit: float | None = None, seed: int | 
     latency). None values are left to the solver's defaults."""
     if method != "cpsat":
         return {}
-    given = dict(time_limit=time_limit, seed=seed, workers=workers, objective=objective)
+    # "lex" is CP-SAT's default; left out so place() need not know the option
+    given = dict(time_limit=time_limit, seed=seed, workers=workers,
+                 objective=None if objective == "lex" else objective)
     return {k: v for k, v in given.items() if v is not None}
 
 

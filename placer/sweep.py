@@ -434,7 +434,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     settings = settings or SweepSettings()
     base = settings.base_workload or workload_for(model)
     settings = replace(settings, base_workload=base)
-    if settings.objective is not None:
+    if settings.objective not in (None, "lex"):
         _check_objective_supported()
     if settings.method is not None and grid.budgets and settings.method not in EXACT_METHODS:
         raise InvalidSpec("--method", "method", f"--budget needs an exact method ({', '.join(EXACT_METHODS)})")
