@@ -7,12 +7,12 @@ A request is admitted when every device of the route still has room for its KV c
 at its full context (the KV reserve: with the mapping's own context this admits exactly its
 concurrency ceiling) and, optionally, fewer than ``max_live`` are live.
 
-Admitted requests decode in micro-batches of up to ``micro_batch``. There are
-``ceil(live cap / micro_batch)`` micro-batch slots; a slot takes waiting requests when it starts a
-step (continuous batching: a finished request frees its reserve and a waiting one moves in) and
-walks the route: at each segment it queues for the device (one micro-batch at a time, first come
-first served), holds it for the cost model's step time (:mod:`placer.simulate.cost`), then
-crosses the hop to the next segment. After the last segment every request of the micro-batch
+Admitted requests decode in micro-batches of up to ``micro_batch``. There is one micro-batch slot
+per ``micro_batch`` live requests (made as requests are admitted); a slot takes waiting requests
+when it starts a step (continuous batching: a finished request frees its reserve and a waiting one
+moves in) and walks the route: at each segment it queues for the device (one micro-batch at a
+time, first come first served), holds it for the cost model's step time
+(:mod:`placer.simulate.cost`), then crosses the hop to the next segment. After the last segment every request of the micro-batch
 has its next token. With ``prefill=True`` an admitted request first runs its prompt through the
 same devices as one job (compute-bound estimate), which gives the time to first token.
 
@@ -273,7 +273,6 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
             requests = live_cap if live_cap is not None else n_stages * B
     if not 1 <= requests <= MAX_REQUESTS:
         raise InvalidSpec("--requests", "requests", f"must be between 1 and {MAX_REQUESTS}")
-    slots_n = math.ceil(min(requests, live_cap if live_cap is not None else requests) / B)
 
     env = simpy.Environment()
     free_at = {s.device: 0.0 for s in segs}
@@ -285,6 +284,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     reqs: list[_Req] = []
     state = dict(live=0, peak=0, completed=0, tokens=0, last_change=0.0, live_area=0.0)
     all_done = env.event()
+    slots = [0]
     end_us = duration_s * 1e6 if duration_s is not None else None
     windows = set().union(*(s.windows() for s in segs)) or {None}
 
@@ -312,6 +312,9 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
             waiting.popleft()
             reserve.take(r.context)
             set_live(+1)
+            while slots[0] * B < state["live"]:      # one micro-batch slot per B live requests
+                env.process(slot_proc(slots[0]))
+                slots[0] += 1
             if prefill:
                 env.process(prefill_job(r))
             else:
@@ -415,8 +418,6 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
         if state["completed"] == len(reqs) and not all_done.triggered:
             all_done.succeed()
 
-    for k in range(slots_n):
-        env.process(slot_proc(k))
     env.process(arrivals())
     env.run(until=end_us if end_us is not None else all_done)
 
