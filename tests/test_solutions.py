@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from placer.catalog import list_models
 from placer.export import export_mapping
+from placer.export.megatron import parse_hybrid_pattern, parse_layout
+from placer.export.torch import parse_split_spec
 from placer.export.vllm import parse_partition
 from placer.mapping import read_mapping
 from placer.model import load_model
@@ -31,16 +34,32 @@ def test_committed_mapping_is_valid(path):
     assert hardware == natural_hardware(model)
 
 
+CONTIGUOUS = [p for p in FILES if p.stem.endswith("__contiguous")]
+
+
 @needs_files
-@pytest.mark.parametrize("path", [p for p in FILES if p.stem.endswith("__contiguous")],
-                         ids=[p.stem for p in FILES if p.stem.endswith("__contiguous")])
-def test_contiguous_solution_exports_a_partition_vllm_accepts(path):
+@pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
+def test_contiguous_solution_exports_in_every_format(path):
     doc = read_mapping(path)
-    text = export_mapping(doc, "vllm").text
+    pp = len(doc["stages"])
     layers = load_model(doc["model"]["source"]).num_hidden_layers
+    # vLLM / SGLang: [int(x) for x in s.split(",")], one count per rank, summing to num_hidden_layers
+    text = export_mapping(doc, "vllm").text
     counts = [int(x) for x in text.split(",")]
-    assert len(counts) == len(doc["stages"]) and sum(counts) == layers and min(counts) >= 1
-    assert parse_partition(text, len(doc["stages"]), layers) == counts
+    assert len(counts) == pp and sum(counts) == layers and min(counts) >= 1
+    assert parse_partition(text, pp, layers) == counts
+    assert export_mapping(doc, "sglang").text == text
+    # Megatron: the layout reads back as the same counts; a hybrid pattern too when there is one
+    lines = export_mapping(doc, "megatron").text.splitlines()
+    assert lines[0] == f"--pipeline-model-parallel-size {pp}"
+    assert parse_layout(shlex.split(lines[1])[1], pp, layers) == counts
+    if len(lines) > 2:
+        assert parse_hybrid_pattern(shlex.split(lines[2])[1], pp) == counts
+    # torch: one split point per stage boundary, at the first layer of each later stage
+    spec = json.loads(export_mapping(doc, "torch").text)["split_spec"]
+    assert parse_split_spec(spec, layers) == counts
+    manifest = json.loads(export_mapping(doc, "json").text)
+    assert [n["device"] for n in manifest["nodes"]] == doc["route"]
 
 
 @needs_files
