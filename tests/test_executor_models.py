@@ -14,7 +14,7 @@ from placer.algorithms import place
 from placer.executor.run import compare_with_reference, execute
 from placer.executor.tiny import context_for, make_requests, tiny_spec
 
-REQUESTS = make_requests(33, 4, seed=4, max_prompt=2)
+REQUESTS = make_requests(33, 3, seed=4, max_prompt=2)
 
 CASES = [
     ("qwen3-next-80b", "split", "block", "dp", {"gated_deltanet", "gqa"}),
