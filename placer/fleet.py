@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from .errors import InvalidSpec
-from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, sha256_text
+from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
 __all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
@@ -259,7 +259,7 @@ def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
 
     path = resolve_hardware(ref)
     data, text = load_yaml_or_json(path)
-    fleet = fleet_from_dict(data, source=str(path), sha256=sha256_text(text))
+    fleet = fleet_from_dict(data, source=str(path), sha256=spec_sha256(data))
     if racks is not None:
         if racks < 1:
             raise InvalidSpec("--racks", "racks", "must be at least 1")

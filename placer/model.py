@@ -33,7 +33,7 @@ from pydantic import (
 
 from .errors import InvalidSpec
 from .layers import ATTENTION_MIXERS, LINEAR_MIXERS, ffn_counts, mixer_counts
-from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, sha256_text
+from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bytes, parse_tokens
 
 __all__ = ["Layer", "LayerGraph", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
@@ -382,7 +382,7 @@ def load_model(ref: str | Path, *, fold_embeddings: bool | None = None) -> Layer
     if path.suffix == ".json":
         from .hf import spec_from_hf_config
         data = spec_from_hf_config(data, source=str(path))
-    return model_from_dict(data, source=str(path), sha256=sha256_text(text), fold_embeddings=fold_embeddings)
+    return model_from_dict(data, source=str(path), sha256=spec_sha256(data), fold_embeddings=fold_embeddings)
 
 
 def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",

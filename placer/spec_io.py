@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from .errors import InvalidSpec
 
-__all__ = ["read_text", "load_yaml_or_json", "sha256_text", "pydantic_error", "atomic_write_text", "reject_bool"]
+__all__ = ["read_text", "load_yaml_or_json", "sha256_text", "pydantic_error", "atomic_write_text", "reject_bool",
+           "spec_sha256"]
 
 MAX_SPEC_BYTES = 8 * 2**20
 
@@ -113,6 +114,25 @@ def reject_bool(value):
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# Fields that document a spec or tune the simulator; a mapping stays valid when they change.
+_UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params"})
+
+
+def spec_sha256(data: dict) -> str:
+    """Content hash of a parsed spec: what placement depends on, independent of comments, layout and
+    key order (documentation fields and simulator ``perf`` constants are left out)."""
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {str(k): strip(v) for k, v in x.items() if k not in _UNHASHED}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    canonical = json.dumps(strip(data), sort_keys=True, separators=(",", ":"), default=str)
+    return sha256_text(canonical)
 
 
 # Location parts pydantic adds for union members and validators (``weight_bytes.int``), not fields.

@@ -1,0 +1,51 @@
+"""Spec hashing and atomic writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.fleet import load_fleet
+from placer.spec_io import atomic_write_text, spec_sha256
+
+HW = """\
+name: tiny
+device: {memory: 10 GB, perf: {fixed_overhead_us_per_layer: 1.0}}
+fleet: {racks: 2, per_rack: 2}
+"""
+
+
+def test_hash_ignores_comments_layout_and_simulator_constants(tmp_path):
+    a = tmp_path / "a.yaml"
+    a.write_text(HW)
+    b = tmp_path / "b.yaml"
+    b.write_text("# a comment\n" + HW.replace("fixed_overhead_us_per_layer: 1.0", "fixed_overhead_us_per_layer: 9.0")
+                 .replace("{racks: 2, per_rack: 2}", "\n  racks: 2\n  per_rack: 2"))
+    assert load_fleet(a).sha256 == load_fleet(b).sha256
+
+
+def test_hash_changes_with_capacity(tmp_path):
+    a = tmp_path / "a.yaml"
+    a.write_text(HW)
+    b = tmp_path / "b.yaml"
+    b.write_text(HW.replace("10 GB", "11 GB"))
+    assert load_fleet(a).sha256 != load_fleet(b).sha256
+
+
+def test_hash_is_order_independent():
+    assert spec_sha256({"a": 1, "b": [1, 2]}) == spec_sha256({"b": [1, 2], "a": 1})
+    assert spec_sha256({"a": 1, "b": [1, 2]}) != spec_sha256({"a": 1, "b": [2, 1]})
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "m.json"
+    atomic_write_text(target, "old")
+    import placer.spec_io as sio
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sio.os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
