@@ -133,6 +133,17 @@ class LayerTypeSpec(_Strict):
     mixer: str
     ffn: str | None = None
     params: NonNegInt | None = None   # total parameters of the layer, overriding the formulas
+    # parameters one token reads (MoE: router, shared and top-k experts); with `params` only
+    active_params: NonNegInt | None = None
+
+    @model_validator(mode="after")
+    def _active(self):
+        if self.active_params is not None:
+            if self.params is None:
+                raise ValueError("active_params is given with params (the formulas derive it otherwise)")
+            if self.active_params > self.params:
+                raise ValueError(f"active_params {self.active_params} exceeds params {self.params}")
+        return self
 
 
 class WorkloadDefaults(_Strict):
@@ -497,8 +508,9 @@ def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
             shared_params=fc.shared_params if fc else 0)
         if lt.params is not None:
             # The total is given: keep it exact, the mixer/FFN split is then unknown.
+            active = lt.active_params if lt.active_params is not None else lt.params
             layer = replace(layer, params_mixer=0, params_ffn=0, params_other=lt.params,
-                            active_params=lt.params, num_experts=0, expert_params=0, shared_params=0)
+                            active_params=active, num_experts=0, expert_params=0, shared_params=0)
         built[letter] = layer
     out = []
     for i, letter in enumerate(letters):

@@ -117,7 +117,7 @@ def sha256_text(text: str) -> str:
 
 
 # Fields that document a spec or tune the simulator; a mapping stays valid when they change.
-_UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params"})
+_UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params", "active_params"})
 
 
 def spec_sha256(data: dict) -> str:

@@ -49,3 +49,20 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
         atomic_write_text(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_active_params_override_is_checked_and_unhashed(tmp_path):
+    from placer.errors import InvalidSpec
+    from placer.model import model_from_dict
+
+    base = {"name": "m", "hidden_size": 8, "pattern": "K*2",
+            "mixers": {"k": {"type": "kda", "num_heads": 1, "head_dim": 8}},
+            "layer_types": {"K": {"mixer": "k", "params": 1000, "active_params": 30}}}
+    m = model_from_dict(base)
+    assert [x.active_params for x in m.layers] == [30, 30]
+    assert [x.params for x in m.layers] == [1000, 1000]
+    bad = {**base, "layer_types": {"K": {"mixer": "k", "params": 10, "active_params": 30}}}
+    with pytest.raises(InvalidSpec, match="active_params 30 exceeds params 10"):
+        model_from_dict(bad, source="x.yaml")
+    other = {**base, "layer_types": {"K": {"mixer": "k", "params": 1000, "active_params": 999}}}
+    assert spec_sha256(base) == spec_sha256(other)
