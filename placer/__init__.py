@@ -1,4 +1,11 @@
-"""placer: plan how a large model's layers are placed on a fleet of accelerators."""
+"""placer: plan how a large model's layers are placed on a fleet of accelerators.
+
+Public API (heavier parts load on first use)::
+
+    from placer import load_model, load_fleet, workload_for, make_instance, place
+    inst = make_instance(load_model("kimi-k3"), load_fleet("wse-3t"), workload_for(load_model("kimi-k3")))
+    result = place(inst, method="cpsat")
+"""
 
 from .errors import InfeasiblePlacement, InvalidSpec, PlacerError
 from .fleet import Fleet, load_fleet
@@ -10,5 +17,22 @@ __all__ = [
     "PlacerError", "InvalidSpec", "InfeasiblePlacement",
     "Fleet", "load_fleet", "Instance", "make_instance",
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
+    "place", "validate", "simulate", "build_mapping",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "place": ("placer.algorithms", "place"),
+    "validate": ("placer.validate", "validate_mapping"),
+    "simulate": ("placer.simulate", "simulate_mapping"),
+    "build_mapping": ("placer.mapping", "build_mapping"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'placer' has no attribute {name!r}")
