@@ -17,14 +17,15 @@ __all__ = [
     "PlacerError", "InvalidSpec", "InfeasiblePlacement",
     "Fleet", "load_fleet", "Instance", "make_instance",
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
-    "place", "validate", "simulate", "build_mapping",
+    "place", "validate_mapping", "simulate_mapping", "build_mapping",
 ]
 __version__ = "0.1.0"
 
 _LAZY = {
     "place": ("placer.algorithms", "place"),
-    "validate": ("placer.validate", "validate_mapping"),
-    "simulate": ("placer.simulate", "simulate_mapping"),
+    # placer.validate and placer.simulate are modules; their entry points keep their own names
+    "validate_mapping": ("placer.validate", "validate_mapping"),
+    "simulate_mapping": ("placer.simulate", "simulate_mapping"),
     "build_mapping": ("placer.mapping", "build_mapping"),
 }
 
