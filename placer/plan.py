@@ -225,7 +225,7 @@ class ReplicaPlan:
                 text += (f"; one pipeline wins by {runner.total_devices - b.total_devices} devices over "
                          f"{runner.replicas} replicas")
             else:
-                text += "; one pipeline is the only option"
+                text += "; no split into replicas can use fewer"
         else:
             pct = 100.0 * saving / one.total_devices
             text += f"; saves {saving} devices ({pct:.1f}%) against one pipeline of {one.total_devices}"

@@ -120,15 +120,23 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
         return
     _print_table(report.rows)
     click.echo(f"{report.solved} solved, {report.reused} reused in {report.seconds:.1f} s "
-               f"({report.backend}, {report.workers} worker(s)); * = Pareto-optimal"
+               f"({report.backend}, {report.workers} worker(s)); * = Pareto-optimal; proven 'devices' = "
+               f"device count proven, hop latency not"
                + (f"; results in {out}" if out else ""))
+
+
+def _proven(r) -> str:
+    """yes: every objective level proven; devices: the device count only; no: neither."""
+    if r.get("proven_optimal"):
+        return "yes"
+    return "devices" if r.get("devices_proven") else "no"
 
 
 def _print_table(rows):
     sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
     rep = any(r.get("replicas_best") is not None for r in rows)
     head = (f"{'':1} {'mode':<10} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
-            f"{'hops':>5} {'hop us':>7} {'ceiling':>7} {'status':<10} {'proven':<6} {'s':>7}")
+            f"{'hops':>5} {'hop us':>7} {'ceiling':>7} {'status':<10} {'proven':<7} {'s':>7}")
     if sim:
         head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9}"
     if rep:
@@ -143,7 +151,7 @@ def _print_table(rows):
                 f"{str(r['weight_bits']) + '/' + str(r['kv_bits']):>5} {v(r['concurrency']):>6} "
                 f"{v(r['budget_devices']):>6} {v(r['devices_used']):>7} {v(r['lower_bound_devices']):>5} "
                 f"{v(r['hops']):>5} {v(r['hop_latency_us'], '{:g}'):>7} {v(r['concurrency_ceiling']):>7} "
-                f"{r['status'] or '-':<10} {'yes' if r['proven_optimal'] else 'no':<6} {v(r['seconds'], '{:.2f}'):>7}")
+                f"{r['status'] or '-':<10} {_proven(r):<7} {v(r['seconds'], '{:.2f}'):>7}")
         if sim:
             line += (f" {v(r['per_user_tokens_per_s'], '{:.0f}'):>10} {v(r['aggregate_tokens_per_s'], '{:.0f}'):>9}"
                      f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9}")
