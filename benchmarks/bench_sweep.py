@@ -3,6 +3,7 @@
     python benchmarks/bench_sweep.py                    # processes, then Ray if importable
     python benchmarks/bench_sweep.py --backend process  # processes only
     python benchmarks/bench_sweep.py --backend ray      # Ray only (local cluster of --workers CPUs)
+    python benchmarks/bench_sweep.py --compare /tmp/placer-bench-sweep/process.csv /tmp/placer-bench-sweep/ray.csv
 
 Grid: 5 contexts x 25 concurrencies x 2 modes (contiguous: exact DP; free: CP-SAT) x 2 KV
 precisions = 500 points. Goal: under 10 minutes on a 2-core machine. With both backends the rows
@@ -19,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from placer import load_fleet, load_model, workload_for
-from placer.sweep import Grid, SweepSettings, run_sweep
+from placer.sweep import Grid, SweepSettings, read_rows, run_sweep
 from placer.units import parse_tokens
 
 CONTEXTS = tuple(parse_tokens(x) for x in ("32k", "64k", "128k", "256k", "1M"))
@@ -78,7 +79,13 @@ def main(argv=None) -> int:
     p.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT seconds per point")
     p.add_argument("--simulate", action="store_true", help="also simulate every placed point")
     p.add_argument("--out", type=Path, default=Path("/tmp/placer-bench-sweep"))
+    p.add_argument("--compare", nargs=2, type=Path, metavar="CSV",
+                   help="only compare two results files (e.g. process.csv ray.csv) and exit")
     args = p.parse_args(argv)
+    if args.compare:
+        diffs = compare(read_rows(args.compare[0]), read_rows(args.compare[1]))
+        print(json.dumps({"identical": not diffs, "differences": diffs[:20], "n_differences": len(diffs)}))
+        return 0 if not diffs else 1
     args.out.mkdir(parents=True, exist_ok=True)
     backends = ["process", "ray"] if args.backend == "both" else [args.backend]
     if "ray" in backends:
