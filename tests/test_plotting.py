@@ -175,3 +175,15 @@ def test_plot_cli_draws_a_results_csv(run_cli, tmp_path):
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
     code, out, err = run_cli(["plot", tmp_path / "r.csv", "-o", tmp_path / "f.png", "--reference", "59"])
     assert code == 2 and "LABEL=N" in err
+
+
+def test_layout_extends_a_catalog_fleet_to_the_racks_a_mapping_uses():
+    # a mapping made on wse-3t resized to more racks: the catalog's 32 racks, then racks 32..40
+    doc = json.loads(json.dumps(MAPPING))
+    doc["hardware"]["name"] = "wse-3t"
+    doc["stages"][2]["device"] = "r40w1"
+    doc["route"][-1] = "r40w1"
+    devices = _gids(plot_layout(doc), "device:")
+    assert len(devices) == 96 + 9 * 3
+    assert to_hex(devices["r40w1"].get_facecolor()) == "#ffffff"
+    assert to_hex(devices["r39w0"].get_facecolor()) == UNUSED_COLOR

@@ -40,20 +40,22 @@ def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
     devices = [] if fleet is None else [(d.id, d.rack, d.slot, d.available) for d in fleet.devices]
     known = {d[0] for d in devices}
     used = [s["device"] for s in doc.get("stages", [])] + list(doc.get("route", []))
-    extra = sorted({d for d in used if d not in known}, key=lambda d: _parse_id(d) or (10**9, 0, d))
-    if extra and fleet is None:
-        # no fleet: infer racks and slots from the ids, filling each rack up to the widest seen
-        parsed = [(d, _parse_id(d)) for d in extra]
-        ok = [(d, p) for d, p in parsed if p is not None]
-        if ok:
-            racks = max(p[0] for _, p in ok) + 1
-            slots = max(p[1] for _, p in ok) + 1
-            letter = _ID.match(ok[0][0]).group(2)
-            devices = [(f"r{r}{letter}{s}", r, s, True) for r in range(racks) for s in range(slots)]
-            known = {d[0] for d in devices}
-        extra = [d for d, _ in parsed if d not in known]
+    extra = list(dict.fromkeys(d for d in used if d not in known))
+    parsed = {d: _ID.match(str(d)) for d in extra}
+    named = [m for m in parsed.values() if m is not None]
+    if named:
+        # ids beyond the fleet (none known, or a resized one): racks up to the highest seen, each
+        # filled to the widest rack, so unused devices show too
+        letter = named[0].group(2)
+        racks = max([int(m.group(1)) for m in named] + [d[1] for d in devices]) + 1
+        slots = max([int(m.group(3)) for m in named] + [d[2] for d in devices]) + 1
+        have = {(d[1], d[2]) for d in devices}
+        devices += [(f"r{r}{letter}{s}", r, s, True) for r in range(racks) for s in range(slots)
+                    if (r, s) not in have and (fleet is None or r > max(d.rack for d in fleet.devices))]
+        known = {d[0] for d in devices}
+    odd = [d for d in extra if d not in known]
     next_rack = max((d[1] for d in devices), default=-1) + 1
-    for i, d in enumerate(extra):   # ids that follow no naming scheme: one extra rack of their own
+    for i, d in enumerate(odd):   # ids that follow no naming scheme: one extra rack of their own
         devices.append((d, next_rack, i, True))
     return devices
 
