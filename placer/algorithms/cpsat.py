@@ -46,7 +46,9 @@ from .quantize import Quantization, choose_unit
 
 __all__ = ["cpsat", "OBJECTIVES"]
 
-OBJECTIVES = ("devices", "lex", "lex3")   # devices | devices, latency | devices, latency, bottleneck
+OBJECTIVES = ("devices", "lex", "lex3")
+LIGHT_F2 = True
+LIGHT_F1 = True   # devices | devices, latency | devices, latency, bottleneck
 
 
 def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
@@ -397,7 +399,7 @@ def _contiguous(run: _Run) -> Result:
         model.m.minimize(model.devices_count())
         if start is not None:
             model.hint(*start)
-        out = run.solve("devices", model.m, model.watch(), target=bound_bytes)
+        out = run.solve("devices", model.m, model.watch(), target=bound_bytes, light_presolve=LIGHT_F2)
         if out.status == "INFEASIBLE":
             return _explain_infeasible(run, "contiguous")
         if out.values is None:
@@ -420,15 +422,20 @@ def _contiguous(run: _Run) -> Result:
             levels["latency"] = dict(value=_latency_value(instance, assignment), bound=None, proven=False)
         return _finish(run, assignment, order, levels)
     # level 2: hop latency with the device count fixed
-    model.fix_count(used)
+    cuts, target, witness = _level_bounds(run, used)
+    if witness is not None and _latency_value(instance, witness[0]) < _latency_value(instance, assignment):
+        assignment, order = witness
+    model.fix_count(used, cuts)
     model.m.minimize(model.latency())
     model.hint(assignment, order)
-    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale)
-    lat_proven = out.proven and (run.quant.exact or run.quant.harmless)
+    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, target=target,
+                    light_presolve=LIGHT_F2)
+    lat_proven = (out.proven or (out.stopped_at_target and target is not None)) and \
+        (run.quant.exact or run.quant.harmless)
     if out.values is not None:
         assignment, order = model.read(out.values)
-    levels["latency"] = dict(value=_latency_value(instance, assignment),
-                             bound=out.bound / prob.lat_scale if out.bound is not None else None,
+    lat_bound = out.objective if lat_proven else max(out.bound or 0, target or 0)
+    levels["latency"] = dict(value=_latency_value(instance, assignment), bound=lat_bound / prob.lat_scale,
                              proven=lat_proven)
     run.best = (assignment, order, dict(levels))
     if not want_bottleneck or run.interrupted or not lat_proven:
@@ -446,6 +453,87 @@ def _contiguous(run: _Run) -> Result:
                                 bound=out.bound * run.quant.unit if out.bound is not None else None,
                                 proven=out.proven and run.quant.exact)
     return _finish(run, assignment, order, levels)
+
+
+def _level_bounds(run: _Run, count: int):
+    """Cuts and a latency lower bound for a chain's path of ``count`` devices on an ultrametric
+    fleet, where latency = sum over hierarchy levels of step x (arcs leaving a group of that level).
+
+    At the device level the path has ``count - 1`` arcs. At a higher level whose groups each hold
+    one device capacity, :func:`min_group_runs` gives the fewest runs of consecutive stages inside
+    one group (a lower bound on the group changes + 1) and a witness, laid out on the fleet as a
+    hint when it packs into the groups; other levels get the fewest groups holding ``count``
+    devices. Returns ``(cuts, target, witness)``; ``cuts`` None and ``target`` None when latency is
+    not an ultrametric or the model is not a chain.
+    """
+    from .cpsat_exact import min_group_runs
+    from .cpsat_fleet import min_groups_covering
+
+    instance, prob = run.instance, run.prob
+    if prob.hierarchy is None or not prob.is_chain or count < 1:
+        return None, None, None
+    cuts, target, witness = [], 0, None
+    for step, labels in prob.hierarchy:
+        if step is None:
+            continue
+        groups: dict[int, list[int]] = {}
+        for d, g in enumerate(labels):
+            groups.setdefault(g, []).append(d)
+        if len(groups) == len(labels):
+            target += step * (count - 1)
+            continue
+        caps = instance.capacity_bytes
+        homogeneous = all(len({caps[d] for d in members}) == 1 for members in groups.values())
+        need = min_groups_covering([len(g) for g in groups.values()], count)
+        if homogeneous:
+            kinds = {}
+            for members in groups.values():
+                cap = caps[members[0]]
+                size, total = kinds.get(cap, (0, 0))
+                kinds[cap] = (max(size, len(members)), total + len(members))
+            kind_list = sorted(((c, g, t) for c, (g, t) in kinds.items()), reverse=True)
+            runs, trail = min_group_runs(instance.demand_bytes, kind_list, count)
+            if isinstance(runs, int):
+                need = max(need, runs)
+                if witness is None and trail is not None:
+                    witness = _realize_runs(instance, trail, kind_list, groups)
+        cuts.append((labels, need - 1))
+        target += step * (need - 1)
+    return cuts, target, witness
+
+
+def _realize_runs(instance: Instance, trail, kinds, groups):
+    """Lay the runs of :func:`min_group_runs` on real groups (first-fit decreasing by devices) and
+    devices (lowest index first); None when they do not pack or a needed link is missing."""
+    caps = instance.capacity_bytes
+    free = {}
+    for members in groups.values():
+        free.setdefault(caps[members[0]], []).append(sorted(members))
+    where = {}
+    for r in sorted(range(len(trail)), key=lambda r: -trail[r][3]):
+        _, _, k, m = trail[r]
+        for members in free[kinds[k][0]]:
+            if len(members) >= m:
+                where[r] = members[:m]
+                del members[:m]
+                break
+        else:
+            return None
+    assignment = [0] * instance.n_nodes
+    order = []
+    for r, (i, j, k, m) in enumerate(trail):
+        segments = next_fit(instance.demand_bytes[i:j], kinds[k][0])
+        if segments is None or len(segments) != m:
+            return None
+        for (a, b), d in zip(segments, where[r]):
+            for node in range(i + a, i + b):
+                assignment[node] = d
+            order.append(d)
+    if any((a, b) not in instance.link_us for a, b in zip(order, order[1:])):
+        return None
+    if not _fits_bytes(instance, assignment):
+        return None
+    return assignment, order
 
 
 def _bottleneck(instance: Instance, assignment) -> int:
@@ -588,22 +676,42 @@ def _free(run: _Run) -> Result:
         af_proven = bins is not None and (out.proven or out.stopped_at_target)
         if bins is not None and af_proven:
             bound_bytes = max(bound_bytes, len(bins))
-    start = None
+    candidates = []
     if bins is not None and not run.pins_any and not disconnected:
-        start = _free_start(run, bins)
-    if run.user_hint is not None and _fits_bytes(instance, run.user_hint) and not disconnected:
-        if start is None or len(set(run.user_hint)) < len(set(start)):
-            start = run.user_hint
-    model = FreeModel(prob, bottleneck=want_bottleneck, latency=want_latency)
-    if want_latency and not model.latency_supported:
-        run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
-        want_latency = False
+        candidates.append(_free_start(run, bins))
+    if run.user_hint is not None:
+        candidates.append(run.user_hint)
+    try:
+        from .ffd import ffd
+        candidates.append(ffd(instance).assignment)
+    except Exception:   # a baseline start is optional
+        pass
+    start = None
+    for cand in candidates:
+        if cand is None or not _fits_bytes(instance, cand) or not _reachable(prob, cand):
+            continue
+        key = (len(set(cand)), _latency_value(instance, cand))
+        if start is None or key < start[0]:
+            start = (key, list(cand))
+    start = start[1] if start is not None else None
+    model = None
+
+    def per_node_model():
+        nonlocal model, want_latency
+        if model is None:
+            model = FreeModel(prob, bottleneck=want_bottleneck, latency=want_latency)
+            if want_latency and not model.latency_supported:
+                run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
+                want_latency = False
+        return model
+
     run.stats["strategy"] = "free: arc-flow device count + F1 hop latency"
     if start is not None and len(set(start)) <= bound_bytes:
         assignment = start
         cp_proven = True
     else:
         # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
+        model = per_node_model()
         model.m.minimize(model.devices_count())
         if start is not None:
             model.hint(start)
@@ -624,10 +732,14 @@ def _free(run: _Run) -> Result:
         if want_latency:
             levels["latency"] = dict(value=_latency_value(instance, assignment), bound=None, proven=False)
         return _finish(run, assignment, None, levels)
+    model = per_node_model()
+    if not want_latency:
+        levels["latency"] = dict(value=_latency_value(instance, assignment), bound=None, proven=False)
+        return _finish(run, assignment, None, levels)
     model.fix_count(used)
     model.m.minimize(model.latency())
     assignment = model.hint(assignment)
-    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale)
+    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, light_presolve=LIGHT_F1)
     if out.values is not None:
         assignment = model.read(out.values)
     lat_proven = out.proven and (run.quant.exact or run.quant.harmless)
@@ -649,6 +761,11 @@ def _free(run: _Run) -> Result:
                                 bound=out.bound * run.quant.unit if out.bound is not None else None,
                                 proven=out.proven and run.quant.exact)
     return _finish(run, assignment, None, levels)
+
+
+def _reachable(prob: Problem, assignment) -> bool:
+    """Every crossing edge joins devices with a route between them."""
+    return all(prob.latency[assignment[u]][assignment[v]] is not None for u, v in prob.edges)
 
 
 def _tag(progress, phase):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 __all__ = ["next_fit", "fewest_segments", "chain_min_devices", "min_bottleneck_cuts",
-           "segment_lower_bound", "prefix_bounds"]
+           "segment_lower_bound", "prefix_bounds", "min_group_runs"]
 
 
 def next_fit(demand, capacity: int) -> list[tuple[int, int]] | None:
@@ -185,3 +185,74 @@ def min_bottleneck_cuts(demand, load, capacity: int, segments: int) -> list[tupl
             return None
         cuts[k:k + 1] = [(a, b - 1), (b - 1, b)]
     return cuts
+
+
+def min_group_runs(demand, kinds, total_devices: int, *, max_states: int = 300_000):
+    """Fewest *runs* covering the chain, where a run is a contiguous piece placed on devices of one
+    group (a rack) of one kind, using at most ``total_devices`` devices in all.
+
+    ``kinds``: list of ``(capacity_bytes, largest_group_size, devices_of_kind)``; a run on kind k
+    with m devices covers as many nodes as next-fit fits in m devices of that capacity, and
+    m <= the largest group. Runs of one kind sharing groups are not packed here (a relaxation), so
+    the count is a lower bound on the runs of any contiguous placement with that many devices.
+    Returns ``(runs, witness)`` with witness ``[(start, end, kind, devices)]``, ``(None, None)``
+    when no cover exists, ``("unknown", None)`` when the state space exceeds ``max_states``.
+    """
+    n = len(demand)
+    if n == 0:
+        return 0, []
+    # reach[k][i][m]: end (exclusive) of the longest run from i on m devices of kind k
+    reach = []
+    for cap, group, _ in kinds:
+        rows = []
+        for i in range(n):
+            ends = [i]
+            j, load, used = i, 0, 1
+            while j < n and used <= group:
+                if demand[j] > cap:
+                    break
+                if load + demand[j] > cap:
+                    ends.append(j)
+                    used += 1
+                    load = 0
+                    continue
+                load += demand[j]
+                j += 1
+            while len(ends) <= group:
+                ends.append(j)
+            rows.append(ends)
+        reach.append(rows)
+    budget = [k[2] for k in kinds]
+    states: list[dict] = [dict() for _ in range(n + 1)]
+    states[0][(0,) * len(kinds)] = (0, None)
+    count = 1
+    for i in range(n):
+        for vec, (runs, _) in list(states[i].items()):
+            spent = sum(vec)
+            for k, (_, group, _) in enumerate(kinds):
+                ends = reach[k][i]
+                for m in range(1, min(group, budget[k] - vec[k], total_devices - spent) + 1):
+                    j = ends[m]
+                    if j == ends[m - 1]:
+                        break            # one more device covers nothing more
+                    new = vec[:k] + (vec[k] + m,) + vec[k + 1:]
+                    old = states[j].get(new)
+                    if old is None or old[0] > runs + 1:
+                        if old is None:
+                            count += 1
+                            if count > max_states:
+                                return "unknown", None
+                        states[j][new] = (runs + 1, (i, vec, k, m))
+    if not states[n]:
+        return None, None
+    vec = min(states[n], key=lambda v: (states[n][v][0], sum(v)))
+    runs = states[n][vec][0]
+    witness = []
+    j = n
+    while j > 0:
+        _, back = states[j][vec]
+        i, prev, k, m = back
+        witness.append((i, j, k, m))
+        j, vec = i, prev
+    witness.reverse()
+    return runs, witness

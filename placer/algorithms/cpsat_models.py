@@ -128,17 +128,21 @@ class PathPart:
             for i, j in zip(cls, cls[1:]):
                 m.add(self.rank[i] < self.rank[j]).only_enforce_if(self.used[j])
 
-    def fix_count(self, count: int):
-        """Exactly ``count`` devices, plus the rack cut: a path of ``count`` devices changes rack at
-        least (fewest racks that can hold ``count`` devices) - 1 times."""
+    def fix_count(self, count: int, cuts=None):
+        """Exactly ``count`` devices, plus cuts ``[(labels, k)]``: at least k arcs of the path join
+        devices with different labels. By default the rack cut: a path of ``count`` devices changes
+        rack at least (fewest racks that can hold ``count`` devices) - 1 times."""
         m, p = self.m, self.p
         m.add(sum(self.used) == count)
-        if len(p.groups) > 1:
-            label = {d: g for g, members in enumerate(p.groups) for d in members}
-            crossing = [lit for (a, b), lit in self.arc.items() if label[a] != label[b]]
-            need = min_groups_covering([len(g) for g in p.groups], count) - 1
+        if cuts is None and len(p.groups) > 1:
+            label = [0] * p.d
+            for g, members in enumerate(p.groups):
+                for d in members:
+                    label[d] = g
+            cuts = [(label, min_groups_covering([len(g) for g in p.groups], count) - 1)]
+        for labels, need in cuts or ():
             if need > 0:
-                m.add(sum(crossing) >= need)
+                m.add(sum(lit for (a, b), lit in self.arc.items() if labels[a] != labels[b]) >= need)
 
     def latency(self):
         return sum(self.p.link[a, b] * lit for (a, b), lit in self.arc.items())
@@ -441,8 +445,8 @@ class ContiguousModel(_Placement):
         if len(sources) == 1:
             m.add(self.stage[sources[0]] == 0)
 
-    def fix_count(self, count: int):
-        self.path.fix_count(count)
+    def fix_count(self, count: int, cuts=None):
+        self.path.fix_count(count, cuts)
 
     @property
     def latency_supported(self) -> bool:

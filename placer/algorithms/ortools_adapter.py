@@ -75,9 +75,11 @@ def parameters(*, time_limit: float, seed: int, workers: int, assumptions: bool 
     if fix_to_hint:
         p["fix_variables_to_their_hinted_value"] = True
     if light_presolve:
-        # circuit models over dense fleets: probing thousands of arc literals costs seconds and
-        # finds little; the LP and the circuit cuts do the work
+        # circuit models over dense fleets: probing thousands of arc literals and recomputing the
+        # symmetry group in every presolve round cost seconds and find little; placer breaks the
+        # symmetry among twin devices itself, and the LP with the circuit cuts does the rest
         p["cp_model_probing_level"] = 0
+        p["symmetry_level"] = 0
     return p
 
 

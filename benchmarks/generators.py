@@ -1,0 +1,73 @@
+"""Benchmark instances for placer's solvers, generated from a seed.
+
+* :func:`falkenauer_uniform`: Falkenauer's "u" class (OR-Library binpack1-4): ``n`` item sizes
+  uniform in [20, 100], bins of 150.
+* :func:`falkenauer_triplets`: Falkenauer's "t" class (binpack5-8): bins of 1000 filled by exactly
+  three items in [250, 500], so the optimum is n / 3 by construction.
+* :func:`binpacking_instance`: a placer :class:`~placer.instance.Instance` in free mode whose nodes
+  are the items (bytes = size x ``unit_bytes``) on a fleet of identical devices (memory = bin
+  capacity x ``unit_bytes``).
+* :func:`cut_devices`: a perfect packing: full devices cut into layers (known optimum).
+"""
+
+from __future__ import annotations
+
+import random
+
+from placer.fleet import fleet_from_dict
+from placer.instance import make_instance
+from placer.model import model_from_dict
+from placer.workload import Workload
+
+__all__ = ["falkenauer_uniform", "falkenauer_triplets", "binpacking_instance", "cut_devices", "items_model"]
+
+
+def falkenauer_uniform(n: int, seed: int) -> tuple[list[int], int]:
+    """(sizes, capacity): ``n`` sizes uniform in [20, 100], capacity 150."""
+    rng = random.Random(seed)
+    return [rng.randint(20, 100) for _ in range(n)], 150
+
+
+def falkenauer_triplets(n: int, seed: int) -> tuple[list[int], int]:
+    """(sizes, capacity): ``n`` (a multiple of 3) sizes in [250, 500] that fill n / 3 bins of 1000
+    exactly, three items per bin, shuffled."""
+    if n % 3:
+        raise ValueError("triplet instances have a multiple of 3 items")
+    rng = random.Random(seed)
+    sizes = []
+    for _ in range(n // 3):
+        a = rng.randint(380, 490)
+        b = rng.randint(max(250, 500 - a), 750 - a)
+        sizes.extend([a, b, 1000 - a - b])
+    rng.shuffle(sizes)
+    return sizes, 1000
+
+
+def items_model(sizes_bytes, name: str = "items"):
+    """A chain model whose node i weighs ``sizes_bytes[i]`` bytes and needs nothing else at
+    concurrency 0 (one byte of state per request, no activation buffers)."""
+    layers = [{"kind": "linear_attention", "weight_bytes": int(s), "state_bytes_per_request": 1}
+              for s in sizes_bytes]
+    return model_from_dict({"name": name, "layers": layers})
+
+
+def binpacking_instance(sizes, capacity: int, *, devices: int | None = None, unit_bytes: int = 10**8,
+                        mode: str = "free"):
+    """The bin-packing instance as a placer instance on one rack of identical devices."""
+    n_dev = devices or len(sizes)
+    model = items_model([s * unit_bytes for s in sizes])
+    fleet = fleet_from_dict({"name": "bins", "device": {"memory": capacity * unit_bytes},
+                             "fleet": {"racks": 1, "per_rack": n_dev, "intra_rack_latency_us": 2}})
+    return make_instance(model, fleet, Workload(concurrency=0, context_tokens=1), mode=mode)
+
+
+def cut_devices(capacities, pieces: int, seed: int) -> list[list[int]]:
+    """Cut each capacity into ``pieces`` positive parts (random cut points): every part list fills
+    its device exactly, so placing them needs exactly len(capacities) devices."""
+    rng = random.Random(seed)
+    out = []
+    for cap in capacities:
+        cuts = sorted(rng.sample(range(1, cap), pieces - 1))
+        bounds = [0, *cuts, cap]
+        out.append([b - a for a, b in zip(bounds, bounds[1:])])
+    return out
