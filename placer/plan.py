@@ -54,15 +54,21 @@ def solver_options(method: str, *, time_limit: float | None = None, seed: int | 
 
 
 def min_devices(instance: Instance, method: str | None = None, **options) -> Result:
-    """Solve ``instance`` (fewest devices); an impossible request becomes an ``infeasible`` Result."""
+    """Solve ``instance`` (fewest devices); an impossible request becomes an ``infeasible`` Result.
+    Ctrl-C during a solve raises :class:`KeyboardInterrupt`, even when the solver caught it."""
     from .algorithms import place
 
     method = method or default_method(instance.mode)
     try:
-        return place(instance, method=method, **solver_options(method, **options))
+        result = place(instance, method=method, **solver_options(method, **options))
     except InfeasiblePlacement as exc:
         return Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
                       max_concurrency=exc.max_concurrency)
+    if result.stats.get("interrupted"):
+        # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that
+        # for the point's answer (a resumed sweep would never solve it again)
+        raise KeyboardInterrupt
+    return result
 
 
 def device_lower_bound(result: Result) -> int | None:

@@ -520,6 +520,8 @@ def _run_processes(model, fleet, settings, setup, todo, finished, n_workers) -> 
                 for f in done:
                     try:
                         row = f.result()
+                    except KeyboardInterrupt:
+                        raise
                     except Exception as exc:  # a worker died (memory, signal): record and go on
                         row = _error_row(model, fleet, settings, futures[f], setup,
                                          f"worker failed: {type(exc).__name__}: {exc}")

@@ -285,3 +285,25 @@ def test_simulated_columns_match_the_simulator():
         # per MW: aggregate over the used devices' power (1 kW each)
         assert row["tokens_per_s_per_mw"] == pytest.approx(
             row["aggregate_tokens_per_s"] / (row["devices_used"] * 1e3 / 1e6), rel=1e-4)
+
+
+def test_a_solver_stopped_by_ctrl_c_is_not_recorded(tmp_path, monkeypatch):
+    # CP-SAT answers Ctrl-C with its best placement so far; the sweep must stop without recording it
+    import placer.algorithms as algorithms
+
+    real = algorithms.place
+
+    def interrupted_at_4(instance, method="dp", **kw):
+        r = real(instance, method=method, **kw)
+        if instance.workload.concurrency == 4:
+            return r.replace(stats=dict(r.stats, interrupted=True))
+        return r
+
+    monkeypatch.setattr(algorithms, "place", interrupted_at_4)
+    out = tmp_path / "r.csv"
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    assert [r["concurrency"] for r in read_rows(out)] == [1]
+    monkeypatch.setattr(algorithms, "place", real)
+    report = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    assert report.solved == 2 and [r["devices_used"] for r in read_rows(out)] == [1, 2, 3]
