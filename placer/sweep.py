@@ -527,8 +527,13 @@ def _run_processes(model, fleet, settings, setup, todo, finished, n_workers) -> 
                                          f"worker failed: {type(exc).__name__}: {exc}")
                     finished(row)
         except BaseException:
-            for f in pending:
-                f.cancel()
+            # Ctrl-C: stop now rather than let the workers finish the points already queued to them.
+            # ProcessPoolExecutor has no public way to stop running workers; _processes is the
+            # documented-by-use handle (CPython 3.8+).
+            workers = list(getattr(pool, "_processes", {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:
+                proc.terminate()
             raise
 
 
