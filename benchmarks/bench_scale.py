@@ -49,7 +49,11 @@ def bench_split(time_limit: float = 60.0, shards: int = 32, workers: int | None 
                             "bound": bound, "gap": None if gap is None else round(gap, 4),
                             "proven_optimal": r.proven_optimal, "hops": r.hops,
                             "hop_latency_us": r.hop_latency_us, "concurrency_ceiling": r.concurrency_ceiling,
-                            "seconds": round(wall, 2), "message": r.message})
+                            "seconds": round(wall, 2), "strategy": r.stats.get("strategy"),
+                            "phases": [{k: p.get(k) for k in ("name", "phase", "status", "objective", "bound",
+                                                               "wall_s", "elapsed", "seconds") if k in p}
+                                       for p in r.stats.get("phases", [])],
+                            "message": r.message})
     return out
 
 
