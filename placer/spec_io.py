@@ -98,7 +98,37 @@ def load_yaml_or_json(path: str | os.PathLike) -> tuple[dict, str]:
         raise InvalidSpec(str(path), "-", "document nested too deeply") from None
     if not isinstance(data, dict):
         raise InvalidSpec(str(path), "-", f"expected a mapping at the top level, got {type(data).__name__}")
+    values = expanded_size(data)
+    if values > MAX_SPEC_VALUES:
+        raise InvalidSpec(str(path), "-", f"document expands to {values:,} values (YAML aliases?); "
+                                          f"specs are limited to {MAX_SPEC_VALUES:,}")
     return data, text
+
+
+MAX_SPEC_VALUES = 2_000_000
+
+
+def expanded_size(data) -> int:
+    """Number of values ``data`` holds once YAML aliases are expanded, computed without expanding them.
+
+    A shared sub-document is counted once per reference (its size is memoised by identity), so an
+    alias bomb is measured in time linear in its text, not in its expansion.
+    """
+    memo: dict[int, int] = {}
+
+    def size(x) -> int:
+        if not isinstance(x, (dict, list)):
+            return 1
+        key = id(x)
+        if key in memo:
+            return memo[key]
+        memo[key] = 1  # a cycle (only YAML can build one) counts once
+        items = x.values() if isinstance(x, dict) else x
+        total = 1 + sum(size(v) for v in items)
+        memo[key] = total
+        return total
+
+    return size(data)
 
 
 def _reject_constant(name: str):

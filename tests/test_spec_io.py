@@ -66,3 +66,18 @@ def test_active_params_override_is_checked_and_unhashed(tmp_path):
         model_from_dict(bad, source="x.yaml")
     other = {**base, "layer_types": {"K": {"mixer": "k", "params": 1000, "active_params": 999}}}
     assert spec_sha256(base) == spec_sha256(other)
+
+
+def test_alias_bomb_is_measured_without_expanding(tmp_path):
+    from placer.errors import InvalidSpec
+    from placer.spec_io import expanded_size, load_yaml_or_json
+
+    shared = [1, 2, 3]
+    assert expanded_size({"a": shared, "b": shared}) == 1 + 2 * 4
+    lines = ["name: bomb", "l0: &l0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    for i in range(1, 9):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InvalidSpec, match="expands to"):
+        load_yaml_or_json(path)
