@@ -40,7 +40,7 @@ MODES_OF = {
 }
 
 # options of the exact solver; the other methods take none and ignore these
-SOLVER_OPTIONS = ("time_limit", "seed", "workers", "progress", "hint")
+SOLVER_OPTIONS = ("time_limit", "seed", "workers", "progress", "hint", "objective")
 
 
 def default_mode(method: str) -> str:
