@@ -72,7 +72,7 @@ MODEL_CASES = {
     "model_negative_concurrency.yaml": ": default_workload.concurrency: ",
     "model_zero_context.yaml": ": default_workload.context: ",
     "model_deep_nesting.yaml": "nested too deeply",
-    "model_alias_bomb.yaml": ": layers.0: ",
+    "model_alias_bomb.yaml": "document expands to",
     "model_not_utf8.yaml": "not UTF-8",
 }
 HARDWARE_CASES = {
@@ -99,6 +99,7 @@ HARDWARE_CASES = {
     "hw_fleet_wrong_type.yaml": ": fleet: ",
     "hw_both_device_forms.yaml": "device_types",
     "hw_not_utf8.yaml": "not UTF-8",
+    "hw_alias_bomb.yaml": "document expands to",
 }
 HF_CASES = {
     "hf_unknown_architecture.json": ": architectures: unsupported architecture",
@@ -302,3 +303,73 @@ def test_companion_specs_are_valid(run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli(["export", GALLERY / "map_for_other_model.json", "--format", "json",
                               "--model", OK_MODEL, "--hardware", OK_HARDWARE])
     assert code == 0, err
+
+
+# ----------------------------------------------------------------------------- regenerating the mappings
+def regenerate_mapping_gallery() -> None:
+    """Rewrite the ``map_*.json`` files from a fresh DP placement of the companions.
+
+    Run ``python tests/test_bad_inputs.py`` when the mapping format or the spec hash changes: every
+    mapping starts as the valid mapping of ``ok/tiny.yaml`` on ``ok/tinyhw.yaml`` and gets one defect.
+    """
+    import copy
+
+    from placer import load_fleet, load_model, make_instance, workload_for
+    from placer.algorithms import place
+    from placer.mapping import build_mapping, dumps_mapping
+
+    model, fleet = load_model(OK_MODEL), load_fleet(OK_HARDWARE)
+    inst = make_instance(model, fleet, workload_for(model))
+    base = build_mapping(inst, place(inst, "dp"))
+    base["model"]["source"], base["hardware"]["source"] = "ok/tiny.yaml", "ok/tinyhw.yaml"
+    base["summary"]["solve_seconds"] = 0.01
+    text = dumps_mapping(base)
+    first_concurrency = f'"max_concurrency": {base["stages"][0]["max_concurrency"]},'
+
+    def edited(**changes):
+        doc = copy.deepcopy(base)
+        for path, value in changes.items():
+            *parents, last = path.split("/")
+            target = doc
+            for p in parents:
+                target = target[int(p)] if isinstance(target, list) else target[p]
+            if value is _DELETE:
+                del target[last]
+            elif isinstance(target, list):
+                target[int(last)] = value
+            else:
+                target[last] = value
+        return dumps_mapping(doc)
+
+    stage0, stage1 = base["stages"][0]["layers"], base["stages"][1]["layers"]
+    files = {
+        "map_truncated.json": text[: len(text) * 2 // 3],
+        "map_schema_99.json": edited(schema_version=99),
+        "map_for_other_model.json": text,
+        "map_missing_stages.json": edited(stages=_DELETE),
+        "map_stages_wrong_type.json": edited(stages="all of them"),
+        "map_nan.json": text.replace(first_concurrency, '"max_concurrency": NaN,', 1),
+        "map_duplicate_key.json": text.replace('"mode": "contiguous",', '"mode": "contiguous",\n  "mode": "free",'),
+        "map_top_level_array.json": "[\n" + text + "]\n",
+        "map_negative_bytes.json": edited(**{"stages/0/bytes/weights": -8_000_000_000}),
+        "map_unknown_mode.json": edited(mode="diagonal"),
+        "map_negative_concurrency.json": edited(**{"workload/concurrency": -2}),
+        "map_absurd_context.json": edited(**{"workload/context_tokens": 10**30}),
+        "map_device_twice.json": edited(**{"stages/1/device": "r0w0", "route": ["r0w0"] * 4}),
+        "map_route_cycle.json": edited(**{"stages/0/layers": [stage0[0], stage1[0]],
+                                          "stages/1/layers": [stage0[1], stage1[1]],
+                                          "route": ["r0w0", "r0w1", "r0w0", "r0w1"]}),
+        "map_unknown_device.json": edited(**{"stages/1/device": "r9w9", "route": ["r0w0", "r0w0", "r9w9", "r9w9"]}),
+        "map_unknown_layer.json": edited(**{"stages/0/layers": [*stage0, "layers.7"]}),
+        "map_unknown_model.json": edited(**{"model/name": "gpt-9", "model/source": "gpt-9"}),
+    }
+    for name, content in files.items():
+        (GALLERY / name).write_text(content, encoding="utf-8")
+    (GALLERY / "map_not_utf8.json").write_bytes(text.replace('"method": "dp"', '"method": "d\u00e9p"').encode("latin-1"))
+
+
+_DELETE = object()
+
+
+if __name__ == "__main__":
+    regenerate_mapping_gallery()
