@@ -259,3 +259,39 @@ def test_pin_forcing_an_unlinked_pair_is_infeasible_with_a_reason():
     r = cpsat(inst, **FAST)
     assert r.status == Status.INFEASIBLE
     assert "r0w0" in r.message and "r2w0" in r.message
+
+
+# ----------------------------------------------------------------------------------------- fleet views
+def test_fleet_views_agree_with_their_definitions():
+    """Twin classes from link-matrix rows equal the neighbour-set definition, and the latency
+    hierarchy reproduces every hop cost as a sum of level steps."""
+    from placer.algorithms.cpsat_fleet import FleetView, twin_classes
+
+    rng = random.Random(9)
+    for k in range(12):
+        if k % 3 == 0:
+            fl = fleet(None, groups=[(10, 2, 3), (20, 1, 2)], intra=rng.choice([1, 2]), inter=3)
+        else:
+            n_dev = rng.randint(2, 6)
+            fl = random_fleet(rng, n_dev, [rng.choice([10, 20]) for _ in range(n_dev)])
+        inst = make_instance(chain_model([1, 1]), fl, Workload(concurrency=0))
+        view = FleetView(inst)
+        assert view.twins == twin_classes(inst)
+        levels = view.hierarchy
+        D = inst.n_devices
+        if levels is None:
+            continue
+        for a in range(D):
+            for b in range(D):
+                want = 0 if a == b else _cost(inst, a, b)
+                got = sum(step for step, lab in levels if lab[a] != lab[b] and step is not None)
+                assert got == pytest.approx(want * view.scale), (a, b)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 10), min_size=1, max_size=9), st.integers(10, 16))
+def test_free_device_count_equals_brute_force_bin_packing(sizes, cap):
+    inst = instance(sizes, cap, mode="free")
+    r = cpsat(inst, objective="devices", **FAST)
+    assert r.devices_used == brute_bin_packing(sizes, cap)
+    assert r.proven_optimal

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from . import ortools_adapter as ora
-from .cpsat_binpack import build_arcflow, ffd_bins, solve_arcflow
+from .cpsat_binpack import build_arcflow, ffd_bins, max_fill_bins, prune_for_waste, solve_arcflow
 from .cpsat_exact import chain_min_devices, min_bottleneck_cuts, next_fit
-from .cpsat_fleet import integer_latencies, latency_hierarchy, path_latency_bound, rack_groups, twin_classes
+from .cpsat_fleet import FleetView, path_latency_bound, rack_groups
 from .cpsat_models import ContiguousModel, FreeModel, PathModel, Problem
 from .quantize import Quantization, choose_unit
 
@@ -72,10 +72,7 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
     if early is not None:
         return early
     run.prob, run.quant = _problem(instance)
-    run.stats.update(unit_bytes=run.quant.unit, unit_exact=run.quant.exact, unit_harmless=run.quant.harmless,
-                     lat_scale=run.prob.lat_scale, twin_classes=len(run.prob.twins),
-                     twin_devices=sum(len(c) for c in run.prob.twins),
-                     latency_levels=None if run.prob.hierarchy is None else len(run.prob.hierarchy))
+    run.stats.update(unit_bytes=run.quant.unit, unit_exact=run.quant.exact, unit_harmless=run.quant.harmless)
     run.lower = max(int(lower_bound or 0), _baseline_bound(instance))
     run.user_hint = _user_hint(instance, hint)
     try:
@@ -175,16 +172,6 @@ def _problem(instance: Instance) -> tuple[Problem, Quantization]:
     quant = choose_unit(instance.demand_bytes, instance.capacity_bytes)
     unit = quant.unit
     load = [-(-w // unit) for w in instance.weight_bytes]
-    D = instance.n_devices
-    link_f = instance.link_us
-    lat_f = instance.latency_us
-    cost = [[0.0 if a == b else link_f.get((a, b), lat_f[a][b]) for b in range(D)] for a in range(D)]
-    scale, ints = integer_latencies(list(link_f.values()) + [c for row in cost for c in row])
-    link = {k: ints[float(v)] for k, v in link_f.items()}
-    latency = [[ints[float(c)] if math.isfinite(c) else None for c in row] for row in cost]
-    hierarchy = latency_hierarchy(cost)
-    if hierarchy is not None:
-        hierarchy = [(None if math.isinf(step) else round(step * scale), labels) for step, labels in hierarchy]
     pins_to: dict[int, int] = {}
     same: list[list[int]] = []
     pinned_devices = set()
@@ -199,9 +186,8 @@ def _problem(instance: Instance) -> tuple[Problem, Quantization]:
         n=instance.n_nodes, edges=list(instance.edges), is_chain=instance.model.is_chain,
         demand=list(quant.demand), capacity=list(quant.capacity), load=load,
         demand_bytes=list(instance.demand_bytes), capacity_bytes=list(instance.capacity_bytes),
-        link=link, latency=latency, lat_scale=scale, pins_to=pins_to, pins_same=same,
-        twins=twin_classes(instance, exclude=pinned_devices), groups=rack_groups(instance),
-        hierarchy=hierarchy)
+        view=FleetView(instance, exclude=pinned_devices), pins_to=pins_to, pins_same=same,
+        groups=rack_groups(instance))
     return prob, quant
 
 
@@ -241,6 +227,13 @@ def _finish(run: _Run, assignment, order, levels: dict) -> Result:
         levels={k: dict(v) for k, v in levels.items()},
         solution_fingerprint=next((p.get("solution_fingerprint") for p in reversed(run.phases)
                                    if p.get("solution_fingerprint")), None))
+    cache = run.prob.view._cache if run.prob is not None else {}
+    if "twins" in cache:
+        run.stats.update(twin_classes=len(cache["twins"]), twin_devices=sum(len(c) for c in cache["twins"]))
+    if "hierarchy" in cache:
+        run.stats["latency_levels"] = None if cache["hierarchy"] is None else len(cache["hierarchy"])
+    if "scale" in cache:
+        run.stats["latency_scale"] = cache["scale"]
     may_cost = bool(run.quant is not None and run.quant.rounding_may_cost_device and used > (bound or 0))
     run.stats["rounding_may_cost_device"] = may_cost
     if order is not None:
@@ -652,30 +645,17 @@ def _free(run: _Run) -> Result:
     instance, prob = run.instance, run.prob
     want_latency, want_bottleneck = _objective_levels(run)
     classes = _capacity_classes(instance)
-    disconnected = any(c is None for row in prob.latency for c in row)
+    disconnected = prob.view.unreachable
     bound_bytes = run.lower
     arc = build_arcflow(instance.demand_bytes, classes)
     bins = None
-    af_proven = False
     if arc is not None:
         run.record("arcflow-size", arcs=arc.n_arcs, sizes=len(arc.sizes))
-        out, bins = solve_arcflow(arc, params=ora.parameters(time_limit=max(run.remaining(), 0.05), seed=run.seed,
-                                                             workers=run.workers),
-                                  lower_bound=bound_bytes, hint_bins=ffd_bins(instance.demand_bytes, classes),
-                                  progress=_tag(run.progress, "devices"), t0=run.t0)
-        rec = out.record()
-        rec["phase"] = "devices (arc-flow)"
-        run.phases.append(rec)
-        run.interrupted = run.interrupted or out.interrupted
-        if out.status == "INFEASIBLE":
+        bins, bound_bytes, infeasible = _arcflow_devices(run, arc, classes, bound_bytes)
+        if infeasible:
             return _result_without_placement(
                 run, Status.INFEASIBLE, f"the nodes cannot be packed into the fleet's {instance.n_devices} "
                                         "devices (proven by the arc-flow model)")
-        if out.bound is not None:
-            bound_bytes = max(bound_bytes, math.ceil(out.bound - 1e-6))
-        af_proven = bins is not None and (out.proven or out.stopped_at_target)
-        if bins is not None and af_proven:
-            bound_bytes = max(bound_bytes, len(bins))
     candidates = []
     if bins is not None and not run.pins_any and not disconnected:
         candidates.append(_free_start(run, bins))
@@ -761,6 +741,50 @@ def _free(run: _Run) -> Result:
                                 bound=out.bound * run.quant.unit if out.bound is not None else None,
                                 proven=out.proven and run.quant.exact)
     return _finish(run, assignment, None, levels)
+
+
+def _arcflow_devices(run: _Run, arc, classes, lower: int):
+    """Fewest devices by arc flow, raising the bound one device at a time.
+
+    For each candidate count z from the lower bound up, the graph is pruned to packings of at most
+    z devices (:func:`prune_for_waste`) and solved for exactly z: a solution is optimal (z is a
+    bound), INFEASIBLE proves z + 1 is a bound. Stops at the heuristic's count (then optimal), at
+    the time limit, or when the pruned graph cannot be built. Returns (bins, bound, infeasible).
+    """
+    demand = run.instance.demand_bytes
+    best = _best_bins(demand, classes)
+    fleet_size = sum(c for _, c in classes)
+    z = max(lower, 1)
+    while True:
+        if best is not None and len(best) <= z:
+            run.record("devices (heuristic)", devices=len(best), bound=z)
+            return best, len(best), False
+        if z > fleet_size:
+            return None, z, True            # every count up to the fleet size is proven impossible
+        if run.remaining() <= 0.05 or run.interrupted:
+            return best, z, False
+        pruned = prune_for_waste(arc, z)
+        if pruned is None:                  # z devices cannot even hold the volume
+            z += 1
+            continue
+        params = ora.parameters(time_limit=max(run.remaining(), 0.05), seed=run.seed, workers=run.workers)
+        out, bins = solve_arcflow(pruned, params=params, lower_bound=z, max_bins=z,
+                                  progress=_tag(run.progress, "devices"), t0=run.t0)
+        rec = out.record()
+        rec.update(phase="devices (arc-flow)", devices_tried=z, arcs=pruned.n_arcs)
+        run.phases.append(rec)
+        run.interrupted = run.interrupted or out.interrupted
+        if bins is not None:
+            return bins, z, False
+        if out.status != "INFEASIBLE":
+            return best, z, False
+        z += 1
+
+
+def _best_bins(demand, classes):
+    """The better of first-fit decreasing and the minimum-slack greedy, as an arc-flow hint."""
+    found = [b for b in (ffd_bins(demand, classes), max_fill_bins(demand, classes)) if b is not None]
+    return min(found, key=len) if found else None
 
 
 def _reachable(prob: Problem, assignment) -> bool:

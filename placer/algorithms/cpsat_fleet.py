@@ -3,19 +3,19 @@
 * :func:`twin_classes`: devices that can swap places without changing anything (same type, same
   capacity, same links with the same latencies to every other device). Swapping two twins maps
   any placement to one of equal cost, so symmetry may be broken inside a class, never across.
-* :func:`latency_hierarchy`: when shortest-path latency is an ultrametric (as in racks joined by a
-  uniform fabric), latency(a, b) = sum over levels of (step of the level) x [a, b in different
-  groups of that level]; a free-mode hop then costs a few linear terms instead of a D x D table.
+* :attr:`FleetView.hierarchy`: when hop latency is an ultrametric (as in racks joined by a uniform
+  fabric), latency(a, b) = sum over levels of (step of the level) x [a, b in different groups of
+  that level]; a free-mode hop then costs a few linear terms instead of a D x D table.
 * :func:`integer_latencies`: latencies as integers with one exact scale factor.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from math import inf, isfinite, lcm
+from math import isfinite, lcm
 
-__all__ = ["twin_classes", "latency_hierarchy", "integer_latencies", "rack_groups", "min_groups_covering",
-           "path_latency_bound"]
+__all__ = ["twin_classes", "integer_latencies", "rack_groups", "min_groups_covering",
+           "path_latency_bound", "FleetView"]
 
 
 def twin_classes(instance, exclude=()) -> list[list[int]]:
@@ -56,43 +56,6 @@ def twin_classes(instance, exclude=()) -> list[list[int]]:
         if i not in excluded:
             classes.setdefault(find(i), []).append(i)
     return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
-
-
-def latency_hierarchy(lat: list[list[float]]):
-    """Levels ``[(step, labels)]`` with latency(a, b) = sum(step for step, lab in levels if lab[a] != lab[b]).
-
-    Level 0 has every device in its own group. Returns ``None`` when latency is not an
-    ultrametric (then no such decomposition exists). Infinite latency (disconnected devices) ends
-    the hierarchy: the top level's groups are the connected components.
-    """
-    n = len(lat)
-    if n == 0:
-        return []
-    values = sorted({lat[a][b] for a in range(n) for b in range(n) if a != b and isfinite(lat[a][b])})
-    levels = [(None, list(range(n)))]
-    prev = 0.0
-    for t in values:
-        # groups of the relation latency <= t must be cliques of that relation
-        labels = [-1] * n
-        for a in range(n):
-            if labels[a] >= 0:
-                continue
-            members = [b for b in range(n) if b == a or lat[a][b] <= t]
-            for b in members:
-                if labels[b] >= 0 and labels[b] != a:
-                    return None
-                labels[b] = a
-            for b in members:
-                for c in members:
-                    if b != c and lat[b][c] > t:
-                        return None
-        levels[-1] = (t - prev, levels[-1][1])
-        levels.append((None, labels))
-        prev = t
-    # the last partition's step: inf between components, if any
-    last_labels = levels[-1][1]
-    levels[-1] = (inf if len(set(last_labels)) > 1 else 0.0, last_labels)
-    return [(step, labels) for step, labels in levels if step != 0.0]
 
 
 def integer_latencies(values, max_scale: int = 1000) -> tuple[int, dict]:
@@ -144,3 +107,146 @@ def path_latency_bound(link: dict, groups: list[list[int]], count: int) -> int:
         return arcs * min(inter)
     lo_intra, lo_inter = min(intra), min(inter)
     return min(k * lo_inter + (arcs - k) * lo_intra for k in (k_min, arcs))
+
+
+class FleetView:
+    """Solver-side views of an instance's fleet, computed on first use with numpy (dense fleets of
+    hundreds of devices have hundreds of thousands of links; most strategies need only some views).
+
+    ``cost[a][b]``: what a hop from a to b costs, as :func:`placer.placement.hops_of` counts it (the
+    direct link's latency when there is one, else the shortest path; inf when unreachable).
+    """
+
+    def __init__(self, instance, exclude=()):
+        self.instance = instance
+        self.exclude = set(exclude)
+        self._cache: dict = {}
+
+    def _get(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    @property
+    def cost(self):
+        def make():
+            import numpy as np
+            inst = self.instance
+            cost = np.array(inst.latency_us, dtype=float).reshape(inst.n_devices, inst.n_devices)
+            if inst.link_us:
+                keys = np.array(list(inst.link_us.keys()), dtype=np.int64)
+                cost[keys[:, 0], keys[:, 1]] = np.array(list(inst.link_us.values()), dtype=float)
+            np.fill_diagonal(cost, 0.0)
+            return cost
+        return self._get("cost", make)
+
+    @property
+    def scale(self) -> int:
+        def make():
+            import numpy as np
+            c = self.cost
+            values = np.unique(c[np.isfinite(c)]).tolist() + sorted(set(self.instance.link_us.values()))
+            return integer_latencies(values)[0]
+        return self._get("scale", make)
+
+    @property
+    def link(self) -> dict:
+        def make():
+            s = self.scale
+            return {k: round(v * s) for k, v in self.instance.link_us.items()}
+        return self._get("link", make)
+
+    @property
+    def latency(self) -> list:
+        def make():
+            import numpy as np
+            c = self.cost
+            finite = np.isfinite(c)
+            ints = np.where(finite, np.rint(np.where(finite, c, 0) * self.scale), 0).astype(np.int64).tolist()
+            if not finite.all():
+                for a, b in np.argwhere(~finite).tolist():
+                    ints[a][b] = None
+            return ints
+        return self._get("latency", make)
+
+    @property
+    def unreachable(self) -> bool:
+        import numpy as np
+        return bool(np.isinf(self.cost).any())
+
+    @property
+    def hierarchy(self):
+        """``[(step, labels)]`` with cost(a, b) = sum(step for step, lab in levels if lab[a] != lab[b]),
+        steps as scaled integers (None: an unreachable level, never crossed); level 0 puts every
+        device in a group of its own. None when ``cost`` is not an ultrametric: then the groups of
+        "cost <= t" are not cliques for some t and no such decomposition exists."""
+        def make():
+            import numpy as np
+            c = self.cost
+            n = len(c)
+            if n == 0:
+                return []
+            off = ~np.eye(n, dtype=bool)
+            values = np.unique(c[off & np.isfinite(c)])
+            if len(values) > 64:
+                return None
+            levels = [[None, list(range(n))]]
+            prev = 0.0
+            for t in values.tolist():
+                near = c <= t
+                _, labels = np.unique(near, axis=0, return_inverse=True)
+                labels = labels.reshape(-1)
+                if not np.array_equal(near, labels[:, None] == labels[None, :]):
+                    return None
+                levels[-1][0] = t - prev
+                levels.append([None, labels.tolist()])
+                prev = t
+            levels[-1][0] = float("inf") if len(set(levels[-1][1])) > 1 else 0.0
+            s = self.scale
+            return [(None if step == float("inf") else round(step * s), labels)
+                    for step, labels in levels if step != 0.0]
+        return self._get("hierarchy", make)
+
+    @property
+    def twins(self) -> list[list[int]]:
+        """:func:`twin_classes`, by comparing rows of the link matrix (the diagonal set to each
+        candidate mutual latency in turn) instead of neighbour sets."""
+        def make():
+            import numpy as np
+            inst = self.instance
+            n = inst.n_devices
+            if n < 2:
+                return []
+            m = np.full((n, n), -1.0)
+            if inst.link_us:
+                keys = np.array(list(inst.link_us.keys()), dtype=np.int64)
+                m[keys[:, 0], keys[:, 1]] = np.array(list(inst.link_us.values()), dtype=float)
+            values = np.unique(m).tolist()
+            if len(values) > 32:
+                return twin_classes(inst, exclude=self.exclude)
+            base = [(d.type.name, d.memory_bytes, inst.capacity_bytes[i]) for i, d in enumerate(inst.devices)]
+            parent = list(range(n))
+
+            def find(i):
+                while parent[i] != i:
+                    parent[i] = parent[parent[i]]
+                    i = parent[i]
+                return i
+
+            for v in values:
+                r = m.copy()
+                np.fill_diagonal(r, v)
+                seen: dict = {}
+                for i in range(n):
+                    if i in self.exclude:
+                        continue
+                    key = (base[i], r[i].tobytes())
+                    j = seen.setdefault(key, i)
+                    if j != i:
+                        parent[find(i)] = find(j)
+            classes: dict[int, list[int]] = {}
+            for i in range(n):
+                if i not in self.exclude:
+                    classes.setdefault(find(i), []).append(i)
+            return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
+        return self._get("twins", make)

@@ -28,7 +28,11 @@ __all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", 
 
 @dataclass
 class Problem:
-    """Everything a model needs, in solver units (built by :mod:`placer.algorithms.cpsat`)."""
+    """Everything a model needs, in solver units (built by :mod:`placer.algorithms.cpsat`).
+
+    Fleet views (integer link latencies, hop costs, the latency hierarchy, twin classes) come from
+    ``view`` (:class:`~placer.algorithms.cpsat_fleet.FleetView`) on first use.
+    """
 
     n: int
     edges: list[tuple[int, int]]
@@ -38,14 +42,33 @@ class Problem:
     load: list[int]                    # units, bottleneck load per node (weights), rounded up
     demand_bytes: list[int]
     capacity_bytes: list[int]
-    link: dict[tuple[int, int], int]   # direct links, scaled integer latency, both directions
-    latency: list[list[int | None]]    # shortest path, scaled integer (None = unreachable)
-    lat_scale: int
+    view: object = None                # FleetView
     pins_to: dict[int, int] = field(default_factory=dict)          # node -> device
     pins_same: list[list[int]] = field(default_factory=list)       # node groups on one device
-    twins: list[list[int]] = field(default_factory=list)
     groups: list[list[int]] = field(default_factory=list)          # racks
-    hierarchy: list | None = None      # [(step scaled int or None = forbidden, labels)]
+
+    @property
+    def link(self) -> dict[tuple[int, int], int]:
+        """Direct links, scaled integer latency, both directions."""
+        return self.view.link
+
+    @property
+    def latency(self) -> list[list[int | None]]:
+        """Hop cost between devices, scaled integer (None = unreachable)."""
+        return self.view.latency
+
+    @property
+    def lat_scale(self) -> int:
+        return self.view.scale
+
+    @property
+    def twins(self) -> list[list[int]]:
+        return self.view.twins
+
+    @property
+    def hierarchy(self):
+        """[(step scaled int or None = unreachable, labels)] or None when not an ultrametric."""
+        return self.view.hierarchy
 
     @property
     def d(self) -> int:
