@@ -71,12 +71,24 @@ def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | No
     return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
 
 
+def devices_proven(result: Result) -> bool:
+    """Whether the device count is proven minimal: it meets the proven lower bound, or the method
+    proved it (all levels, or the device level of a lexicographic solve)."""
+    if result.devices_used is None:
+        return False
+    if result.proven_optimal or result.devices_used == result.lower_bound_devices:
+        return True
+    level = (result.stats.get("levels") or {}).get("devices") or {}
+    return bool(level.get("proven"))
+
+
 def row_of(result: Result, **extra) -> dict:
     """A compare row: DESIGN.md's fields, then ``gap``, ``message`` and ``extra``."""
     row = {f: getattr(result, f) for f in ROW_FIELDS}
     row["status"] = str(result.status)
     row["seconds"] = round(float(result.seconds), 3)
     row["gap"] = result.gap
+    row["devices_proven"] = devices_proven(result)
     row["message"] = result.message
     row.update(extra)
     return row

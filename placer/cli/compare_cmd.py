@@ -44,8 +44,9 @@ def compare_command(model, hardware, granularity, time_limit, seed, workers, as_
         return 0
     click.echo(f"{m.name} on {fleet.name}: context {wl.context_tokens}, concurrency {wl.concurrency}, "
                f"{wl.weight_bits}-bit weights, {wl.kv_bits}-bit KV")
+    # "proven": devices and hop latency both proven; "devices" column marks a proven count with "*"
     head = ("method", "mode", "devices", "hops", "hop us", "ceiling", "bound", "proven", "status", "seconds")
-    click.echo(f"{head[0]:<9} {head[1]:<15} {head[2]:>7} {head[3]:>5} {head[4]:>8} {head[5]:>7} {head[6]:>5} "
+    click.echo(f"{head[0]:<9} {head[1]:<15} {head[2]:>8} {head[3]:>5} {head[4]:>8} {head[5]:>7} {head[6]:>5} "
                f"{head[7]:>6}  {head[8]:<10} {head[9]:>7}")
     notes = []
     for r in doc["rows"]:
@@ -53,11 +54,14 @@ def compare_command(model, hardware, granularity, time_limit, seed, workers, as_
         bound_only = r["method"] == "bound"
         proven = "-" if bound_only else _cell(r["proven_optimal"])
         status = "bound" if bound_only and r["status"] == "unknown" else r["status"]
-        click.echo(f"{r['method']:<9} {mode:<15} {_cell(r['devices_used']):>7} {_cell(r['hops']):>5} "
+        devices = _cell(r["devices_used"]) + ("*" if r.get("devices_proven") and not bound_only else " ")
+        click.echo(f"{r['method']:<9} {mode:<15} {devices:>8} {_cell(r['hops']):>5} "
                    f"{_cell(r['hop_latency_us']):>8} {_cell(r['concurrency_ceiling']):>7} "
                    f"{_cell(r['lower_bound_devices']):>5} {proven:>6}  {status:<10} {r['seconds']:>7.2f}")
         if r["message"] and r["status"] in ("infeasible", "unknown") and r["method"] != "bound":
             notes.append(f"{r['method']} / {r['mode']}: {r['message']}")
+    click.echo("* device count proven minimal (it meets the lower bound or the solver proved it); "
+               "proven = devices and hop latency both proven")
     for note in notes:
         click.echo(note)
     return 0

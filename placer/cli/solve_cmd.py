@@ -102,12 +102,19 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                    f"{'-' if hop is None else f'{hop:g} us':>9}")
     sm = doc["summary"]
     proven = "proven" if sm["proven_optimal"] else "not proven"
-    gap = "" if sm.get("gap") is None else f", gap {sm['gap']:.1%}"
+    levels = r.stats.get("levels") or {}
+    # with per-level figures below, a single device gap would read as "0% from optimal"
+    gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"
     click.echo(f"devices {sm['devices_used']} (lower bound {_fmt(sm['lower_bound_devices'])}), "
                f"hops {sm['hops']}, "
                f"hop latency {_fmt(sm['hop_latency_us'], ' us')}, concurrency ceiling "
                f"{_fmt(sm['concurrency_ceiling'])}")
     click.echo(f"status {sm['status']} ({proven}{gap}), {sm['solve_seconds']:.2f} s")
+    for name, level in levels.items():
+        unit = " us" if name == "latency" else ""
+        value = "-" if level.get("value") is None else f"{level['value']:g}{unit}"
+        bound = "none" if level.get("bound") is None else f"{level['bound']:g}{unit}"
+        click.echo(f"  {name}: {value}, bound {bound}, {'proven' if level.get('proven') else 'not proven'}")
     if r.stats.get("latency_proven") is False:
         click.echo("hop latency: best path found, not proven minimal")
     if not no_write:
