@@ -4,6 +4,7 @@
     python benchmarks/bench_cpsat.py                    # every suite
     python benchmarks/bench_cpsat.py kimi hetero        # some suites
     python benchmarks/bench_cpsat.py binpack --seeds 0 1 2 --time-limit 60
+    python benchmarks/bench_cpsat.py sparse             # irregular fleets: no structure to exploit
 
 Each row: the instance, mode and objective levels solved, status, devices (bound), hop latency
 (bound), whether every level is proven, wall seconds of the whole ``cpsat`` call (model building
@@ -22,7 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from generators import binpacking_instance, falkenauer_triplets, falkenauer_uniform  # noqa: E402
+from generators import (  # noqa: E402
+    binpacking_instance,
+    falkenauer_triplets,
+    falkenauer_uniform,
+    sparse_fleet_instance,
+)
 
 from placer.algorithms.cpsat import cpsat  # noqa: E402
 from placer.fleet import load_fleet  # noqa: E402
@@ -84,7 +90,17 @@ def binpack(args):
                       workers=args.workers, extra=extra)
 
 
-SUITES = {"kimi": kimi, "hetero": hetero, "binpack": binpack}
+def sparse(args):
+    for racks, layers in [(8, 30), (12, 40), (14, 80)]:
+        if args.quick and layers > 40:
+            continue
+        for seed in args.seeds:
+            inst = sparse_fleet_instance(racks, layers, seed)
+            yield run(f"random {layers} layers / sparse {3 * racks}", inst, objective="lex",
+                      time_limit=args.time_limit, seed=seed, workers=args.workers)
+
+
+SUITES = {"kimi": kimi, "hetero": hetero, "binpack": binpack, "sparse": sparse}
 
 
 def main(argv=None):
@@ -94,6 +110,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    ap.add_argument("--quick", action="store_true", help="skip the largest sparse instances")
     args = ap.parse_args(argv)
     if not args.json:
         print("| instance | mode | objective | seed | status | devices (bound) | latency us (bound) | proven "

@@ -8,6 +8,8 @@
   are the items (bytes = size x ``unit_bytes``) on a fleet of identical devices (memory = bin
   capacity x ``unit_bytes``).
 * :func:`cut_devices`: a perfect packing: full devices cut into layers (known optimum).
+* :func:`sparse_fleet_instance`: a chain of random layer sizes on a sparse, irregular fleet (racks
+  of 3 on a ring plus random chords of random latency): no ultrametric structure to exploit.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from placer.instance import make_instance
 from placer.model import model_from_dict
 from placer.workload import Workload
 
-__all__ = ["falkenauer_uniform", "falkenauer_triplets", "binpacking_instance", "cut_devices", "items_model"]
+__all__ = ["falkenauer_uniform", "falkenauer_triplets", "binpacking_instance", "cut_devices", "items_model",
+           "sparse_fleet_instance"]
 
 
 def falkenauer_uniform(n: int, seed: int) -> tuple[list[int], int]:
@@ -71,3 +74,26 @@ def cut_devices(capacities, pieces: int, seed: int) -> list[list[int]]:
         bounds = [0, *cuts, cap]
         out.append([b - a for a, b in zip(bounds, bounds[1:])])
     return out
+
+
+def sparse_fleet_instance(racks: int, layers: int, seed: int):
+    """``layers`` layers of 9, 12, 17 or 21 GB on ``racks`` racks of 3 (half 44 GB, half 64 GB
+    devices) joined in a ring through slot 0, plus two random chords per rack (3-5 us)."""
+    rng = random.Random(seed)
+    extra, seen = [], set()
+    for r in range(racks):
+        for s in (1, 2):
+            t = (r + rng.randint(1, racks - 1)) % racks
+            a, b = f"r{r}w{s}", f"r{t}w{rng.randint(0, 2)}"
+            if frozenset((a, b)) in seen:
+                continue
+            seen.add(frozenset((a, b)))
+            extra.append({"a": a, "b": b, "latency_us": rng.choice([3, 4, 5])})
+    spec = {"name": "sparse", "device_types": {"a": {"memory": "44 GB"}, "b": {"memory": "64 GB"}},
+            "fleet": {"groups": [{"device": "a", "racks": racks // 2, "per_rack": 3},
+                                 {"device": "b", "racks": racks - racks // 2, "per_rack": 3}],
+                      "intra_rack_latency_us": 2, "inter_rack_latency_us": 3, "inter_rack_topology": "ring",
+                      "extra_links": extra}}
+    sizes = [rng.choice([9, 12, 17, 21]) * 10**9 for _ in range(layers)]
+    return make_instance(items_model(sizes, name=f"random-{layers}"), fleet_from_dict(spec),
+                         Workload(concurrency=0, context_tokens=1))

@@ -295,3 +295,19 @@ def test_free_device_count_equals_brute_force_bin_packing(sizes, cap):
     r = cpsat(inst, objective="devices", **FAST)
     assert r.devices_used == brute_bin_packing(sizes, cap)
     assert r.proven_optimal
+
+
+def test_a_hint_from_another_method_is_used_and_the_answer_unchanged():
+    """A greedy placement passed as ``hint`` starts the search; the proven optimum is the same."""
+    from placer.algorithms.greedy import greedy
+
+    weights = [5, 7, 3, 8, 2, 6]
+    fl = fleet(None, groups=[(10, 2, 1), (13, 1, 3)])
+    inst = make_instance(chain_model(weights), fl, Workload(concurrency=0))
+    g = greedy(inst)
+    assert g.assignment is not None
+    plain = cpsat(inst, **FAST)
+    hinted = cpsat(inst, hint=g, **FAST)
+    assert hinted.proven_optimal and plain.proven_optimal
+    assert (hinted.devices_used, hinted.hop_latency_us) == (plain.devices_used, plain.hop_latency_us)
+    assert (plain.devices_used, plain.hop_latency_us) == brute_contiguous(inst)
