@@ -34,8 +34,9 @@ def _order_ok(inst, assignment, order):
     return all((a, b) in inst.link_us for a, b in zip(order, order[1:]))
 
 
-def brute_contiguous(inst: Instance):
-    """Lexicographic (devices, hop latency) optimum over every assignment and stage order."""
+def brute_contiguous(inst: Instance, bottleneck: bool = False):
+    """Lexicographic (devices, hop latency[, largest weight bytes on a device]) optimum over every
+    assignment and stage order."""
     n, D = inst.n_nodes, inst.n_devices
     best = None
     for assignment in itertools.product(range(D), repeat=n):
@@ -48,6 +49,8 @@ def brute_contiguous(inst: Instance):
         lat = sum(_cost(inst, assignment[u], assignment[v]) for u, v in inst.edges
                   if assignment[u] != assignment[v])
         key = (len(used), lat)
+        if bottleneck:
+            key += (max(sum(inst.weight_bytes[i] for i in range(n) if assignment[i] == d) for d in used),)
         if best is None or key < best:
             best = key
     return best
@@ -311,3 +314,13 @@ def test_a_hint_from_another_method_is_used_and_the_answer_unchanged():
     assert hinted.proven_optimal and plain.proven_optimal
     assert (hinted.devices_used, hinted.hop_latency_us) == (plain.devices_used, plain.hop_latency_us)
     assert (plain.devices_used, plain.hop_latency_us) == brute_contiguous(inst)
+
+
+def test_third_level_bottleneck_matches_brute_force():
+    """objective="lex3": devices, then hop latency, then the largest weight bytes on one device."""
+    for weights, groups in [([5, 7, 3, 8, 2, 6], [(10, 2, 2), (13, 1, 2)]), ([4, 4, 4, 4, 4], [(9, 1, 4)])]:
+        inst = make_instance(chain_model(weights), fleet(None, groups=groups), Workload(concurrency=0))
+        r = cpsat(inst, objective="lex3", **FAST)
+        assert r.proven_optimal and r.stats["levels"]["bottleneck"]["proven"]
+        got = (r.devices_used, r.hop_latency_us, r.stats["levels"]["bottleneck"]["value"])
+        assert got == brute_contiguous(inst, bottleneck=True)

@@ -436,7 +436,7 @@ def _contiguous(run: _Run) -> Result:
             levels["bottleneck"] = dict(value=_bottleneck(instance, assignment), bound=None, proven=False)
         return _finish(run, assignment, order, levels)
     # level 3: bottleneck with latency fixed
-    model.m.add(model.latency() == round(out.objective))
+    _fix_latency(model, round(out.objective))
     model.m.minimize(model.bottleneck)
     model.hint(assignment, order)
     out = run.solve("bottleneck", model.m, model.watch())
@@ -527,6 +527,20 @@ def _realize_runs(instance: Instance, trail, kinds, groups):
     if not _fits_bytes(instance, assignment):
         return None
     return assignment, order
+
+
+def _fix_latency(model, value: int):
+    """Fix the proven latency for the bottleneck level (its coefficients checked like any row)."""
+    from .quantize import check_row
+    expr = model.latency()
+    coeffs = sum(abs(c) for c in _coefficients(expr))
+    check_row(coeffs + abs(value), "latency row")
+    model.m.add(expr == value)
+
+
+def _coefficients(expr):
+    from ortools.sat.python import cp_model_helper
+    return list(cp_model_helper.FlatIntExpr(expr).coeffs)
 
 
 def _bottleneck(instance: Instance, assignment) -> int:
@@ -731,7 +745,7 @@ def _free(run: _Run) -> Result:
         if want_bottleneck:
             levels["bottleneck"] = dict(value=_bottleneck(instance, assignment), bound=None, proven=False)
         return _finish(run, assignment, None, levels)
-    model.m.add(model.latency() == round(out.objective))
+    _fix_latency(model, round(out.objective))
     model.m.minimize(model.bottleneck)
     assignment = model.hint(assignment)
     out = run.solve("bottleneck", model.m, model.watch())

@@ -22,6 +22,7 @@ from ortools.sat.python import cp_model
 
 from .cpsat_exact import prefix_bounds, segment_lower_bound
 from .cpsat_fleet import min_groups_covering
+from .quantize import check_row
 
 __all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_free"]
 
@@ -277,6 +278,8 @@ class EdgeLatency:
     def _table(self, by_node):
         m, p = self.m, self.p
         top = max((x for row in p.latency for x in row if x is not None), default=0)
+        check_row(max((sum(x for x in row if x is not None) for row in p.latency), default=0),
+                  "hop-latency row (latencies x scale)")
         self.edge_lat = []
         for u, v in p.edges:
             lat = m.new_int_var(0, top, "")
