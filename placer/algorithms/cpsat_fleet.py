@@ -15,7 +15,7 @@ from fractions import Fraction
 from math import isfinite, lcm
 
 __all__ = ["twin_classes", "integer_latencies", "rack_groups", "min_groups_covering",
-           "path_latency_bound", "FleetView"]
+           "path_latency_bound", "FleetView", "symmetry_classes"]
 
 
 def twin_classes(instance, exclude=()) -> list[list[int]]:
@@ -250,3 +250,51 @@ class FleetView:
                     classes.setdefault(find(i), []).append(i)
             return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
         return self._get("twins", make)
+
+
+def symmetry_classes(view: FleetView) -> list[list[list[int]]] | None:
+    """Interchangeable groups of an ultrametric fleet, top level first.
+
+    The latency hierarchy is a tree (devices, racks, ...). Two sibling subtrees of the same shape
+    (same device types and capacities, same structure below) can swap wholesale without changing
+    any latency or capacity, so their order is a pure symmetry. Each class lists such siblings,
+    each as its devices in a canonical order (subtrees by shape, then lowest index), so that
+    position i of one maps to position i of another. Devices named by a pin never take part.
+    None when latency is not an ultrametric.
+    """
+    levels = view.hierarchy
+    if levels is None:
+        return None
+    inst = view.instance
+    n = inst.n_devices
+    partitions = [labels for _, labels in levels]
+    if len(set(partitions[0])) != n:
+        partitions.insert(0, list(range(n)))
+    partitions.append([0] * n)          # the root
+
+    def leaf_shape(d):
+        dev = inst.devices[d]
+        pinned = d in view.exclude
+        return (dev.type.name, dev.memory_bytes, inst.capacity_bytes[d], d if pinned else -1)
+
+    # nodes of the tree per level: label -> (shape, canonical device order)
+    current = {d: (leaf_shape(d), [d]) for d in range(n)}
+    classes: list[list[list[int]]] = []
+    for labels in partitions[1:]:
+        children: dict[int, list] = {}
+        for shape, order in current.values():
+            parent = labels[order[0]]
+            children.setdefault(parent, []).append((shape, min(order), order))
+        nxt = {}
+        for parent, kids in children.items():
+            kids.sort(key=lambda k: (k[0], k[1]))
+            by_shape: dict = {}
+            for shape, low, order in kids:
+                by_shape.setdefault(shape, []).append((low, order))
+            for members in by_shape.values():
+                if len(members) > 1:     # shapes holding a pinned device are unique
+                    classes.append([order for _, order in sorted(members)])
+            nxt[parent] = (tuple(k[0] for k in kids), [d for _, _, order in kids for d in order])
+        current = nxt
+    classes.reverse()   # top level first
+    return classes

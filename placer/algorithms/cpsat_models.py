@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from .cpsat_exact import prefix_bounds, segment_lower_bound
-from .cpsat_fleet import min_groups_covering
+from .cpsat_fleet import min_groups_covering, symmetry_classes
 from .quantize import check_row
 
-__all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_free"]
+__all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_classes"]
 
 
 @dataclass
@@ -511,43 +511,48 @@ class FreeModel(_Placement):
         m = self.m = cp_model.CpModel()
         used = [m.new_bool_var(f"used{d}") for d in range(p.d)]
         self._nodes(used, bottleneck=bottleneck, explain=explain)
-        self.first = {}
-        for cls in p.twins:
-            for i, j in zip(cls, cls[1:]):
-                m.add_implication(used[j], used[i])
-            if p.n * len(cls) <= 50_000:
-                self._first_node_order(cls)
+        self.first = {}          # group (tuple of devices) -> prefix literals
+        self.classes = symmetry_classes(p.view) if p.view is not None else None
+        if self.classes is None:
+            self.classes = [[[d] for d in cls] for cls in p.twins]
+        budget = 400_000
+        for cls in self.classes:
+            members = [tuple(g) for g in cls]
+            if len(members[0]) == 1:
+                for a, b in zip(members, members[1:]):
+                    m.add_implication(used[b[0]], used[a[0]])
+            if p.n * len(members) > budget:
+                continue
+            budget -= p.n * len(members)
+            self._first_node_order(members)
         self.edges = EdgeLatency(m, p, self.by_node, max_terms=max_terms) if latency else None
 
     @property
     def latency_supported(self) -> bool:
         return self.edges is not None and self.edges.supported
 
-    def _first_node_order(self, cls):
-        """prefix[d][l] = device d holds one of nodes 0..l; twin i's first node precedes twin j's."""
+    def _first_node_order(self, groups):
+        """Interchangeable groups are ordered by the first node they hold: prefix[g][l] = group g
+        holds one of nodes 0..l, and group k+1's first node comes after group k's."""
         m, p = self.m, self.p
-        for d in cls:
+        for g in groups:
             prefix, acc = [], None
             for node in range(p.n):
-                v = self.x.get((node, d))
+                xs = [self.x[node, d] for d in g if (node, d) in self.x]
                 cur = m.new_bool_var("")
-                if acc is None:
-                    m.add(cur == (v if v is not None else 0))
-                else:
+                for v in xs:
+                    m.add_implication(v, cur)
+                if acc is not None:
                     m.add_implication(acc, cur)
-                    if v is not None:
-                        m.add_implication(v, cur)
-                        m.add_bool_or([~cur, acc, v])
-                    else:
-                        m.add_implication(cur, acc)
+                m.add_bool_or([~cur, *([acc] if acc is not None else []), *xs])
                 prefix.append(cur)
                 acc = cur
-            self.first[d] = prefix
-        for i, j in zip(cls, cls[1:]):
-            pi, pj = self.first[i], self.first[j]
-            m.add(pj[0] == 0)
+            self.first[g] = prefix
+        for a, b in zip(groups, groups[1:]):
+            pa, pb = self.first[a], self.first[b]
+            m.add(pb[0] == 0)
             for node in range(1, p.n):
-                m.add_implication(pj[node], pi[node - 1])
+                m.add_implication(pb[node], pa[node - 1])
 
     def latency(self):
         return self.edges.expr()
@@ -556,13 +561,14 @@ class FreeModel(_Placement):
         self.m.add(sum(self.used) == count)
 
     def hint(self, assignment) -> list[int]:
-        assignment = canonical_free(self.p, assignment)
+        assignment = canonical_classes(self.classes, assignment)
         self.m.clear_hints()
         self._hint_nodes(assignment)
-        for d, prefix in self.first.items():
+        for g, prefix in self.first.items():
+            members = set(g)
             seen = False
             for node, lit in enumerate(prefix):
-                seen = seen or assignment[node] == d
+                seen = seen or assignment[node] in members
                 self.m.add_hint(lit, seen)
         if self.edges is not None:
             self.edges.hint(assignment)
@@ -572,15 +578,20 @@ class FreeModel(_Placement):
         return self.assignment(values)
 
 
-def canonical_free(p: Problem, assignment) -> list[int]:
-    """Relabel twins so used ones come first, ordered by the first node they hold."""
-    first: dict[int, int] = {}
-    for node, d in enumerate(assignment):
-        first.setdefault(d, node)
-    mapping = {}
-    for cls in p.twins:
-        used = sorted((d for d in cls if d in first), key=lambda d: first[d])
-        unused = [d for d in cls if d not in first]
-        for new, old in zip(cls, used + unused):
-            mapping[old] = new
-    return [mapping.get(d, d) for d in assignment]
+def canonical_classes(classes, assignment) -> list[int]:
+    """Relabel devices so every class of interchangeable groups is ordered by the first node each
+    group holds (unused groups last), top level first; position i of a group maps to position i
+    of the group that takes its place."""
+    assignment = list(assignment)
+    for cls in classes:
+        first: dict[int, int] = {}
+        for node, d in enumerate(assignment):
+            first.setdefault(d, node)
+        inf = len(assignment)
+        ranked = sorted(range(len(cls)), key=lambda k: (min((first.get(d, inf) for d in cls[k]), default=inf), k))
+        mapping = {}
+        for new_pos, old_pos in enumerate(ranked):
+            for a, b in zip(cls[old_pos], cls[new_pos]):
+                mapping[a] = b
+        assignment = [mapping.get(d, d) for d in assignment]
+    return assignment
