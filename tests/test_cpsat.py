@@ -324,3 +324,28 @@ def test_third_level_bottleneck_matches_brute_force():
         assert r.proven_optimal and r.stats["levels"]["bottleneck"]["proven"]
         got = (r.devices_used, r.hop_latency_us, r.stats["levels"]["bottleneck"]["value"])
         assert got == brute_contiguous(inst, bottleneck=True)
+
+
+def test_canonical_relabelling_keeps_cost_and_orders_interchangeable_racks():
+    """Racks of identical devices are interchangeable subtrees: relabelling a placement so that racks
+    (then devices inside a rack) are ordered by the first node they hold keeps the device count and
+    the hop latency, and yields the order the model's symmetry breaking demands."""
+    from placer.algorithms.cpsat_fleet import FleetView, symmetry_classes
+    from placer.algorithms.cpsat_models import canonical_classes
+    from placer.placement import hops_of
+
+    rng = random.Random(4)
+    fl = fleet(None, groups=[(10, 3, 3), (20, 1, 3)])
+    inst = make_instance(chain_model([1] * 12), fl, Workload(concurrency=0), mode="free")
+    classes = symmetry_classes(FleetView(inst))
+    assert sorted(len(c) for c in classes) == [3, 3, 3, 3, 3]   # 3 small racks; devices in each of 4 racks
+    for _ in range(50):
+        a = [rng.randrange(inst.n_devices) for _ in range(12)]
+        b = canonical_classes(classes, a)
+        assert len(set(b)) == len(set(a)) and hops_of(inst, b) == hops_of(inst, a)
+        first = {}
+        for node, d in enumerate(b):
+            first.setdefault(d, node)
+        for cls in classes:
+            firsts = [min(first.get(d, 99) for d in g) for g in cls]
+            assert firsts == sorted(firsts)

@@ -699,17 +699,23 @@ def _free(run: _Run) -> Result:
                 want_latency = False
         return model
 
+    def count_model():
+        # the device count alone needs no latency terms, unless they keep edges inside components
+        if disconnected:
+            return per_node_model()
+        return FreeModel(prob, latency=False)
+
     run.stats["strategy"] = "free: arc-flow device count + F1 hop latency"
     if start is not None and len(set(start)) <= bound_bytes:
         assignment = start
         cp_proven = True
     else:
         # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
-        model = per_node_model()
-        model.m.minimize(model.devices_count())
+        counting = count_model()
+        counting.m.minimize(counting.devices_count())
         if start is not None:
-            model.hint(start)
-        out = run.solve("devices", model.m, model.watch(), target=bound_bytes)
+            counting.hint(start)
+        out = run.solve("devices", counting.m, counting.watch(), target=bound_bytes, light_presolve=LIGHT_F1)
         if out.status == "INFEASIBLE":
             return _explain_infeasible(run, "free")
         if out.values is None:
@@ -717,7 +723,7 @@ def _free(run: _Run) -> Result:
                 return _result_without_placement(run, Status.UNKNOWN, "no placement found within the time limit")
             assignment, cp_proven = start, False
         else:
-            assignment = model.read(out.values)
+            assignment = counting.read(out.values)
             cp_proven = out.proven or out.stopped_at_target
     used = len(set(assignment))
     levels = {"devices": _device_level(run, used, bound_bytes, cp_proven)}

@@ -267,8 +267,10 @@ def symmetry_classes(view: FleetView) -> list[list[list[int]]] | None:
         return None
     inst = view.instance
     n = inst.n_devices
+    if n < 2:
+        return []
     partitions = [labels for _, labels in levels]
-    if len(set(partitions[0])) != n:
+    if not partitions or len(set(partitions[0])) != n:
         partitions.insert(0, list(range(n)))
     partitions.append([0] * n)          # the root
 
