@@ -16,16 +16,27 @@ Structure first, search second:
   cut), and the cuts minimise the bottleneck exactly (binary search).
 * **contiguous / split otherwise** (different capacities, pins, DAGs): the full F2 model (stages
   along a fleet path). A Pareto dynamic program over capacity classes gives the exact fewest
-  devices when the fleet could order devices freely: a proven lower bound, and a hint.
+  devices when the fleet could order devices freely: a proven lower bound, and a hint. When hop
+  latency is an ultrametric (racks on a uniform fabric), a second DP over runs of stages inside
+  one rack bounds the rack changes from below and its witness, laid on real racks, is the hint.
 * **free**: nodes of equal size are interchangeable for the device count, so an arc-flow model
-  over fill levels (no node symmetry, Gilmore-Gomory LP bound) gives the exact count in bytes;
-  the per-node F1 model then minimises hop latency with that count fixed (levels of an
-  ultrametric fleet make a hop a few linear terms).
+  over fill levels (no node symmetry, Gilmore-Gomory LP bound) gives the exact count in bytes,
+  solved for exactly z devices from the lower bound up on a graph pruned to the waste z devices
+  allow; the per-node F1 model then minimises hop latency with that count fixed (levels of an
+  ultrametric fleet make a hop a few linear terms; interchangeable racks, then devices, are
+  ordered by the first node they hold).
+
+Symmetry is broken only among devices (or whole racks) that can swap without changing anything,
+and every hint is relabelled to the canonical form first.
 
 Honest reporting: ``proven_optimal`` only when every level solved is proven (objective == bound;
 the device level in exact bytes); otherwise FEASIBLE with the bound and gap; INFEASIBLE only when
 proven (with a reason from an unsat core over capacity and pin literals); UNKNOWN when nothing
-was found. Every placement passes the exact-bytes check before it is returned.
+was found. Every placement passes the exact-bytes check before it is returned. ``Result.objective``
+and ``Result.bound`` are the device count and its proven lower bound; ``stats["levels"]`` gives
+value, bound and proof per level, ``stats["phases"]`` each solver call (status, objective, bound,
+wall and deterministic time, fingerprint), with seed, workers, time limit, OR-Tools version and
+the quantization unit beside them.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@
 * :class:`FreeModel` (F1): node-to-device Booleans and capacity rows; a crossing edge costs the
   shortest-path latency between its devices, written level by level when latency is an ultrametric.
 
-Symmetry is broken only inside twin classes (devices that can swap without changing anything):
-used-first plus an order (ranks in F2, first node in F1). Hints are made canonical under the same
-rule before use.
+Symmetry is broken only among devices that can swap without changing anything: twins (same type,
+capacity and links) in F2, used first and in path order; in F1 on an ultrametric fleet whole
+interchangeable subtrees (racks of the same make-up, then devices inside a rack), ordered by the
+first node they hold. Hints are made canonical under the same rule before use.
 """
 
 from __future__ import annotations
