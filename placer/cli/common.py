@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 
 import click
@@ -72,10 +71,3 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
 
 def echo_json(doc) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=False))
-
-
-def passthrough(f):
-    @functools.wraps(f)
-    def wrapper(*a, **k):
-        return f(*a, **k)
-    return wrapper
