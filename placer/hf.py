@@ -172,22 +172,34 @@ def _mtp_note(b: _Build, c: _Config) -> None:
 
 
 # ----------------------------------------------------------------------------- architectures
-def _deepseek_v3(c: _Config) -> _Build:
-    """DeepSeek-V3 / Kimi K2: MLA everywhere; dense MLP below ``first_k_dense_replace``, MoE above."""
-    b, n = _common(c, {("mla", "dense"): "D", ("mla", "moe"): "E"})
-    b.mixers["mla"] = _mla(c)
-    experts = c.integer("n_routed_experts", None)
+def _dense_then_moe(b: _Build, c: _Config, n: int, *, experts_key: str, top_k_key: str, shared_key: str,
+                    router_bias) -> list[bool]:
+    """DeepSeek-style FFNs: dense below ``first_k_dense_replace``, MoE every ``moe_layer_freq`` above.
+
+    Adds the ``dense`` / ``moe`` FFN specs the layers need to ``b`` and returns which layers are MoE;
+    ``router_bias`` is called only when some layer is MoE.
+    """
+    experts = c.integer(experts_key, None)
     first_dense = c.integer("first_k_dense_replace", 0, minimum=0)
     freq = c.integer("moe_layer_freq", 1)
     is_moe = [experts is not None and i >= first_dense and i % freq == 0 for i in range(n)]
     if not all(is_moe):
         b.ffns["dense"] = {"type": "dense", "intermediate_size": c.integer("intermediate_size")}
     if any(is_moe):
-        # noaux_tc routing adds a learned per-expert score-correction bias to the router
-        b.ffns["moe"] = _moe(experts, c.integer("num_experts_per_tok"), c.integer("moe_intermediate_size"),
-                             where=c, top_k_key="num_experts_per_tok",
-                             shared=c.integer("n_shared_experts", 0, minimum=0),
-                             router_bias=c.text("topk_method", "noaux_tc") == "noaux_tc")
+        b.ffns["moe"] = _moe(experts, c.integer(top_k_key), c.integer("moe_intermediate_size"),
+                             where=c, top_k_key=top_k_key, shared=c.integer(shared_key, 0, minimum=0),
+                             router_bias=router_bias())
+    return is_moe
+
+
+def _deepseek_v3(c: _Config) -> _Build:
+    """DeepSeek-V3 / Kimi K2: MLA everywhere; dense MLP below ``first_k_dense_replace``, MoE above."""
+    b, n = _common(c, {("mla", "dense"): "D", ("mla", "moe"): "E"})
+    b.mixers["mla"] = _mla(c)
+    # noaux_tc routing adds a learned per-expert score-correction bias to the router
+    is_moe = _dense_then_moe(b, c, n, experts_key="n_routed_experts", top_k_key="num_experts_per_tok",
+                             shared_key="n_shared_experts",
+                             router_bias=lambda: c.text("topk_method", "noaux_tc") == "noaux_tc")
     b.layers = [("mla", "moe" if m else "dense") for m in is_moe]
     _mtp_note(b, c)
     return b
@@ -209,18 +221,10 @@ def _kimi_linear(c: _Config) -> _Build:
     b.mixers["kda"] = {"type": "kda", "num_heads": la.integer("num_heads"), "head_dim": la.integer("head_dim"),
                        "conv_kernel": la.integer("short_conv_kernel_size", 4)}
     b.mixers["mla"] = _mla(c)
-    experts = c.integer("num_experts", None)
-    first_dense = c.integer("first_k_dense_replace", 0, minimum=0)
-    freq = c.integer("moe_layer_freq", 1)
-    is_moe = [experts is not None and i >= first_dense and i % freq == 0 for i in range(n)]
-    if not all(is_moe):
-        b.ffns["dense"] = {"type": "dense", "intermediate_size": c.integer("intermediate_size")}
-    if any(is_moe):
-        # sigmoid routing carries a per-expert score-correction bias
-        b.ffns["moe"] = _moe(experts, c.integer("num_experts_per_token"), c.integer("moe_intermediate_size"),
-                             where=c, top_k_key="num_experts_per_token",
-                             shared=c.integer("num_shared_experts", 0, minimum=0),
-                             router_bias=c.text("moe_router_activation_func", "sigmoid") == "sigmoid")
+    # sigmoid routing carries a per-expert score-correction bias
+    is_moe = _dense_then_moe(b, c, n, experts_key="num_experts", top_k_key="num_experts_per_token",
+                             shared_key="num_shared_experts",
+                             router_bias=lambda: c.text("moe_router_activation_func", "sigmoid") == "sigmoid")
     kda_set = set(kda)
     b.layers = [("kda" if i + 1 in kda_set else "mla", "moe" if is_moe[i] else "dense") for i in range(n)]
     _mtp_note(b, c)
