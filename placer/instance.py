@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from . import memory
 from .errors import InvalidSpec
 from .fleet import Device, Fleet
@@ -112,11 +114,9 @@ class Instance:
         return tuple(d.memory_bytes - self.activation_buffer_bytes for d in self.devices)
 
     @cached_property
-    def latency_us(self) -> list[list[float]]:
-        """Shortest-path latency between available devices (inf when disconnected)."""
-        sp = self.fleet.shortest_latency_us
-        ids = [d.id for d in self.devices]
-        return [[sp.get(a, {}).get(b, float("inf")) for b in ids] for a in ids]
+    def latency_us(self) -> np.ndarray:
+        """Shortest-path latency (us) between available devices by index (inf when disconnected)."""
+        return self.fleet.latency_matrix
 
     @cached_property
     def link_us(self) -> dict[tuple[int, int], float]:

@@ -1,0 +1,45 @@
+"""The fleet's shortest-path latency matrix against networkx's Dijkstra."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+
+from placer.fleet import fleet_from_dict
+
+
+def _spec(**fleet):
+    base = {"racks": 5, "per_rack": 3, "intra_rack_latency_us": 2, "inter_rack_latency_us": 7,
+            "inter_rack_topology": "ring"}
+    base.update(fleet)
+    return {"name": "t", "device": {"memory": "1 GB"}, "fleet": base}
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    [{"a": "r0w1", "b": "r3w2", "latency_us": 1.5}],
+    [{"a": "r0w1", "b": "r3w2", "latency_us": 0}],   # zero-latency link: networkx path
+])
+def test_matrix_equals_networkx(extra):
+    f = fleet_from_dict(_spec(extra_links=extra, unavailable=["r2w0"]))
+    ids = [d.id for d in f.available]
+    ref = dict(nx.all_pairs_dijkstra_path_length(f.graph, weight="latency_us"))
+    m = f.latency_matrix
+    assert m.shape == (len(ids), len(ids))
+    for i, a in enumerate(ids):
+        for j, b in enumerate(ids):
+            assert m[i, j] == ref[a].get(b, math.inf)
+
+
+def test_disconnected_devices_are_infinitely_far():
+    # r2w0 carries the ring link between racks 1-2 and 2-3; without it rack 2's other wafers are cut off
+    f = fleet_from_dict(_spec(inter_rack_topology="line", unavailable=["r2w0"]))
+    ids = [d.id for d in f.available]
+    m = f.latency_matrix
+    assert math.isinf(m[ids.index("r0w0"), ids.index("r2w1")])
+    assert m[ids.index("r2w1"), ids.index("r2w2")] == 2.0
+    # line: r0w0 -> r1w0 -> (r1w0 to r2w0 is gone) so rack 3 is unreachable from rack 0 as well
+    assert math.isinf(m[ids.index("r0w0"), ids.index("r3w0")])
+    assert "r2w1" not in f.shortest_latency_us["r0w0"]
