@@ -57,3 +57,17 @@ def toy_instance(folder, mode: str = "contiguous", granularity: str = "layer", m
 def by_hand(instance, assignment, method: str = "by-hand"):
     """A :class:`Result` for a hand-made ``assignment`` (device indices: r0w0 r0w1 r0w2 r1w0 r1w1)."""
     return evaluate(instance, assignment, method=method, status=Status.HEURISTIC)
+
+
+def kimi_mapping(mode: str, method: str) -> dict:
+    """The committed kimi-k3 / wse-3t mapping of ``mode``, or, when it is absent, one placed by ``method``."""
+    from placer.algorithms import place
+    from placer.catalog import project_root
+    from placer.mapping import build_mapping, read_mapping
+
+    path = project_root() / "solutions" / f"kimi-k3__wse-3t__{mode}.json"
+    if path.exists():
+        return read_mapping(path)
+    model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
+    inst = make_instance(model, fleet, workload_for(model), mode=mode)
+    return build_mapping(inst, place(inst, method=method))

@@ -13,31 +13,20 @@ import json
 
 import numpy as np
 import pytest
+from mapping_toys import kimi_mapping
 
-from placer import load_fleet, load_model, make_instance, workload_for
-from placer.algorithms import place
-from placer.catalog import project_root
 from placer.executor.run import compare_with_reference, execute, reference_run
 from placer.executor.tiny import context_for, make_requests, tiny_spec
-from placer.mapping import build_mapping, instance_from_mapping, read_mapping, write_mapping
+from placer.mapping import instance_from_mapping, write_mapping
 
 REQUESTS = make_requests(40, 4, seed=11)
 MAX_LIVE = 32
 MICRO_BATCH = 4
 
 
-def _mapping(mode: str, method: str) -> dict:
-    path = project_root() / "solutions" / f"kimi-k3__wse-3t__{mode}.json"
-    if path.exists():
-        return read_mapping(path)
-    model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
-    inst = make_instance(model, fleet, workload_for(model), mode=mode)
-    return build_mapping(inst, place(inst, method=method))
-
-
 @pytest.fixture(scope="module")
 def mappings():
-    return {"contiguous": _mapping("contiguous", "greedy"), "free": _mapping("free", "typepack")}
+    return {"contiguous": kimi_mapping("contiguous", "greedy"), "free": kimi_mapping("free", "typepack")}
 
 
 def _spec(doc):

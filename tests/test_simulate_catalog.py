@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from mapping_toys import kimi_mapping
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
-from placer.catalog import project_root
-from placer.mapping import build_mapping, instance_from_mapping, read_mapping, write_mapping
+from placer.mapping import instance_from_mapping, write_mapping
 from placer.simulate import segments_of, simulate, simulate_mapping
 
 DESIGN_FIELDS = {"per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us", "itl_p99_us", "live_requests",
@@ -35,18 +35,9 @@ def test_wse3t_is_derived_from_wse3():
     assert b.memory_bandwidth / a.memory_bandwidth == pytest.approx(43.2 / 21)
 
 
-def _mapping(mode: str, method: str) -> dict:
-    path = project_root() / "solutions" / f"kimi-k3__wse-3t__{mode}.json"
-    if path.exists():
-        return read_mapping(path)
-    model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
-    inst = make_instance(model, fleet, workload_for(model), mode=mode)
-    return build_mapping(inst, place(inst, method=method))
-
-
 @pytest.fixture(scope="module")
 def kimi():
-    return {"contiguous": _mapping("contiguous", "dp"), "free": _mapping("free", "ffd")}
+    return {"contiguous": kimi_mapping("contiguous", "dp"), "free": kimi_mapping("free", "ffd")}
 
 
 @pytest.mark.parametrize("mode", ["contiguous", "free"])
