@@ -2,7 +2,7 @@
 
 Solvers read only this object. Per node it holds weight bytes and the bytes one live request
 needs (KV cache + state); per available device its usable capacity (memory minus activation
-buffers). Everything is an exact integer; :meth:`Instance.quantized` gives the conservative
+buffers). Everything is an exact integer; ``placer.algorithms.quantize`` derives the conservative
 integer view CP-SAT works in.
 """
 
@@ -145,21 +145,12 @@ class Instance:
             return None
         return free // per
 
-    def fits(self, nodes, device: int) -> bool:
-        return sum(self.demand_bytes[i] for i in nodes) <= self.capacity_bytes[device]
-
     def with_concurrency(self, concurrency: int) -> Instance:
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
                         self.pins, self.base_model)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model)
-
-    def quantized(self, unit: int):
-        """Conservative integer view in ``unit`` bytes: demands rounded up, capacities rounded down."""
-        demand = tuple(-(-b // unit) for b in self.demand_bytes)
-        cap = tuple(max(c, 0) // unit for c in self.capacity_bytes)
-        return demand, cap
 
 
 def parse_pin(text: str, model: LayerGraph) -> Pin:
