@@ -266,6 +266,12 @@ class Layer:
     shared_params: int = 0
     part: str | None = None
     parent: str | None = None
+    # Shape facts tensor parallelism needs (placer.parallel): the mixer's and the FFN's spec
+    # dimensions as sorted (key, value) pairs, and the vocabulary of an embedding or LM head.
+    # Empty when the spec gives sizes as totals (then only degree 1 applies).
+    mixer_dims: tuple[tuple[str, object], ...] = ()
+    ffn_dims: tuple[tuple[str, object], ...] = ()
+    vocab_size: int = 0
 
     @property
     def params(self) -> int:
@@ -412,12 +418,13 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     layers: list[Layer] = []
     if spec.vocab_size and h and not fold and not any(x.kind == "embedding" for x in body):
         layers.append(Layer(name="embedding", kind="embedding", params_other=spec.vocab_size * h,
-                            active_params=h, activation_elements_per_token=h))
+                            active_params=h, activation_elements_per_token=h, vocab_size=spec.vocab_size))
     layers.extend(body)
     if spec.vocab_size and h and not fold and not any(x.kind == "lm_head" for x in body):
         head = 0 if spec.tie_word_embeddings else spec.vocab_size * h
         layers.append(Layer(name="lm_head", kind="lm_head", params_other=head + h,
-                            active_params=spec.vocab_size * h + h, activation_elements_per_token=0))
+                            active_params=spec.vocab_size * h + h, activation_elements_per_token=0,
+                            vocab_size=spec.vocab_size))
     edges = tuple((i, i + 1) for i in range(len(layers) - 1))
     wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
     n_dec = sum(1 for x in layers if x.index is not None)
@@ -458,6 +465,11 @@ def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:
             activation_elements_per_token=act))
         dec += decoder
     return out
+
+
+def _dims(spec: dict) -> tuple[tuple[str, object], ...]:
+    """A spec's dimensions as sorted (key, value) pairs: hashable, so layers stay frozen values."""
+    return tuple(sorted(spec.items()))
 
 
 def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
@@ -505,12 +517,17 @@ def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
             if ms.conv_state_elements_per_request is not None else mc.conv_state_elements,
             activation_elements_per_token=h,
             num_experts=fc.num_experts if fc else 0, expert_params=fc.expert_params if fc else 0,
-            shared_params=fc.shared_params if fc else 0)
+            shared_params=fc.shared_params if fc else 0,
+            # dimensions only when the counts come from them (an override hides the tensors)
+            mixer_dims=_dims(md) if ms.params is None and ms.kv_elements_per_token is None
+            and ms.state_elements_per_request is None and ms.conv_state_elements_per_request is None else (),
+            ffn_dims=_dims(fs.model_dump(exclude_none=True)) if fc is not None else ())
         if lt.params is not None:
             # The total is given: keep it exact, the mixer/FFN split is then unknown.
             active = lt.active_params if lt.active_params is not None else lt.params
             layer = replace(layer, params_mixer=0, params_ffn=0, params_other=lt.params,
-                            active_params=active, num_experts=0, expert_params=0, shared_params=0)
+                            active_params=active, num_experts=0, expert_params=0, shared_params=0,
+                            mixer_dims=(), ffn_dims=())
         built[letter] = layer
     out = []
     for i, letter in enumerate(letters):

@@ -1,0 +1,173 @@
+"""Per-rank bytes under tensor / expert parallelism, against numbers computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer import memory
+from placer import parallel as P
+from placer.layers import ffn_counts, mixer_counts
+from placer.model import load_model, model_from_dict
+from placer.workload import workload_for
+
+CATALOG = ["llama-3.1-70b", "deepseek-v3", "qwen3-235b", "qwen3-next-80b", "kimi-linear-48b",
+           "jamba-1.5-large", "minimax-text-01", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b"]
+
+
+def _layer(model, name):
+    return next(x for x in model.layers if x.name == name)
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_degree_one_is_the_whole_layer(name):
+    # the rank formulas at g = 1 reproduce placer.layers' counts for every layer
+    m = load_model(name)
+    wl = workload_for(m)
+    for x in m.layers:
+        if x.mixer_dims:
+            d = P._with_inner(dict(x.mixer_dims), m.hidden_size)
+            p = P._mixer_params(d, m.hidden_size, 1) + x.params_other
+            if x.ffn_dims:
+                p += P._ffn_params(dict(x.ffn_dims), m.hidden_size, 1, False)
+            assert p == x.params, x.name
+            assert p == mixer_counts(d, m.hidden_size).params + x.params_other + (
+                ffn_counts(dict(x.ffn_dims), m.hidden_size).params if x.ffn_dims else 0)
+        assert P.weight_bytes_per_rank(x, m.hidden_size, wl, 1) == memory.weight_bytes(x, wl)
+        assert P.kv_bytes_per_token_per_rank(x, m.hidden_size, wl, 1) == memory.kv_bytes_per_token(x, wl)
+
+
+def test_llama_70b_tp2_tp8_tp16():
+    m = load_model("llama-3.1-70b")      # h 8192, 64 q heads, 8 KV heads, head_dim 128, MLP 28672
+    wl = workload_for(m)                 # 16-bit weights and KV
+    x = _layer(m, "layers.0")
+    h = 8192
+    # TP 2: q 8192*32*128, k+v 2*8192*4*128, o 32*128*8192, MLP 3*8192*14336, norms 2*8192
+    tp2 = 33_554_432 + 8_388_608 + 33_554_432 + 352_321_536 + 16_384
+    assert tp2 == 427_835_392
+    assert P.params_per_rank(x, h, 2) == tp2
+    assert P.weight_bytes_per_rank(x, h, wl, 2) == 855_670_784
+    assert P.kv_bytes_per_token_per_rank(x, h, wl, 2) == 2 * 4 * 128 * 2          # 4 KV heads per rank
+    # TP 8: one KV head per rank
+    tp8 = 8_388_608 + 2_097_152 + 8_388_608 + 88_080_384 + 16_384
+    assert P.params_per_rank(x, h, 8) == tp8 == 106_971_136
+    assert P.weight_bytes_per_rank(x, h, wl, 8) == 213_942_272
+    assert P.kv_bytes_per_token_per_rank(x, h, wl, 8) == 512
+    # TP 16 > 8 KV heads: each rank keeps one whole KV head (replicated), q/o/MLP halve again
+    tp16 = 4_194_304 + 2_097_152 + 4_194_304 + 44_040_192 + 16_384
+    assert P.params_per_rank(x, h, 16) == tp16 == 54_542_336
+    assert P.kv_bytes_per_token_per_rank(x, h, wl, 16) == 512                      # not 256: replicated
+    assert P.kv_bytes_per_request_per_rank(x, h, wl.replace(context_tokens=131072), 16) == 512 * 131072
+    # vocabulary-parallel embedding and head: ceil(128256 / 8) = 16032 rows; the final norm whole
+    assert P.params_per_rank(_layer(m, "embedding"), h, 8) == 16_032 * 8192
+    assert P.params_per_rank(_layer(m, "lm_head"), h, 8) == 16_032 * 8192 + 8192
+
+
+def test_deepseek_v3_tp8_mla_latent_whole_and_experts_split_vs_ep():
+    m = load_model("deepseek-v3")        # h 7168, 128 MLA heads, fp8 weights, bf16 latent
+    wl = workload_for(m)
+    h = 7168
+    # MLA at TP 8 (16 heads per rank): q_a 7168*1536 + q_b 1536*16*192 + q_a norm 1536
+    # + kv_a 7168*576 + kv_a norm 512 + kv_b 512*16*256 + o 16*128*7168
+    mla = 11_010_048 + 4_718_592 + 1_536 + 4_128_768 + 512 + 2_097_152 + 14_680_064
+    assert mla == 36_636_672
+    dense = 3 * h * 2304                 # MLP 18432 / 8
+    x0 = _layer(m, "layers.0")
+    assert P.params_per_rank(x0, h, 8) == mla + dense + 2 * h == 86_196_224
+    assert P.weight_bytes_per_rank(x0, h, wl, 8) == 86_196_224            # 8-bit weights
+    # the latent cache is not split: 512 + 64 elements per token on every rank, 1152 B at 16 bits
+    for tp in (1, 2, 8, 16):
+        assert P.kv_bytes_per_token_per_rank(x0, h, wl, tp) == 1152
+    # MoE layer, experts tensor-split: 256 experts x 3*7168*256 + shared 3*7168*2048/8 + router
+    x3 = _layer(m, "layers.3")
+    split = 256 * 5_505_024 + 5_505_024 + (256 * h + 256)
+    assert P.params_per_rank(x3, h, 8) == mla + split + 2 * h == 1_453_277_440
+    # EP 8: 32 whole experts of 44,040,192 per rank; shared expert still tensor-split, router whole.
+    # 256 experts divide by 8, so the heaviest rank holds exactly what the split gives.
+    ep = 32 * 44_040_192 + 5_505_024 + (256 * h + 256)
+    assert P.params_per_rank(x3, h, 8, ep=True) == mla + ep + 2 * h == 1_453_277_440
+
+
+def test_ep_remainder_heaviest_rank():
+    # 10 experts over 4 ranks: vLLM gives ranks 0-1 three experts, 2-3 two; the heaviest holds 3
+    spec = dict(name="toy-moe", hidden_size=64, num_layers=1, pattern="A",
+                mixers={"a": {"type": "gqa", "num_heads": 4, "num_kv_heads": 4, "head_dim": 16}},
+                ffns={"m": {"type": "moe", "num_experts": 10, "experts_per_token": 2,
+                            "moe_intermediate_size": 32}},
+                layer_types={"A": {"mixer": "a", "ffn": "m"}})
+    m = model_from_dict(spec)
+    x = m.layers[0]
+    attn = 64 * 16 + 2 * 64 * 16 + 16 * 64            # one of 4 heads per rank, q k v o
+    router = 10 * 64
+    assert P.params_per_rank(x, 64, 4, ep=True) == attn + 3 * (3 * 64 * 32) + router + 2 * 64
+    assert P.params_per_rank(x, 64, 4) == attn + 10 * (3 * 64 * 8) + router + 2 * 64
+
+
+def test_qwen3_235b_ep8():
+    m = load_model("qwen3-235b")         # h 4096, 64 q / 4 KV heads, 128 experts of 1536
+    wl = workload_for(m)
+    x = _layer(m, "layers.0")
+    # attention: q 4096*8*128, k+v 2*4096*1*128 (8 > 4 KV heads: one per rank), o 8*128*4096,
+    # q/k norms 2*128; experts 16 whole x 3*4096*1536; router 128*4096; norms 2*4096
+    attn = 4_194_304 + 1_048_576 + 4_194_304 + 256
+    ffn = 16 * 18_874_368 + 524_288
+    assert P.params_per_rank(x, 4096, 8, ep=True) == attn + ffn + 8192 == 311_959_808
+    assert P.weight_bytes_per_rank(x, 4096, wl, 8, ep=True) == 623_919_616
+    assert P.kv_bytes_per_token_per_rank(x, 4096, wl, 8) == 512           # 2 x 1 head x 128 x 2 B
+
+
+def test_qwen3_next_tp4_gated_deltanet_and_gated_attention():
+    m = load_model("qwen3-next-80b")     # h 2048; GDN 16 k / 32 v heads of 128; attention 16 / 2 of 256
+    wl = workload_for(m)                 # state and conv state at 16 bits
+    h = 2048
+    gdn = _layer(m, "layers.0")
+    # qkvz 2048*(2*512 + 2*1024) + ba 2048*2*8 + conv 2048*4 + dt_bias/A_log 16 + norm 128 + out 1024*2048
+    mixer = 6_291_456 + 32_768 + 8_192 + 16 + 128 + 2_097_152
+    moe = 512 * 3 * h * 128 + (3 * h * 512 // 4 + h) + 512 * h
+    assert P.params_per_rank(gdn, h, 4) == mixer + moe + 2 * h
+    # state split by heads: recurrent 8 * 128 * 128, conv 3 * (2*4*128 + 8*128), both bf16
+    assert P.state_elements_per_rank(gdn, h, 4) == (131_072, 6_144)
+    assert P.state_bytes_per_request_per_rank(gdn, h, wl, 4) == 274_432
+    assert P.state_bytes_per_request_per_rank(gdn, h, wl, 4) * 4 == memory.state_bytes_per_request(gdn, wl)
+    att = _layer(m, "layers.3")
+    # 4 query heads (with gate) per rank; 4 > 2 KV heads: one replicated head per rank
+    assert P.params_per_rank(att, h, 4) == (2048 * 4 * 256 * 2 + 2 * 2048 * 256 + 4 * 256 * 2048 + 512
+                                            + moe + 2 * h)
+    assert P.kv_bytes_per_token_per_rank(att, h, wl, 4) == 1024          # half of 2048, not a quarter
+
+
+def test_non_dividing_degree_refused_with_reason():
+    m = load_model("llama-3.1-70b")
+    ok, refused = P.allowed_degrees(m, [1, 2, 3, 8, 6])
+    assert ok == [1, 2, 8]
+    assert refused[3] == "layers.0: 64 attention heads do not divide by tp 3"
+    assert "do not divide by tp 6" in refused[6]
+    with pytest.raises(ValueError, match="do not divide by tp 3"):
+        P.params_per_rank(m.layers[1], m.hidden_size, 3)
+    # KV heads: 8 KV heads, tp 16 replicates, tp 12 is no multiple of 8 (and 64 heads refuse it first)
+    q = load_model("qwen3-235b")         # 4 KV heads, 64 q heads
+    assert P.refusal(q.layers[1], q.hidden_size, 32) is None
+    # expert width 1536 / 1024 does not divide; EP spreads whole experts instead
+    spec = dict(name="toy", hidden_size=64, num_layers=1, pattern="A",
+                mixers={"a": {"type": "gqa", "num_heads": 8, "num_kv_heads": 8, "head_dim": 8}},
+                ffns={"m": {"type": "moe", "num_experts": 8, "experts_per_token": 2, "moe_intermediate_size": 12}},
+                layer_types={"A": {"mixer": "a", "ffn": "m"}})
+    t = model_from_dict(spec)
+    assert P.refusal(t.layers[0], 64, 8) == ("layers.0: expert width 12 does not divide by tp 8 "
+                                             "(--ep spreads whole experts instead)")
+    assert P.refusal(t.layers[0], 64, 8, ep=True) is None
+
+
+def test_total_size_layers_run_at_degree_one_only():
+    m = load_model("kimi-k3")            # layer types given as parameter totals
+    assert P.allowed_degrees(m, [1, 2])[0] == [1]
+    assert "size as a total" in P.model_refusal(m, 2)
+
+
+def test_shard_model_fixes_per_rank_bytes():
+    m = load_model("llama-3.1-70b")
+    wl = workload_for(m, context="128k", concurrency=32)
+    s = P.shard_model(m, wl, 8)
+    x = s.layers[1]
+    assert memory.weight_bytes(x, wl) == 213_942_272
+    assert memory.kv_bytes_per_request(x, wl) == 512 * 131_072
+    assert P.shard_model(m, wl, 1) is m
