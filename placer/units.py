@@ -21,6 +21,7 @@ __all__ = [
     "parse_int_list",
     "format_bytes",
     "format_tokens",
+    "format_duration_us",
 ]
 
 _BYTE_UNITS = {
@@ -170,3 +171,16 @@ def format_tokens(n: int) -> str:
     if n % 2**10 == 0:
         return f"{n // 2**10}k"
     return str(n)
+
+
+def format_duration_us(us: float | None) -> str:
+    """One rule for every duration placer prints, given in microseconds: under 1 ms in us, under 1 s
+    in ms, else in s, each to four significant figures (``161 us``, ``129.7 ms``, ``4.213 s``)."""
+    if us is None:
+        return "-"
+    us = float(f"{float(us):.4g}")     # round first, so 999.96 us reads 1 ms, not 1000 us
+    if abs(us) < 1e3:
+        return f"{us:.4g} us"
+    if abs(us) < 1e6:
+        return f"{us / 1e3:.4g} ms"
+    return f"{us / 1e6:.4g} s"

@@ -35,24 +35,46 @@ def test_solve_dp_prints_stages_and_writes_a_valid_mapping(run_cli, tmp_path):
     out_file = tmp_path / "k.json"
     code, out, err = run_cli(["solve", "kimi-k3", "--hardware", "wse-3t", "--method", "dp", "-o", out_file])
     assert code == 0, err
-    assert "devices 70 (lower bound 70), hops 69, hop latency 161 us, concurrency ceiling 184" in out
+    assert "devices 70 (lower bound 70), concurrency 184 (ceiling 184), hop latency 161 us over 69 hops" in out
     assert "status optimal (proven" in out
-    assert "layers.0-1" in out and f"wrote {out_file}" in out
+    assert "layers.0-1" not in out and "70 stages (--stages prints the table)" in out
+    assert out.splitlines()[-1] == f"wrote {out_file}"
     doc = read_mapping(out_file)
     assert doc["summary"]["devices_used"] == 70 and doc["summary"]["method"] == "dp"
     assert validate_mapping(doc) == []
 
 
-def test_solve_writes_to_solutions_by_default_and_json_prints_the_mapping(run_cli, tmp_path, monkeypatch):
+def test_solve_writes_only_where_o_says_and_says_where(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "typepack", "--json"])
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "typepack", "--json"])
     assert code == 0
     doc = json.loads(out)
     assert doc["mode"] == "free" and doc["summary"]["devices_used"] == 59 and len(doc["stages"]) == 59
-    assert (tmp_path / "solutions" / "kimi-k3__wse-3t__free.json").exists()
-    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "greedy", "--no-write"])
-    assert code == 0 and "wrote" not in out
-    assert not (tmp_path / "solutions" / "kimi-k3__wse-3t__contiguous.json").exists()
+    assert list(tmp_path.iterdir()) == [], "solve without -o wrote a file"
+    assert err.splitlines()[-1] == "mapping not written (-o FILE writes it)"
+    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "greedy"])
+    assert code == 0 and out.splitlines()[-1] == "mapping not written (-o FILE writes it)"
+    assert list(tmp_path.iterdir()) == []
+    target = tmp_path / "deep" / "k.json"
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "greedy", "--json", "-o", target])
+    assert code == 0 and err.splitlines()[-1] == f"wrote {target}"
+    assert json.loads(target.read_text()) == json.loads(out)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["deep", "k.json"]
+
+
+def test_solve_leads_with_the_summary_and_prints_stages_on_request(run_cli):
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--stages"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "kimi-k3 on wse-3t, contiguous (layer), method dp: 93 nodes on 70 devices"
+    assert lines[1].startswith("workload: context 256k (262,144 tokens), concurrency 184, weights 4-bit")
+    assert lines[2].startswith("devices 70 (lower bound 70), concurrency 184")
+    table = lines.index(next(x for x in lines if x.lstrip().startswith("stage ")))
+    assert table > 2 and len(lines) - table - 1 == 70 + 1     # 70 stage rows, then where the mapping went
+    assert lines[table + 1].split()[:3] == ["0", "r0w0", "0"] and "layers.0-1" in lines[table + 1]
+    # without --stages the whole answer fits a screen
+    code, out, _ = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp"])
+    assert code == 0 and len(out.splitlines()) <= 12
 
 
 def test_solve_reports_an_impossible_concurrency_and_writes_nothing(run_cli, tmp_path):
@@ -71,18 +93,17 @@ def test_solve_reports_an_impossible_concurrency_and_writes_nothing(run_cli, tmp
 
 def test_solve_refuses_a_mode_the_method_does_not_place_in(run_cli):
     code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "typepack",
-                            "--mode", "contiguous", "--no-write"])
+                            "--mode", "contiguous"])
     assert code == 2 and "typepack places in free mode" in err
 
 
 def test_solve_with_pins(run_cli):
     code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--pin", "0=r5w1",
-                              "--no-write", "--json"])
+                              "--json"])
     assert code == 0, err
     doc = json.loads(out)
     assert doc["route"][0] == "r5w1" and doc["summary"]["devices_used"] == 70
-    code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--pin", "0=r99w0",
-                            "--no-write"])
+    code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "--pin", "0=r99w0"])
     assert code == 2 and "r99w0" in err
 
 
@@ -122,3 +143,23 @@ def test_compare_command_on_a_toy_fleet(run_cli, write):
             assert r["devices_used"] >= r["lower_bound_devices"]
     code, out, _ = run_cli(["compare", model, "-H", hw, "--time-limit", "5"])
     assert code == 0 and "typepack  free" in out
+
+
+def test_solve_progress_names_the_level_its_unit_and_a_valid_bound(run_cli):
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--workers", "1", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    latency = doc["summary"]["hop_latency_us"]
+    reports = [line for line in err.splitlines() if line.startswith("cpsat, ")]
+    assert reports, err
+    for line in reports:
+        level, rest = line.removeprefix("cpsat, ").split(" level: ")
+        assert level in ("devices", "hop latency"), line
+        best, bound = (part.removeprefix("best ").removeprefix("lower bound ") for part in rest.split(", ")[:2])
+        unit = " devices" if level == "devices" else " us"
+        assert best.endswith(unit) and bound.endswith(unit), line
+        if level == "hop latency":
+            # a lower bound on the level: never above the best found, never the trivial 0 the solver's
+            # search starts from (the chain's path bound, 161 us here, is known before it)
+            assert float(bound.removesuffix(unit)) <= latency
+            assert float(bound.removesuffix(unit)) == 161

@@ -181,8 +181,7 @@ def test_gap_limit_never_becomes_a_claim_of_optimality():
 
 def test_cli_says_proven_or_not(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(["solve", OK / "tiny.yaml", "--hardware", OK / "tinyhw.yaml", "--workers", "1",
-                              "--no-write"])
+    code, out, err = run_cli(["solve", OK / "tiny.yaml", "--hardware", OK / "tinyhw.yaml", "--workers", "1"])
     assert code == 0, err
     status = [line for line in out.splitlines() if line.startswith("status ")]
     assert status and "optimal (proven" in status[0] and "not proven" not in status[0]

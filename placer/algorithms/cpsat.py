@@ -137,6 +137,10 @@ class _Run:
 
             def cb(info):
                 info["phase"] = phase
+                if target is not None and info.get("bound") is not None:
+                    # CP-SAT's own bound can trail the lower bound proved before the search (the
+                    # target); the level's bound is the larger of the two, as the result states it
+                    info["bound"] = max(info["bound"], target / scale)
                 user(info)
         out = ora.solve(model, watch, params=params, progress=cb, target=target, assumptions=assumptions,
                         report_scale=scale, t0=self.t0)

@@ -9,10 +9,11 @@ import click
 from ..errors import InvalidSpec
 from ..fleet import Fleet, load_fleet
 from ..model import LayerGraph, load_model
-from ..units import parse_tokens
+from ..units import format_tokens, parse_tokens
 from ..workload import Workload, workload_for
 
-__all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type"]
+__all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
+           "workload_doc", "workload_text", "workload_notes"]
 
 
 class _Tokens(click.ParamType):
@@ -66,7 +67,43 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
                       weight_bits=kw.get("weight_bits"), kv_bits=kw.get("kv_bits"),
                       state_bits=kw.get("state_bits"), conv_state_bits=kw.get("conv_state_bits"),
                       micro_batch=kw.get("micro_batch"), weight_group_size=kw.get("weight_group_size"))
+    for note in workload_notes(model, wl):
+        warn(note)
     return model, fleet, wl
+
+
+def warn(text: str) -> None:
+    """``warning: <name>: <field>: <what>`` on stderr: the error format, for something allowed but odd."""
+    click.echo(f"warning: {text}", err=True)
+
+
+def workload_notes(model: LayerGraph, wl: Workload) -> list[str]:
+    """What the workload asks that is allowed but probably not meant, one ``<name>: <field>: <what>``
+    each: zero live requests (a plan of weights alone), a context past the model's trained window."""
+    notes = []
+    if wl.concurrency == 0:
+        notes.append("--concurrency: concurrency: 0 live requests: the plan holds the weights alone, with no "
+                     "KV cache or state reserved, and serves no request")
+    limit = getattr(model, "max_context_tokens", None)
+    if limit and wl.context_tokens > limit:
+        notes.append(f"--context: context: {wl.context_tokens:,} tokens is beyond {model.name}'s "
+                     f"{limit:,}-token window (max_position_embeddings); the memory is planned as asked")
+    return notes
+
+
+def workload_doc(wl: Workload) -> dict:
+    """The workload as every command's JSON states it (``Workload.to_dict()``: context, concurrency,
+    precisions, micro-batch, weight groups)."""
+    return wl.to_dict()
+
+
+def workload_text(wl: Workload) -> str:
+    """The workload in one line of human output: context, concurrency, every precision, reserve."""
+    group = f", one scale per {wl.weight_group_size} weights" if wl.weight_group_size else ""
+    return (f"workload: context {format_tokens(wl.context_tokens)} ({wl.context_tokens:,} tokens), "
+            f"concurrency {wl.concurrency}, weights {wl.weight_bits}-bit{group}, KV {wl.kv_bits}-bit, "
+            f"state {wl.state_bits}-bit (conv {wl.conv_state_bits}-bit), activations {wl.activation_bits}-bit, "
+            f"micro-batch {wl.micro_batch}; runtime reserve none")
 
 
 def echo_json(doc) -> None:

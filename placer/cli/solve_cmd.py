@@ -3,33 +3,56 @@ from __future__ import annotations
 import click
 
 from ..algorithms import METHODS
-from ..compare import node_ranges, solution_path, solve
+from ..compare import node_ranges, solve
 from ..instance import MODES
-from ..units import format_bytes
-from .common import echo_json, hardware_option, load_inputs, workload_options
+from ..units import format_bytes, format_duration_us
+from .common import echo_json, hardware_option, load_inputs, workload_doc, workload_options, workload_text
 
 PLACING_METHODS = [m for m in METHODS if m != "bound"]
+
+# each objective level's unit (cpsat's stats["levels"] and its progress phases)
+LEVEL_UNITS = {"devices": "devices", "latency": "us", "bottleneck": "B"}
 
 
 def _fmt(value, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
 
+# the objective level each CP-SAT phase works on, and how its figures read
+PHASE_LEVELS = {"devices": ("devices", "devices"), "path": ("hop latency", "us"), "latency": ("hop latency", "us"),
+                "bottleneck": ("bottleneck load", "solver units")}
+
+
+def progress_line(info) -> str:
+    """One solver report as a line: the level searched, its best value and a lower bound valid for
+    that level, each in the level's unit, and the seconds since the solve began."""
+    if not isinstance(info, dict):
+        return f"cpsat: {info}"
+    phase = info.get("phase")
+    level, unit = PHASE_LEVELS.get(phase, (phase or "search", ""))
+
+    def value(v):
+        if v is None:
+            return "-"
+        if unit == "us":
+            return format_duration_us(v)
+        if unit == "devices":
+            return f"{v:g} devices"
+        return f"{v:g} ({unit})" if unit else f"{v:g}"
+
+    parts = [f"best {value(info.get('best', info.get('objective')))}",
+             f"lower bound {value(info.get('bound'))}"]
+    elapsed = info.get("elapsed", info.get("seconds"))
+    if elapsed is not None:
+        parts.append(f"{float(elapsed):.1f} s")
+    if info.get("message"):
+        parts.append(str(info["message"]))
+    return f"cpsat, {level} level: " + ", ".join(parts)
+
+
 def print_progress(info) -> None:
-    """One line on stderr per solver report: current best, bound, elapsed seconds."""
-    if isinstance(info, dict):
-        best = info.get("best", info.get("objective"))
-        bound = info.get("bound")
-        elapsed = info.get("elapsed", info.get("seconds"))
-        parts = [f"best {_fmt(best)}", f"bound {_fmt(bound)}"]
-        if elapsed is not None:
-            parts.append(f"{float(elapsed):.1f} s")
-        extra = info.get("message") or info.get("phase")
-        if extra:
-            parts.append(str(extra))
-        click.echo("cpsat: " + ", ".join(parts), err=True)
-    else:
-        click.echo(f"cpsat: {info}", err=True)
+    """Each solver report as one line on stderr (see :func:`progress_line`)."""
+    click.echo(progress_line(info), err=True)
 
 
 @click.command("solve")
@@ -48,15 +71,17 @@ def print_progress(info) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT workers.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Mapping file (default solutions/<model>__<hardware>__<mode>.json).")
+              help="Write the stage mapping to this file (nothing is written without it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the stage mapping as JSON.")
-@click.option("--no-write", is_flag=True, help="Do not write the mapping file.")
+@click.option("--stages", "show_stages", is_flag=True, help="Also print the stage table after the summary.")
+@click.option("--no-write", is_flag=True, hidden=True, help="Deprecated: solve writes only with -o.")
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, workers, output,
-                  as_json, no_write, **kw):
+                  as_json, show_stages, no_write, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
-    Prints the stages and a summary and writes the stage mapping. An impossible request prints
-    the reason and the largest concurrency that fits, writes nothing and exits 1.
+    Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
+    with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
+    reason and the largest concurrency that fits, writes nothing and exits 1.
     """
     m, fleet, wl = load_inputs(model, hardware, **kw)
     opts = dict(time_limit=time_limit, seed=seed, workers=workers, progress=print_progress) \
@@ -66,28 +91,68 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     if doc is None:
         if as_json:
             echo_json({"status": str(r.status), "message": r.message, "max_concurrency": r.max_concurrency,
-                       "lower_bound_devices": r.lower_bound_devices})
-        elif r.status == "infeasible":
-            # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
-            from ..explain import explain_infeasible
-            click.echo(explain_infeasible(inst, time_limit=min(time_limit, 20.0)))
+                       "lower_bound_devices": r.lower_bound_devices, "workload": workload_doc(wl)})
         else:
-            click.echo(f"{r.status}: {r.message or 'no placement found'}")
-            if r.max_concurrency is not None:
-                click.echo(f"largest feasible concurrency: {r.max_concurrency} "
-                           f"(asked for {wl.concurrency})")
+            click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
+                       f"no placement")
+            click.echo(workload_text(wl))
+            if r.status == "infeasible":
+                # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
+                from ..explain import explain_infeasible
+                click.echo(explain_infeasible(inst, time_limit=min(time_limit, 20.0)))
+            else:
+                click.echo(f"{r.status}: {r.message or 'no placement found'}")
+                if r.max_concurrency is not None:
+                    click.echo(f"largest feasible concurrency: {r.max_concurrency} "
+                               f"(asked for {wl.concurrency})")
         return 1
-    path = output or solution_path(m.name, fleet.name, inst.mode)
-    if not no_write:
+    if output:
         from ..mapping import write_mapping
-        write_mapping(path, doc)
+        write_mapping(output, doc)
+    where = f"wrote {output}" if output else "mapping not written (-o FILE writes it)"
     if as_json:
         echo_json(doc)
-        if not no_write:
-            click.echo(f"wrote {path}", err=True)
+        click.echo(where, err=True)
         return 0
+    sm = doc["summary"]
+    levels = r.stats.get("levels") or {}
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
-               f"{inst.n_nodes} nodes, concurrency {wl.concurrency}")
+               f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
+    click.echo(workload_text(wl))
+    proven = "proven" if sm["proven_optimal"] else "not proven"
+    # with per-level figures below, a single device gap would read as "0% from optimal"
+    gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"
+    click.echo(f"devices {sm['devices_used']} (lower bound {_fmt(sm['lower_bound_devices'])}), "
+               f"concurrency {wl.concurrency} (ceiling {_fmt(sm['concurrency_ceiling'])}), "
+               f"hop latency {format_duration_us(sm['hop_latency_us'])} over {sm['hops']} hops")
+    click.echo(f"status {sm['status']} ({proven}{gap}), {format_duration_us(sm['solve_seconds'] * 1e6)}")
+    for name, level in levels.items():
+        click.echo(f"  {name}: {_level_value(name, level.get('value'))}, "
+                   f"bound {_level_value(name, level.get('bound'), 'none')}, "
+                   f"{'proven' if level.get('proven') else 'not proven'}")
+    if r.stats.get("latency_proven") is False:
+        click.echo("hop latency: best path found, not proven minimal")
+    if show_stages:
+        _print_stages(inst, doc)
+    else:
+        click.echo(f"{len(doc['stages'])} stages (--stages prints the table)")
+    click.echo(where)
+    return 0
+
+
+def _level_value(name: str, value, missing: str = "-") -> str:
+    """A level's value or bound in its unit: devices as a count, latency as a duration, bytes as bytes."""
+    if value is None:
+        return missing
+    unit = LEVEL_UNITS.get(name, "")
+    if unit == "us":
+        return format_duration_us(value)
+    if unit == "B":
+        return format_bytes(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _print_stages(inst, doc) -> None:
     click.echo(f"{'stage':>5} {'device':<8} {'rack':>4}  {'nodes':<28} {'weights':>10} {'KV':>10} "
                f"{'state':>10} {'free':>10} {'max conc':>8} {'next hop':>9}")
     names = {x.name: i for i, x in enumerate(inst.nodes)}
@@ -99,24 +164,4 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                    f"{format_bytes(b['weights']):>10} "
                    f"{format_bytes(b['kv_reserve']):>10} {format_bytes(b['state']):>10} "
                    f"{format_bytes(b['free']):>10} {_fmt(s['max_concurrency']):>8} "
-                   f"{'-' if hop is None else f'{hop:g} us':>9}")
-    sm = doc["summary"]
-    proven = "proven" if sm["proven_optimal"] else "not proven"
-    levels = r.stats.get("levels") or {}
-    # with per-level figures below, a single device gap would read as "0% from optimal"
-    gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"
-    click.echo(f"devices {sm['devices_used']} (lower bound {_fmt(sm['lower_bound_devices'])}), "
-               f"hops {sm['hops']}, "
-               f"hop latency {_fmt(sm['hop_latency_us'], ' us')}, concurrency ceiling "
-               f"{_fmt(sm['concurrency_ceiling'])}")
-    click.echo(f"status {sm['status']} ({proven}{gap}), {sm['solve_seconds']:.2f} s")
-    for name, level in levels.items():
-        unit = " us" if name == "latency" else ""
-        value = "-" if level.get("value") is None else f"{level['value']:g}{unit}"
-        bound = "none" if level.get("bound") is None else f"{level['bound']:g}{unit}"
-        click.echo(f"  {name}: {value}, bound {bound}, {'proven' if level.get('proven') else 'not proven'}")
-    if r.stats.get("latency_proven") is False:
-        click.echo("hop latency: best path found, not proven minimal")
-    if not no_write:
-        click.echo(f"wrote {path}")
-    return 0
+                   f"{format_duration_us(hop):>9}")
