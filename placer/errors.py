@@ -6,7 +6,10 @@ Every error a user can cause is a :class:`PlacerError`; the CLI prints it as one
 
 from __future__ import annotations
 
-__all__ = ["PlacerError", "InvalidSpec", "InfeasiblePlacement", "SolverLimitError"]
+__all__ = ["PlacerError", "InvalidSpec", "InfeasiblePlacement", "SolverLimitError", "WHOLE_FILE"]
+
+# the field of an error about a whole file (missing, a directory, not UTF-8, not YAML at all)
+WHOLE_FILE = "(whole file)"
 
 
 class PlacerError(Exception):
@@ -19,12 +22,12 @@ class InvalidSpec(PlacerError):
     """A spec, workload or mapping cannot be used as written.
 
     ``source`` names the file (or ``"<option>"`` for a command-line flag), ``field`` the
-    dotted path of the offending value.
+    dotted path of the offending value; None (or ``"-"``) when the error concerns the whole file.
     """
 
     def __init__(self, source: str | None, field: str | None, message: str):
         self.source = source or "<input>"
-        self.field = field or "-"
+        self.field = WHOLE_FILE if field in (None, "", "-") else field
         self.message = message
         super().__init__(f"{self.source}: {self.field}: {message}")
 

@@ -18,6 +18,7 @@ from placer.catalog import project_root
 from placer.spec_io import MAX_SPEC_BYTES
 
 GALLERY = Path(__file__).parent / "bad_inputs"
+ONE_LINE_FORMAT = re.compile(r"^error: \S[^:]*(?::\d+)?: (\(whole file\)|[^\s:][^:]*): \S.*$")
 OK_MODEL = GALLERY / "ok" / "tiny.yaml"
 OK_HARDWARE = GALLERY / "ok" / "tinyhw.yaml"
 
@@ -216,8 +217,10 @@ def _assert_one_line_error(code: int, out: str, err: str, names: str, field: str
     lines = err.splitlines()
     assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
     line = lines[0]
-    assert line.startswith("error: "), line
-    assert names in line, f"{names!r} not named in {line!r}"
+    # the one format: error: <file or name>: <field, or (whole file)>: <what is wrong>
+    assert ONE_LINE_FORMAT.match(line), line
+    assert ": -:" not in line, line
+    assert line.removeprefix("error: ").split(": ")[0].endswith(names), f"{names!r} is not what {line!r} names"
     assert field in line, f"{field!r} not in {line!r}"
     assert out == "", f"a failing command printed {out!r}"
     return line

@@ -6,6 +6,7 @@ Every bad file is written into the test's temporary folder; the model cases run
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ MODEL_CASES = [
     ("unknown-nested-key", "m.yaml",
      "name: t\nlayers:\n  - {kind: attention, params: 1000, kv_bytes_per_token: 4, flavour: x}\n",
      "layers.0.flavour", "unknown field"),
-    ("missing-layers", "m.yaml", "name: t\n", "-", "explicit form"),
+    ("missing-layers", "m.yaml", "name: t\n", "(whole file)", "explicit form"),
     ("missing-name", "m.yaml", "layers:\n  - {kind: attention, params: 1000, kv_bytes_per_token: 4}\n",
      "name", "required"),
     ("negative-size", "m.yaml", "name: t\nlayers:\n  - {kind: attention, weight_bytes: -5 GB, kv_bytes_per_token: 4}\n",
@@ -60,15 +61,15 @@ MODEL_CASES = [
      "default_workload.context", "256kk"),
     ("size-unit-typo", "m.yaml", "name: t\nlayers:\n  - {kind: attention, weight_bytes: 2 GBB, kv_bytes_per_token: 4}\n",
      "layers.0.weight_bytes", "GBB"),
-    ("non-utf8", "m.yaml", b"name: t\xff\xfe\nlayers: []\n", "-", "not UTF-8"),
+    ("non-utf8", "m.yaml", b"name: t\xff\xfe\nlayers: []\n", "(whole file)", "not UTF-8"),
     ("python-tag", "m.yaml", "name: t\nlayers: !!python/object/apply:os.system ['echo pwned']\n",
      "line 2", "python/object"),
     ("python-tag-top", "m.yaml", "!!python/object/new:dict {}\n", "line 1", "python/object"),
     ("yaml-syntax", "m.yaml", "name: [unclosed\n", "line 2", "invalid YAML"),
     ("duplicate-key", "m.yaml", GOOD_MODEL + "name: u\n", "line 4", "duplicate key 'name'"),
-    ("empty-file", "m.yaml", "", "-", "mapping"),
-    ("top-level-list", "m.yaml", "- a\n- b\n", "-", "mapping"),
-    ("json-nan", "m.json", '{"name": "t", "layers": [{"kind": "attention", "params": NaN}]}', "-", "NaN"),
+    ("empty-file", "m.yaml", "", "(whole file)", "mapping"),
+    ("top-level-list", "m.yaml", "- a\n- b\n", "(whole file)", "mapping"),
+    ("json-nan", "m.json", '{"name": "t", "layers": [{"kind": "attention", "params": NaN}]}', "(whole file)", "NaN"),
     ("unknown-architecture", "config.json", '{"architectures": ["FooForCausalLM"], "hidden_size": 8}',
      "architectures", "FooForCausalLM"),
 ]
@@ -96,7 +97,7 @@ HARDWARE_CASES = [
      "fleet.extra_links.0.b", "r9w9"),
     ("python-tag", "hw.yaml", GOOD_HARDWARE.replace("44 GB", "!!python/object/apply:os.getcwd []"),
      "line 2", "python/object"),
-    ("non-utf8", "hw.yaml", GOOD_HARDWARE.encode() + b"notes: \xc3\x28\n", "-", "not UTF-8"),
+    ("non-utf8", "hw.yaml", GOOD_HARDWARE.encode() + b"notes: \xc3\x28\n", "(whole file)", "not UTF-8"),
 ]
 
 
@@ -136,14 +137,14 @@ def test_good_specs_load(run_cli, write):
 
 def test_missing_file(run_cli, tmp_path):
     path = tmp_path / "nope.yaml"
-    _assert_one_line_error(*run_cli(["inspect", path]), path, "-", "file not found")
-    _assert_one_line_error(*run_cli(["inspect", "kimi-k3", "--hardware", path]), path, "-", "file not found")
+    _assert_one_line_error(*run_cli(["inspect", path]), path, "(whole file)", "file not found")
+    _assert_one_line_error(*run_cli(["inspect", "kimi-k3", "--hardware", path]), path, "(whole file)", "file not found")
 
 
 def test_directory_instead_of_file(run_cli, tmp_path):
     path = tmp_path / "dir.yaml"
     path.mkdir()
-    _assert_one_line_error(*run_cli(["inspect", path]), path, "-", "directory")
+    _assert_one_line_error(*run_cli(["inspect", path]), path, "(whole file)", "directory")
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads files regardless of mode")
@@ -151,15 +152,15 @@ def test_unreadable_file(run_cli, write):
     path = write("m.yaml", GOOD_MODEL)
     path.chmod(0)
     try:
-        _assert_one_line_error(*run_cli(["inspect", path]), path, "-", "cannot read")
+        _assert_one_line_error(*run_cli(["inspect", path]), path, "(whole file)", "cannot read")
     finally:
         path.chmod(0o600)
 
 
 def test_unknown_catalog_names(run_cli):
-    _assert_one_line_error(*run_cli(["inspect", "no-such-model"]), "no-such-model", "-", "kimi-k3")
+    _assert_one_line_error(*run_cli(["inspect", "no-such-model"]), "no-such-model", "model", "kimi-k3")
     _assert_one_line_error(*run_cli(["inspect", "kimi-k3", "--hardware", "no-such-fleet"]),
-                           "no-such-fleet", "-", "wse-3t")
+                           "no-such-fleet", "hardware", "wse-3t")
 
 
 def test_real_process_prints_no_traceback(write):
@@ -169,3 +170,63 @@ def test_real_process_prints_no_traceback(write):
                            "inspect", "kimi-k3", "--hardware", str(bad)],
                           capture_output=True, text=True, timeout=120)
     _assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, bad, "device.memory", "GBB")
+
+
+# every command reading a file, with {f} the file: a directory or a missing file reads the same everywhere
+FILE_READERS = {
+    "inspect": ["inspect", "{f}"],
+    "solve": ["solve", "{f}", "-H", "wse-3t"],
+    "inspect-hardware": ["inspect", "kimi-k3", "-H", "{f}"],
+    "validate": ["validate", "{f}"],
+    "export": ["export", "{f}", "--format", "json"],
+    "run": ["run", "{f}"],
+    "simulate": ["simulate", "{f}"],
+    "plot": ["plot", "{f}", "-o", "x.png"],
+    "import-hf": ["import-hf", "{f}"],
+}
+
+
+@pytest.mark.parametrize("argv", FILE_READERS.values(), ids=FILE_READERS.keys())
+def test_directories_and_missing_files_read_the_same_everywhere(argv, run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    missing = tmp_path / "missing.json"
+    for path, what in ((folder, "is a directory, not a file"), (missing, "file not found")):
+        code, out, err = run_cli([str(a).replace("{f}", str(path)) for a in argv])
+        assert (code, out, err) == (2, "", f"error: {path}: (whole file): {what}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.json"]
+
+
+@pytest.mark.parametrize("argv", [["solve", "kimi-k3", "-H", "wse-3t", "--method", "dp", "-o", "{d}"],
+                                  ["export", "{m}", "--format", "json", "-o", "{d}"],
+                                  ["plot", "{m}", "-o", "{d}"],
+                                  ["import-hf", "{c}", "-o", "{d}"]], ids=["solve", "export", "plot", "import-hf"])
+def test_an_output_that_is_a_directory_is_refused_before_any_work(argv, run_cli, tmp_path):
+    from placer.catalog import project_root
+
+    mapping = project_root() / "tests" / "bad_inputs" / "map_for_other_model.json"
+    config = project_root() / "tests" / "fixtures" / "hf" / "llama-3.1-405b.json"
+    argv = [str(a).replace("{d}", str(tmp_path)).replace("{m}", str(mapping)).replace("{c}", str(config))
+            for a in argv]
+    code, out, err = run_cli(argv)
+    assert (code, out) == (2, "")
+    assert err == f"error: {tmp_path}: (whole file): is a directory; -o needs a file path\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_library_errors_name_the_flag_or_file_the_user_gave(run_cli, tmp_path):
+    # the workload refuses the value by its field; the CLI names the flag that set it
+    code, out, err = run_cli(["inspect", "kimi-k3", "--context", str(2**41)])
+    assert (code, out, err) == (2, "", "error: --context: context_tokens: beyond 2^40 tokens\n")
+    # a mapping the library knows only as <mapping> is named by the file the user passed
+    from placer.catalog import project_root
+
+    ok = project_root() / "tests" / "bad_inputs"
+    doc = json.loads((ok / "map_for_other_model.json").read_text())
+    doc["route"] = doc["route"][:-1]
+    path = tmp_path / "short-route.json"
+    path.write_text(json.dumps(doc))
+    for command in ("simulate", "run"):
+        code, out, err = run_cli([command, path, "--model", ok / "ok" / "tiny.yaml", "-H", ok / "ok" / "tinyhw.yaml"])
+        assert (code, out, err) == (2, "", f"error: {path}: route: expected 4 devices, one per node\n"), command

@@ -248,7 +248,7 @@ def test_every_catalog_fleet_holds_every_catalog_model():
     (_spec(inter_rack_latency_us=float("nan")), "fleet.inter_rack_latency_us"),
     (_spec(inter_rack_topology="torus"), "fleet.inter_rack_topology"),
     (_spec(colour="red"), "fleet.colour"),
-    ({"name": "t", "fleet": {"racks": 1, "per_rack": 1}}, "-"),                 # no device type at all
+    ({"name": "t", "fleet": {"racks": 1, "per_rack": 1}}, "(whole file)"),      # no device type at all
     ({"name": "t", "device": {"memory": "44 GB"}, "fleet": {"racks": 1}}, "fleet"),  # per_rack missing
 ])
 def test_errors_name_the_field(spec, field):

@@ -6,6 +6,8 @@ can cause becomes one line on stderr (``error: <file>: <field>: <what>``) and ex
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
 import importlib.util
 import os
@@ -13,7 +15,7 @@ import sys
 
 import click
 
-from ..errors import PlacerError
+from ..errors import InvalidSpec, PlacerError
 
 __all__ = ["main", "cli"]
 
@@ -47,9 +49,63 @@ class LazyGroup(click.Group):
             return None
         mod = importlib.import_module(f"{__name__}.{module}")
         attr = name.replace("-", "_") + "_command"
-        return getattr(mod, attr)
+        return _naming_errors(getattr(mod, attr))
+
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else None
+        if name is not None and not name.startswith("-") and self.get_command(ctx, name) is None:
+            known = self.list_commands(ctx)
+            near = difflib.get_close_matches(name.casefold(), known, n=3, cutoff=0.5)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            raise InvalidSpec(name, "(command)", f"no such command{hint} (commands: {', '.join(known)})")
+        return super().resolve_command(ctx, args)
 
 
+def _naming_errors(command: click.Command) -> click.Command:
+    """Wrap ``command``'s callback once so that a library error naming a field of a non-file source
+    (``<workload>``, ``<mapping>``...) names the flag or file the user gave instead."""
+    if getattr(command, "_names_errors", False):
+        return command
+    callback = command.callback
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except InvalidSpec as exc:
+            raise name_source(exc, click.get_current_context()) from exc.__cause__
+
+    command.callback = run
+    command._names_errors = True
+    return command
+
+
+# a library field -> the parameter (click name) that sets it, where the two names differ
+FIELD_PARAMS = {"context_tokens": ("context", "contexts"), "concurrency": ("concurrency", "concurrencies"),
+                "pin": ("pins",), "pins": ("pins",), "weight_bits": ("weight_bits",),
+                "kv_bits": ("kv_bits",), "time_limit": ("time_limit",), "workers": ("workers", "threads", "jobs"),
+                "threads": ("threads", "workers"), "jobs": ("jobs", "workers")}
+# parameters that hold the file a ``<mapping>`` error is about
+MAPPING_PARAMS = ("mapping", "target", "source")
+
+
+def name_source(exc: InvalidSpec, ctx: click.Context | None) -> InvalidSpec:
+    """``exc`` with its ``<...>`` source replaced by the flag (or mapping file) the user gave, when
+    the running command has one for the field; unchanged otherwise."""
+    if ctx is None or not (exc.source.startswith("<") and exc.source.endswith(">")):
+        return exc
+    params = {p.name: p for p in ctx.command.params}
+    if exc.source == "<mapping>":
+        for name in MAPPING_PARAMS:
+            if ctx.params.get(name):
+                return InvalidSpec(str(ctx.params[name]), exc.field, exc.message)
+        return exc
+    head = exc.field.lstrip("/").split(".")[0].split("/")[0]
+    for name in FIELD_PARAMS.get(head, (head,)):
+        p = params.get(name)
+        if isinstance(p, click.Option):
+            return InvalidSpec(p.opts[0], exc.field, exc.message)
+    return exc
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="placer")
 def cli():
@@ -57,19 +113,22 @@ def cli():
 
 
 def _click_error(exc: click.ClickException) -> str:
-    """``<option>: <parameter>: <message>`` for a bad flag, ``<command>: -: <message>`` otherwise."""
+    """``<option>: <parameter>: <message>`` for a bad flag; ``<option>: (option): ...`` for an unknown
+    one; ``<command>: (arguments): <message>`` for anything else on the command line."""
     param = getattr(exc, "param", None)
     if param is not None:
         where = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
         message = exc.message if isinstance(exc, click.BadParameter) and exc.message else exc.format_message()
         return f"{where}: {param.name}: {message}"
+    if isinstance(exc, click.NoSuchOption):
+        return f"{exc.option_name}: (option): {exc.format_message()}"
     ctx = getattr(exc, "ctx", None)
-    return f"{ctx.command_path if ctx else 'placer'}: -: {exc.format_message()}"
+    return f"{ctx.command_path if ctx else 'placer'}: (arguments): {exc.format_message()}"
 
 
 def main(argv=None):
     try:
-        rv = cli.main(args=argv, standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="placer", standalone_mode=False)
     except PlacerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -13,7 +14,8 @@ from ..units import format_tokens, parse_tokens
 from ..workload import Workload, workload_for
 
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
-           "workload_doc", "workload_text", "workload_notes"]
+           "workload_doc", "workload_text", "workload_notes",
+           "output_file", "input_file"]
 
 
 class _Tokens(click.ParamType):
@@ -29,6 +31,32 @@ class _Tokens(click.ParamType):
 
 
 context_type = _Tokens()
+
+
+class _OutputFile(click.ParamType):
+    """A file to write: refused in the one error format when it names a directory (checked before
+    any work, so nothing is solved for a path that cannot be written)."""
+
+    name = "FILE"
+
+    def convert(self, value, param, ctx):
+        if os.path.isdir(value):
+            raise InvalidSpec(str(value), None, f"is a directory; {param.opts[0] if param else 'the option'} "
+                                                f"needs a file path")
+        return value
+
+
+class _InputFile(click.ParamType):
+    """A file to read; its reader reports a missing file, a directory or bad content in the one format."""
+
+    name = "FILE"
+
+    def convert(self, value, param, ctx):
+        return value
+
+
+output_file = _OutputFile()
+input_file = _InputFile()
 
 
 def workload_options(f):

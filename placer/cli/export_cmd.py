@@ -5,10 +5,11 @@ import click
 from ..export import FORMATS, export_mapping
 from ..mapping import read_mapping
 from ..spec_io import atomic_write_text
+from .common import input_file, output_file
 
 
 @click.command("export")
-@click.argument("mapping", type=click.Path(dir_okay=False))
+@click.argument("mapping", type=input_file)
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), required=True,
               help="vllm / sglang: partition string; megatron: layout (and hybrid pattern); "
                    "torch: pipelining split points; json: executor manifest.")
@@ -16,7 +17,7 @@ from ..spec_io import atomic_write_text
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", default=None, type=output_file,
               help="Write to this file instead of stdout.")
 def export_command(mapping, fmt, model_ref, hardware_ref, output):
     """Print MAPPING in a runtime's format, after validating it and re-running the runtime's own checks.

@@ -3,11 +3,12 @@ from __future__ import annotations
 import click
 
 from ..hf import import_hf
+from .common import output_file
 
 
 @click.command("import-hf")
 @click.argument("config")
-@click.option("-o", "--output", default=None, metavar="PATH",
+@click.option("-o", "--output", default=None, metavar="PATH", type=output_file,
               help="Write the model spec here (atomically) instead of printing it.")
 def import_hf_command(config, output):
     """Turn a Hugging Face CONFIG.json into a placer model spec (YAML).

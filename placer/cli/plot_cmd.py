@@ -4,6 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..spec_io import load_yaml_or_json
+from .common import input_file, output_file
 
 
 def _check_mapping(doc, path):
@@ -22,8 +23,8 @@ def _check_mapping(doc, path):
 
 
 @click.command("plot")
-@click.argument("source", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+@click.argument("source", type=input_file)
+@click.option("-o", "--output", "out", required=True, type=output_file,
               help="Image file to write (PNG, SVG or PDF by suffix).")
 @click.option("--hardware", "-H", default=None, help="Fleet to draw (default: the hardware the mapping names).")
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize that fleet.")

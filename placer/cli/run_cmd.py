@@ -5,11 +5,11 @@ import click
 from ..executor.run import BACKENDS, run_mapping
 from ..mapping import read_mapping
 from ..units import format_bytes
-from .common import echo_json
+from .common import echo_json, input_file
 
 
 @click.command("run")
-@click.argument("mapping", type=click.Path(dir_okay=False))
+@click.argument("mapping", type=input_file)
 @click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
               help="local: one thread per stage; ray: one Ray actor per stage (pip install -e '.[ray]').")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray).")

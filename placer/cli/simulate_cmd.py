@@ -9,7 +9,7 @@ from ..mapping import read_mapping
 from ..simulate.des import simulate_mapping
 from ..simulate.modes import compare_modes
 from ..workload import workload_for
-from .common import context_type, echo_json, hardware_option, load_inputs
+from .common import context_type, echo_json, hardware_option, load_inputs, output_file
 
 
 def _f(v, fmt="{:,.1f}"):
@@ -37,7 +37,7 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--max-live", type=click.IntRange(1, 10**9), default=None, help="Cap on live requests.")
 @click.option("--prefill", is_flag=True, help="Model each prompt's prefill on the same devices (gives TTFT).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gantt", type=click.Path(dir_okay=False), default=None, help="Draw stage occupancy to FILE.png.")
+@click.option("--gantt", type=output_file, default=None, help="Draw stage occupancy to FILE.png.")
 @click.option("--method", type=click.Choice([m for m in METHODS if m != "bound"]), default="cpsat",
               show_default=True, help="Placement method for --compare.")
 @click.option("--granularity", default="shards:2", show_default=True, help="Split-mode refinement for --compare.")

@@ -6,7 +6,15 @@ from ..algorithms import METHODS
 from ..compare import node_ranges, solve
 from ..instance import MODES
 from ..units import format_bytes, format_duration_us
-from .common import echo_json, hardware_option, load_inputs, workload_doc, workload_options, workload_text
+from .common import (
+    echo_json,
+    hardware_option,
+    load_inputs,
+    output_file,
+    workload_doc,
+    workload_options,
+    workload_text,
+)
 
 PLACING_METHODS = [m for m in METHODS if m != "bound"]
 
@@ -70,7 +78,7 @@ def print_progress(info) -> None:
               help="CP-SAT time limit in seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT workers.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", type=output_file, default=None,
               help="Write the stage mapping to this file (nothing is written without it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the stage mapping as JSON.")
 @click.option("--stages", "show_stages", is_flag=True, help="Also print the stage table after the summary.")

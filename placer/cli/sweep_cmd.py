@@ -7,7 +7,7 @@ import click
 from ..errors import InvalidSpec
 from ..sweep import Grid, SweepSettings, run_sweep
 from ..units import format_tokens, parse_int_list, parse_tokens
-from .common import echo_json, hardware_option, load_inputs
+from .common import echo_json, hardware_option, load_inputs, output_file
 
 METHODS = ("dp", "cpsat", "greedy", "typepack", "ffd")
 
@@ -71,9 +71,9 @@ def _modes(text):
 @click.option("--sim-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
               help="Output tokens per simulated request.")
 @click.option("--retry-failed", is_flag=True, help="Solve again points recorded as error or unknown.")
-@click.option("-o", "--output", "out", default=None, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "out", default=None, type=output_file,
               help="Results CSV; rows are appended as points finish and a re-run resumes.")
-@click.option("--plot", "plot_path", default=None, type=click.Path(dir_okay=False), help="Write a frontier PNG.")
+@click.option("--plot", "plot_path", default=None, type=output_file, help="Write a frontier PNG.")
 @click.option("--reference", "references", multiple=True, metavar="LABEL=N",
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")

@@ -4,11 +4,11 @@ import click
 
 from ..mapping import read_mapping
 from ..validate import validate_mapping
-from .common import echo_json
+from .common import echo_json, input_file
 
 
 @click.command("validate")
-@click.argument("mapping", type=click.Path(dir_okay=False))
+@click.argument("mapping", type=input_file)
 @click.option("--model", "model_ref", default=None,
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
