@@ -302,6 +302,7 @@ class LayerGraph:
     published_total_params: int | None = None
     granularity: str = "layer"
     description: str = ""
+    architecture: str = ""          # the spec's architecture class (runtimes look models up by it)
 
     def __post_init__(self):
         # Edges pointing forward in pipeline order make the graph acyclic by construction.
@@ -431,7 +432,7 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     return LayerGraph(name=spec.name, layers=tuple(layers), edges=edges, hidden_size=h,
                       num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
                       published_total_params=spec.published_total_params,
-                      description=spec.description or "")
+                      description=spec.description or "", architecture=spec.architecture or "")
 
 
 def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
 import pytest
 
 from placer.catalog import list_models
-from placer.export import export_mapping
-from placer.export.megatron import parse_hybrid_pattern, parse_layout
+from placer.export import ExportOptions, ExportRefused, export_mapping
+from placer.export.megatron import parse_layout
 from placer.export.torch import parse_split_spec
 from placer.export.vllm import parse_partition
 from placer.mapping import read_mapping
@@ -37,26 +38,53 @@ def test_committed_mapping_is_valid(path):
 CONTIGUOUS = [p for p in FILES if p.stem.endswith("__contiguous")]
 
 
+# what each runtime cannot run among the catalog's families, and says so (the support table, Megatron's layers)
+REFUSED = {
+    ("minimax-text-01", "vllm"): "supported until v0.23.0",
+    ("minimax-text-01", "sglang"): "has no MiniMaxText01ForCausalLM model class",
+    ("jamba-1.5-large", "sglang"): "has no JambaForCausalLM model class",
+    ("minimax-text-01", "megatron"): "has no lightning attention layer",
+    ("kimi-k3", "megatron"): "has no Kimi Delta Attention (KDA) layer",
+    ("kimi-linear-48b", "megatron"): "has no Kimi Delta Attention (KDA) layer",
+    ("jamba-1.5-large", "megatron"): "has no Mamba-1 layer",
+}
+
+
+def _flags(text: str) -> list[str]:
+    return shlex.split("\n".join(x for x in text.splitlines() if not x.startswith("#")).replace("\\\n", " "))
+
+
 @needs_files
 @pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
 def test_contiguous_solution_exports_in_every_format(path):
     doc = read_mapping(path)
+    name = doc["model"]["name"]
     pp = len(doc["stages"])
     layers = load_model(doc["model"]["source"]).num_hidden_layers
+    bare = ExportOptions(bare=True, force=True)
     # vLLM / SGLang: [int(x) for x in s.split(",")], one count per rank, summing to num_hidden_layers
-    text = export_mapping(doc, "vllm").text
+    text = export_mapping(doc, "vllm", options=bare).text
     counts = [int(x) for x in text.split(",")]
     assert len(counts) == pp and sum(counts) == layers and min(counts) >= 1
     assert parse_partition(text, pp, layers) == counts
-    assert export_mapping(doc, "sglang").text == text
-    # Megatron: the layout reads back as the same counts; a hybrid pattern too when there is one
-    lines = export_mapping(doc, "megatron").text.splitlines()
-    assert lines[0] == f"--pipeline-model-parallel-size {pp}"
-    assert parse_layout(shlex.split(lines[1])[1], pp, layers) == counts
-    if len(lines) > 2:
-        assert parse_hybrid_pattern(shlex.split(lines[2])[1], pp) == counts
+    assert export_mapping(doc, "sglang", options=bare).text == text
+    for fmt in ("vllm", "sglang", "megatron"):
+        if (name, fmt) in REFUSED:
+            with pytest.raises(ExportRefused, match=re.escape(REFUSED[name, fmt])):
+                export_mapping(doc, fmt)
+    for fmt, var in (("vllm", "VLLM_PP_LAYER_PARTITION"), ("sglang", "SGLANG_PP_LAYER_PARTITION")):
+        if (name, fmt) not in REFUSED:
+            words = _flags(export_mapping(doc, fmt).text)
+            assert words[0] == f"{var}={text}"
+            assert str(doc["summary"]["concurrency_ceiling"]) in words
+    # Megatron: the layout reads back as the same counts, never together with a hybrid pattern
+    if (name, "megatron") not in REFUSED:
+        words = _flags(export_mapping(doc, "megatron").text)
+        assert words[words.index("--pipeline-model-parallel-size") + 1] == str(pp)
+        assert parse_layout(words[words.index("--pipeline-model-parallel-layout") + 1], pp, layers) == counts
+        assert "--hybrid-layer-pattern" not in words and "--hybrid-override-pattern" not in words
     # torch: one split point per stage boundary, at the first layer of each later stage
-    spec = json.loads(export_mapping(doc, "torch").text)["split_spec"]
+    spec = json.loads(export_mapping(doc, "torch", options=bare).text)["split_spec"]
     assert parse_split_spec(spec, layers) == counts
     manifest = json.loads(export_mapping(doc, "json").text)
     assert [n["device"] for n in manifest["nodes"]] == doc["route"]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..export import FORMATS, export_mapping
+from ..export import FORMATS, ExportOptions, export_mapping
 from ..mapping import read_mapping
 from ..spec_io import atomic_write_text
 from .common import input_file, output_file
@@ -11,22 +11,35 @@ from .common import input_file, output_file
 @click.command("export")
 @click.argument("mapping", type=input_file)
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), required=True,
-              help="vllm / sglang: partition string; megatron: layout (and hybrid pattern); "
-                   "torch: pipelining split points; json: executor manifest.")
+              help="vllm / sglang: the launch command with the partition variable; megatron: the flags "
+                   "(layout or hybrid pattern, layer kinds); torch: a pipelining script; json: executor manifest.")
+@click.option("--bare", is_flag=True,
+              help="Only the runtime's value: the partition string, the Megatron layout or hybrid pattern, "
+                   "the torch split points as JSON.")
+@click.option("--force", is_flag=True,
+              help="Export even for a runtime release the support table says cannot run the model.")
+@click.option("--runtime-version", default=None,
+              help="Runtime release whose syntax and support apply (vllm 0.33.0, sglang 0.5.23, "
+                   "megatron 0.16.1 by default; megatron also 0.17..0.19 or main).")
+@click.option("--served-model", default=None,
+              help="What the command loads: a Hugging Face id or a checkpoint directory "
+                   "(default: the mapping's model name).")
 @click.option("--model", "model_ref", default=None,
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
 @click.option("-o", "--output", default=None, type=output_file,
               help="Write to this file instead of stdout.")
-def export_command(mapping, fmt, model_ref, hardware_ref, output):
+def export_command(mapping, fmt, bare, force, runtime_version, served_model, model_ref, hardware_ref, output):
     """Print MAPPING in a runtime's format, after validating it and re-running the runtime's own checks.
 
-    Free mappings, and split mappings that cut a layer across devices, have no runtime partition
-    and are refused (exit 2) except by --format json.
+    Free mappings, split mappings that cut a layer across devices, and models the runtime release
+    does not run (unless --force) are refused (exit 2) except by --format json.
     """
     doc = read_mapping(mapping)
-    result = export_mapping(doc, fmt, model=model_ref, fleet=hardware_ref, source=mapping)
+    options = ExportOptions(bare=bare, force=force, runtime_version=runtime_version, served_model=served_model,
+                            mapping_path=mapping)
+    result = export_mapping(doc, fmt, model=model_ref, fleet=hardware_ref, source=mapping, options=options)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     if output:

@@ -1,10 +1,12 @@
 """Exporters: a stage mapping in the formats serving and training runtimes read.
 
 ``export_mapping(doc, "vllm")`` validates the mapping against its specs (refusing an invalid or
-stale one), then builds the runtime's form and parses it back with the runtime's own rules
-before returning it. Formats: ``vllm`` / ``sglang`` (partition string), ``megatron`` (layout
-string, hybrid pattern), ``torch`` (``torch.distributed.pipelining`` split points), ``json``
-(placer's executor manifest).
+stale one), checks the runtime release runs the model (:mod:`.support`), then builds the
+runtime's form and parses it back with the runtime's own rules before returning it. Formats:
+``vllm`` / ``sglang`` (the launch command with the partition variable), ``megatron`` (the flags:
+layout string or hybrid pattern, layer kinds), ``torch`` (a ``torch.distributed.pipelining``
+script), ``json`` (placer's executor manifest). ``ExportOptions(bare=True)`` gives the runtime's
+value alone (partition string, layout / pattern, split points as JSON).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from ..refine import refine
 from .manifest import export_manifest
 from .megatron import export_megatron
 from .sglang import export_sglang
-from .stages import Export, ExportRefused
+from .stages import Export, ExportOptions, ExportRefused
 from .torch import export_torch
 from .vllm import export_vllm
 
-__all__ = ["FORMATS", "Export", "ExportRefused", "export_mapping"]
+__all__ = ["FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
 
 FORMATS = {
     "vllm": export_vllm,
@@ -29,8 +31,9 @@ FORMATS = {
 }
 
 
-def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str = "<mapping>") -> Export:
-    """``doc`` in format ``fmt`` (a key of :data:`FORMATS`).
+def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str = "<mapping>",
+                   options: ExportOptions | None = None) -> Export:
+    """``doc`` in format ``fmt`` (a key of :data:`FORMATS`), as ``options`` ask (default: the command).
 
     Raises :class:`ExportRefused` (an :class:`~placer.errors.InvalidSpec`) when the mapping has
     violations or the runtime cannot express it, naming the reason.
@@ -49,4 +52,4 @@ def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str =
     if doc["mode"] == "split":
         graph = refine(base, doc["model"].get("granularity", "layer"),
                        expert_groups=doc["model"].get("expert_groups", 8))
-    return FORMATS[fmt](doc, graph, source)
+    return FORMATS[fmt](doc, graph, source, options or ExportOptions())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..mapping import compact_json
 from ..model import LayerGraph
-from .stages import Export
+from .stages import Export, ExportOptions
 
 __all__ = ["MANIFEST_VERSION", "build_manifest", "export_manifest"]
 
@@ -51,5 +51,6 @@ def build_manifest(doc: dict, graph: LayerGraph) -> dict:
     }
 
 
-def export_manifest(doc: dict, graph: LayerGraph, source: str = "<mapping>") -> Export:
+def export_manifest(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+                    options: ExportOptions = ExportOptions()) -> Export:
     return Export(text=compact_json(build_manifest(doc, graph)))

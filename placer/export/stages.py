@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..errors import InvalidSpec
 from ..model import Layer, LayerGraph
 
-__all__ = ["RankStage", "Export", "runtime_stages", "is_hybrid", "ExportRefused", "require_layers_per_rank",
-           "no_attention_warnings"]
+__all__ = ["RankStage", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
+           "require_layers_per_rank", "ranks_without_full_attention", "uniform_degree"]
 
 
 class ExportRefused(InvalidSpec):
@@ -32,6 +32,11 @@ class RankStage:
     ffns: tuple[str | None, ...]    # FFN of each decoder layer (dense, moe or None)
     embedding: bool
     head: bool
+    mixers: tuple[str | None, ...] = ()   # mixer type of each decoder layer (gqa, mla, kda, ...)
+    # the stage's device-group degrees (1 for a pure pipeline); exporters turn them into
+    # --tensor-parallel-size / expert-parallel flags and refuse what a runtime cannot express
+    tensor_parallel: int = 1
+    expert_parallel: int = 1
 
     @property
     def count(self) -> int:
@@ -69,10 +74,12 @@ def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<m
                             f"devices: {where}{' ...' if len(cut) > 3 else ''}")
     kind_of: dict[int, str] = {}
     ffn_of: dict[int, str] = {}
+    mixer_of: dict[int, str | None] = {}
     for x in graph.layers:
         if x.index is not None:
             if x.kind != "ffn":                  # a block-refined layer's FFN nodes carry kind "ffn"
                 kind_of.setdefault(x.index, x.kind)
+                mixer_of.setdefault(x.index, x.mixer)
             if x.ffn is not None:
                 ffn_of.setdefault(x.index, x.ffn)
     ranks = []
@@ -84,7 +91,10 @@ def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<m
             kinds=tuple(kind_of[i] for i in decoder),
             ffns=tuple(ffn_of.get(i) for i in decoder),
             embedding=any(x.kind == "embedding" for x in layers),
-            head=any(x.kind == "lm_head" for x in layers)))
+            head=any(x.kind == "lm_head" for x in layers),
+            mixers=tuple(mixer_of.get(i) for i in decoder),
+            tensor_parallel=int((st.get("group") or {}).get("tp", 1)),
+            expert_parallel=int((st.get("group") or {}).get("ep", 1))))
     flat = [i for r in ranks for i in r.decoder]
     if flat != list(range(graph.num_hidden_layers)):
         raise ExportRefused(source, "/stages", f"{runtime} needs decoder layers 0..{graph.num_hidden_layers - 1} "
@@ -109,18 +119,40 @@ def require_layers_per_rank(ranks: list[RankStage], runtime: str, source: str) -
                                 "needs at least one decoder layer per rank")
 
 
+def uniform_degree(ranks: list[RankStage], attr: str, runtime: str, flag: str, source: str) -> int:
+    """The one ``attr`` degree all ranks share; refuse when stages differ (the runtime takes one value)."""
+    values = sorted({getattr(r, attr) for r in ranks})
+    if len(values) > 1:
+        raise ExportRefused(source, "/stages", f"{runtime} takes one {flag} for every pipeline rank; this mapping's "
+                                               f"stages use {', '.join(map(str, values))}")
+    return values[0]
+
+
 @dataclass(frozen=True)
 class Export:
-    """An exporter's output: ``text`` for stdout, ``warnings`` for stderr."""
+    """An exporter's output: ``text`` for stdout, ``warnings`` for stderr (one line each)."""
 
     text: str
     warnings: tuple[str, ...] = ()
 
 
-def no_attention_warnings(ranks: list[RankStage], graph: LayerGraph) -> tuple[str, ...]:
-    """For hybrid models: one warning per rank without a full-attention layer (vllm-project/vllm#51752)."""
+@dataclass(frozen=True)
+class ExportOptions:
+    """How to export: ``bare`` prints the runtime's value alone (no command), ``force`` exports for a
+    runtime the support table says cannot run the model, ``runtime_version`` picks the release whose
+    syntax and support apply (default: :data:`~placer.export.support.RUNTIME_VERSIONS`), ``served_model``
+    is what the launch command loads (a Hugging Face id or a checkpoint directory; default: the
+    mapping's model name), ``mapping_path`` names the mapping in the command's comment."""
+
+    bare: bool = False
+    force: bool = False
+    runtime_version: str | None = None
+    served_model: str | None = None
+    mapping_path: str | None = None
+
+
+def ranks_without_full_attention(ranks: list[RankStage], graph: LayerGraph) -> list[RankStage]:
+    """For hybrid models, the ranks that hold no full-attention layer (vllm-project/vllm#51752); else []."""
     if not is_hybrid(graph):
-        return ()
-    return tuple(f"stage {r.index} ({r.device}) holds no full-attention layer: vLLM skips hybrid block-size "
-                 "alignment on such a rank and fails at startup (vllm-project/vllm#51752)"
-                 for r in ranks if "attention" not in r.kinds)
+        return []
+    return [r for r in ranks if "attention" not in r.kinds]

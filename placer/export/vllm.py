@@ -1,18 +1,51 @@
-"""``VLLM_PP_LAYER_PARTITION``: one decoder-layer count per pipeline rank, e.g. ``20,21,21``.
+"""vLLM: ``VLLM_PP_LAYER_PARTITION`` and the ``vllm serve`` command that runs the plan.
 
-vLLM (``vllm/distributed/utils.py::get_pp_indices``) parses the string with
+vLLM (``vllm/distributed/utils.py::get_pp_indices``) parses the partition with
 ``[int(layer) for layer in s.split(",")]`` and checks its length against the pipeline size and
 its sum against ``num_hidden_layers``; rank r owns layers ``[sum(p[:r]), sum(p[:r]) + p[r])``.
 It does not reject zero counts; placer never emits one. The embedding is built on the first rank
 and the LM head on the last, so they are not counted.
+
+The command sets the pipeline size, ``--max-num-seqs`` (the plan's concurrency ceiling),
+``--max-model-len`` (its context), the KV and recurrent-state dtypes the plan's bytes were counted
+at, and, for a hybrid model with ranks that hold no full-attention layer, ``--block-size``: vLLM
+0.33.0 skips hybrid block-size alignment on such a rank and fails at startup unless the size is
+given (vllm-project/vllm#51752). The value is what the alignment
+(``vllm/platforms/interface.py::_align_hybrid_block_size``) picks on the ranks that do hold
+attention with the default kernel block (16 tokens, at least 128 for MLA): the fewest aligned
+tokens whose attention page holds the largest linear-attention state page.
 """
 
 from __future__ import annotations
 
 from ..model import LayerGraph
-from .stages import Export, ExportRefused, no_attention_warnings, require_layers_per_rank, runtime_stages
+from ..workload import Workload
+from .command import (
+    cache_dtype,
+    check_support,
+    header,
+    plan_limits,
+    rank_list,
+    served_model,
+    shell_line,
+    target_version,
+)
+from .stages import (
+    Export,
+    ExportOptions,
+    ExportRefused,
+    RankStage,
+    ranks_without_full_attention,
+    require_layers_per_rank,
+    runtime_stages,
+    uniform_degree,
+)
 
-__all__ = ["partition_counts", "parse_partition", "check_partition", "export_vllm"]
+__all__ = ["partition_counts", "parse_partition", "check_partition", "hybrid_block_size", "export_vllm",
+           "export_partition"]
+
+KERNEL_BLOCK_TOKENS = 16        # the smallest kernel block of vLLM's default attention backends
+MLA_BLOCK_TOKENS = 128          # hybrid MLA models: a multiple of 128 (TRTLLM / FlashInfer MLA decode)
 
 
 def partition_counts(ranks) -> list[int]:
@@ -54,14 +87,76 @@ def check_partition(text: str, ranks, num_hidden_layers: int, runtime: str, sour
                                 f"holds {r.decoder[0]}..{r.decoder[-1]}")
 
 
-def export_partition(doc: dict, graph: LayerGraph, runtime: str, source: str) -> Export:
+def export_partition(doc: dict, graph: LayerGraph, runtime: str, source: str) -> tuple[list[RankStage], str]:
+    """The ranks and the checked partition string (shared by vLLM and SGLang)."""
     ranks = runtime_stages(doc, graph, runtime, source)
     require_layers_per_rank(ranks, runtime, source)
     text = ",".join(str(c) for c in partition_counts(ranks))
     check_partition(text, ranks, graph.num_hidden_layers, runtime, source)
-    return Export(text=text, warnings=no_attention_warnings(ranks, graph))
+    return ranks, text
 
 
-def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>") -> Export:
-    """The ``VLLM_PP_LAYER_PARTITION`` value for ``doc`` (pipeline size = number of stages)."""
-    return export_partition(doc, graph, "vLLM", source)
+def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1) -> int:
+    """Tokens per KV block that vLLM's hybrid alignment picks on a rank holding attention.
+
+    ``kernel * ceil(state_page / (kernel * attention_page_per_token))`` where ``state_page`` is the
+    largest per-request state of one linear-attention layer and ``attention_page_per_token`` the
+    largest KV bytes per token of one full-attention layer, both per tensor-parallel rank (an MLA
+    latent is whole on every rank), ``kernel`` 16 tokens (128 when the attention is MLA).
+    """
+    from .. import memory
+
+    attention = [x for x in graph.layers if x.index is not None and x.kind == "attention" and x.part is None]
+    linear = [x for x in graph.layers if x.index is not None and x.kind == "linear_attention" and x.part is None]
+    mla = any(x.mixer == "mla" for x in attention)
+    per_token = max(memory.kv_bytes_per_token(x, wl) for x in attention)
+    if not mla:
+        per_token = -(-per_token // tensor_parallel)
+    state_page = -(-max(memory.state_bytes_per_request(x, wl) for x in linear) // tensor_parallel)
+    kernel = MLA_BLOCK_TOKENS if mla else KERNEL_BLOCK_TOKENS
+    return kernel * -(-state_page // (kernel * per_token))
+
+
+def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+                options: ExportOptions = ExportOptions()) -> Export:
+    """``VLLM_PP_LAYER_PARTITION=... vllm serve MODEL ...`` for ``doc``, or the partition alone (``bare``)."""
+    version = target_version("vllm", options)
+    ranks, text = export_partition(doc, graph, "vLLM", source)
+    pp = len(ranks)
+    warnings = check_support("vllm", version, graph, pp, options, source)
+    tp = uniform_degree(ranks, "tensor_parallel", "vLLM", "--tensor-parallel-size", source)
+    ep = uniform_degree(ranks, "expert_parallel", "vLLM", "expert-parallel degree", source)
+    no_attention = ranks_without_full_attention(ranks, graph)
+    limits = plan_limits(doc, source)
+    wl = Workload(**doc["workload"])
+    block = hybrid_block_size(graph, wl, tp) if no_attention else None
+    if no_attention:
+        warnings.append(f"{len(no_attention)} of {pp} ranks hold no full-attention layer (stages "
+                        f"{rank_list(no_attention)}): vLLM fails at startup on such a rank without an explicit "
+                        f"--block-size (vllm-project/vllm#51752); the command sets --block-size {block}, or "
+                        "re-solve with `placer solve --require attention-per-stage`")
+    if options.bare:
+        return Export(text=text, warnings=tuple(warnings))
+    argv = ["vllm", "serve", served_model(doc, options), "--pipeline-parallel-size", str(pp)]
+    if tp > 1:
+        argv += ["--tensor-parallel-size", str(tp)]
+    if ep > 1:
+        argv += ["--enable-expert-parallel"]
+    argv += ["--max-num-seqs", str(limits.concurrency), "--max-model-len", str(limits.context_tokens)]
+    if any(x.has_kv for x in graph.layers):
+        argv += ["--kv-cache-dtype", cache_dtype("vllm", "kv", limits.kv_bits, "--kv-cache-dtype", source)]
+    if any(x.has_state for x in graph.layers):
+        argv += ["--mamba-cache-dtype",
+                 cache_dtype("vllm", "conv_state", limits.conv_state_bits, "--mamba-cache-dtype", source),
+                 "--mamba-ssm-cache-dtype",
+                 cache_dtype("vllm", "state", limits.state_bits, "--mamba-ssm-cache-dtype", source)]
+    lines = header(doc, "vLLM", version, pp, options)
+    if no_attention:
+        lines.append(f"# --block-size {block}: {len(no_attention)} of {pp} ranks hold no full-attention layer; "
+                     "vLLM skips hybrid block-size alignment there and fails at startup unless the size is given "
+                     "(vllm-project/vllm#51752). It is the size the alignment picks on the ranks with attention "
+                     "(attention page >= the largest linear-attention state page). Or re-solve with "
+                     "`placer solve --require attention-per-stage` for a plan that needs none.")
+        argv += ["--block-size", str(block)]
+    lines.append(shell_line({"VLLM_PP_LAYER_PARTITION": text}, argv))
+    return Export(text="\n".join(lines), warnings=tuple(warnings))
