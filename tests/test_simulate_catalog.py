@@ -43,7 +43,7 @@ def kimi():
 @pytest.mark.parametrize("mode", ["contiguous", "free"])
 def test_kimi_k3_mapping_figures(kimi, mode):
     doc = kimi[mode]
-    res = simulate_mapping(doc, output_tokens=3)
+    res = simulate_mapping(doc, output_tokens=3, trace=True)
     assert res.concurrency_cap == doc["summary"]["concurrency_ceiling"] == 184
     assert res.live_requests == 184 and res.requests_completed == 184
     n = doc["summary"]["devices_used"]
@@ -59,10 +59,12 @@ def test_kimi_k3_mapping_figures(kimi, mode):
     serialisation = (len(segs) - 1) * 14336 / 300_000
     assert res.unloaded_token_latency_us == pytest.approx(
         sum(s.time_us([mean_ctx]) for s in segs) + doc["summary"]["hop_latency_us"] + serialisation, rel=1e-9)
-    # every kimi-k3 layer reads its 16.1 GB of 4-bit weights per micro-batch: the wafer holding the
-    # most layers bounds the pipeline
-    worst = max(sum(s.time_us([mean_ctx]) for s in segs if s.device == d) for d in {s.device for s in segs})
-    assert res.pipeline_bound_tokens_per_s == pytest.approx(1e6 / worst, rel=1e-9)
+    # continuous batching keeps one batch per stage in flight: ceil(184 / n) requests per step (vLLM's
+    # limit of 256 does not bind); the wafer with the slowest step bounds the pipeline
+    b = -(-184 // n)
+    assert res.schedule == "continuous" and max(iv.batch for iv in res.trace) == b
+    worst = max(sum(s.time_us([mean_ctx] * b) for s in segs if s.device == d) for d in {s.device for s in segs})
+    assert res.pipeline_bound_tokens_per_s == pytest.approx(b * 1e6 / worst, rel=1e-9)
     assert res.aggregate_tokens_per_s <= res.pipeline_bound_tokens_per_s * 1.0001
     assert res.per_user_tokens_per_s < 1e6 / res.unloaded_token_latency_us
 
@@ -77,7 +79,15 @@ def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
     doc = json.loads(out)
     assert DESIGN_FIELDS <= set(doc)
     assert doc["micro_batch"] == 2 and doc["requests"] == 12 and doc["tokens"] == 36
+    assert doc["schedule"] == "micro-batch"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the default schedule is continuous batching, and the report says so
+    code, out, err = run_cli(["simulate", path, "--requests", 12, "--output-tokens", 3, "--max-batch", 4])
+    assert code == 0, err
+    assert "schedule: continuous batching (runtime vllm" in out and "up to 4 per step" in out
+    code, out, err = run_cli(["simulate", path, "--requests", 3, "--output-tokens", 2, "--max-batch", 4,
+                              "--micro-batch", 2])
+    assert code == 2 and err.startswith("error: --max-batch: max_batch:")
     code, out, err = run_cli(["simulate", path, "--requests", 4, "--output-tokens", 2, "--context-dist",
                               "uniform:64k:256k"])
     assert code == 0, err

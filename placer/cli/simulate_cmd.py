@@ -6,7 +6,7 @@ from ..algorithms import METHODS
 from ..errors import InvalidSpec
 from ..instance import MODES
 from ..mapping import read_mapping
-from ..simulate.des import simulate_mapping
+from ..simulate.des import RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
 from ..simulate.modes import compare_modes
 from ..workload import workload_for
 from .common import context_type, echo_json, hardware_option, load_inputs, output_file
@@ -29,7 +29,15 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--context", type=context_type, default=None, help="Total tokens per request, e.g. 256k.")
 @click.option("--context-dist", default=None,
               help="fixed:256k, uniform:64k:256k, lognormal:MEDIAN:SIGMA or choice:8k,32k,256k.")
-@click.option("--micro-batch", type=click.IntRange(1, 10**6), default=None)
+@click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
+              help="continuous: each device batches the requests waiting for it, up to --max-batch (the "
+                   "default); micro-batch: fixed micro-batches of --micro-batch (the default once it is given).")
+@click.option("--max-batch", type=click.IntRange(1, 10**6), default=None,
+              help="Continuous batching: requests per device step (default: the runtime's; the KV reserve caps it).")
+@click.option("--runtime", type=click.Choice(list(RUNTIME_MAX_BATCH)), default=None,
+              help="Runtime whose default batch limit continuous batching uses (default vllm: 256).")
+@click.option("--micro-batch", type=click.IntRange(1, 10**6), default=None,
+              help="Fixed micro-batch size (selects the micro-batch schedule).")
 @click.option("--arrival-rate", type=click.FloatRange(0, min_open=True), default=None,
               help="Poisson arrivals, requests per second (default: all at once).")
 @click.option("--duration", type=click.FloatRange(0, min_open=True), default=None,
@@ -47,7 +55,7 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
-                     micro_batch, arrival_rate, duration, max_live, prefill, seed, gantt, method, granularity,
+                     schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, prefill, seed, gantt, method, granularity,
                      time_limit, modes, model_ref, as_json):
     """Simulate decode of the stage mapping TARGET at full size (tokens/s per user and aggregate,
     inter-token latency, stage utilisation, live requests, power, tokens/s per MW, J/token), or,
@@ -68,7 +76,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity,
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
-                            prefill=prefill)
+                            prefill=prefill, schedule=schedule, max_batch=max_batch, runtime=runtime)
         if as_json:
             echo_json(doc)
             return 0
@@ -79,6 +87,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     mapping = read_mapping(target)
     res = simulate_mapping(mapping, model=model_ref, hardware=hardware, requests=requests,
                            output_tokens=output_tokens or 32, context=context, context_dist=context_dist,
+                           schedule=schedule, max_batch=max_batch, runtime=runtime,
                            micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration,
                            max_live=max_live, seed=seed, prefill=prefill, trace=gantt is not None)
     if gantt:
@@ -91,7 +100,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']} ({mapping['mode']}): "
                f"{len(res.stages)} stages, {res.segments} device visits per token, {s['hops']} hops")
     click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
-               f"micro-batch {res.micro_batch}, live cap {_f(res.concurrency_cap, '{}')}")
+               f"live cap {_f(res.concurrency_cap, '{}')}")
+    click.echo(f"schedule: {_schedule(res)}")
     click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
     click.echo(f"  aggregate speed       {_f(res.aggregate_tokens_per_s)} tokens/s "
@@ -111,10 +121,18 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     return 0
 
 
+def _schedule(res) -> str:
+    if res.schedule == "micro-batch":
+        return f"micro-batch {res.micro_batch} (fixed micro-batches walk the route)"
+    limit = "the KV reserve only" if res.max_batch is None else f"{res.max_batch:,}"
+    return (f"continuous batching (runtime {res.runtime}: each device takes the requests waiting for it, "
+            f"up to {limit} per step; mean {res.batch_mean:,.1f} per step)")
+
+
 def _print_compare(doc: dict) -> None:
     wl = doc["workload"]
     click.echo(f"{doc['model']} on {doc['hardware']}: context {wl['context_tokens']:,} tokens, "
-               f"{wl['weight_bits']}-bit weights, {wl['kv_bits']}-bit KV, micro-batch {doc['micro_batch']}, "
+               f"{wl['weight_bits']}-bit weights, {wl['kv_bits']}-bit KV, schedule {doc['schedule']}, "
                f"{doc['output_tokens']} output tokens per request")
     cols = [("mode", "{}"), ("method", "{}"), ("status", "{}"), ("devices_used", "{}"), ("hops", "{}"),
             ("hop_latency_us", "{:,.0f}"), ("concurrency_ceiling", "{}"), ("single_user_tokens_per_s", "{:,.1f}"),

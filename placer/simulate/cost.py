@@ -35,7 +35,8 @@ from functools import cached_property
 from .. import memory
 from ..instance import Instance
 
-__all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens"]
+__all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
+           "Collective", "COLLECTIVES"]
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,64 @@ def node_cost(instance: Instance, i: int) -> NodeCost:
 
 @dataclass(frozen=True)
 class Terms:
-    """A segment's step time split into its parts: t = fixed_us + bytes / bw + flops / flops_rate."""
+    """A segment's step time split into its parts:
+    t = fixed_us + bytes / bw + flops / flops_rate + comm_us (collectives inside the device group)."""
 
     fixed_us: float
     bytes: float
     flops: float
+    comm_us: float = 0.0
+
+
+COLLECTIVES = ("all_reduce", "all_to_all")
+
+
+def collective_time_us(kind: str, group_size: int, bytes_per_rank: float, latency_us: float,
+                       bandwidth_bytes_per_s: float | None) -> float:
+    """Microseconds one collective takes inside a group of ``group_size`` devices.
+
+    ``bytes_per_rank`` is what each rank contributes (all-reduce: its whole buffer; all-to-all:
+    everything it sends, spread evenly over the others); ``latency_us`` is one link's latency and
+    ``bandwidth_bytes_per_s`` one direction of one rank's link (None: latency only).
+
+    * ``all_reduce`` (ring, reduce-scatter then all-gather): ``2 (g - 1)`` steps, each one link
+      latency plus ``bytes / g`` over the link: ``2 (g-1) (latency + bytes / (g bw))``;
+    * ``all_to_all`` (pairwise exchange): ``g - 1`` steps of ``bytes / g`` each:
+      ``(g-1) (latency + bytes / (g bw))``.
+
+    A group of one costs nothing. Device groups (tensor and expert parallel stages) fill a
+    segment's :attr:`Segment.collectives` with these terms.
+    """
+    if kind not in COLLECTIVES:
+        raise ValueError(f"unknown collective {kind!r} (choose from {', '.join(COLLECTIVES)})")
+    if group_size < 1:
+        raise ValueError("group_size must be at least 1")
+    if bytes_per_rank < 0 or latency_us < 0:
+        raise ValueError("bytes and latency must not be negative")
+    g = group_size
+    if g == 1:
+        return 0.0
+    per_step = latency_us + (bytes_per_rank / g / (bandwidth_bytes_per_s / 1e6) if bandwidth_bytes_per_s else 0.0)
+    return (2 * (g - 1) if kind == "all_reduce" else g - 1) * per_step
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a segment runs per decode step per layer group: ``count`` times per step,
+    each moving ``bytes_per_token`` per request of the batch (e.g. TP: two all-reduces of the hidden
+    state per layer; EP: dispatch and combine all-to-alls of the routed tokens)."""
+
+    kind: str
+    group_size: int
+    bytes_per_token: float
+    count: int = 1
+    latency_us: float = 0.0
+    bandwidth_bytes_per_s: float | None = None
+
+    def time_us(self, b: int) -> float:
+        """All ``count`` collectives of a step with ``b`` requests (one token each)."""
+        return self.count * collective_time_us(self.kind, self.group_size, b * self.bytes_per_token,
+                                               self.latency_us, self.bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -123,6 +177,7 @@ class Segment:
     hop_bytes_per_us: float = float("inf")
     out_activation_bytes: int = 0  # per token, crossing that link
     layers: int = 0                # distinct model layers among the nodes (parts of one layer count once)
+    collectives: tuple[Collective, ...] = ()   # inside the segment's device group (none for one device)
 
     def terms(self, contexts: Sequence[int]) -> Terms:
         """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
@@ -167,7 +222,7 @@ class Segment:
             nbytes += kb * cached[w]
             flops += 2.0 * ke * cached[w]
         fixed = self.overhead_stage_us + self.overhead_layer_us * self.layers
-        return Terms(fixed, nbytes, flops)
+        return Terms(fixed, nbytes, flops, sum(c.time_us(b) for c in self.collectives))
 
     def time_us(self, contexts: Sequence[int]) -> float:
         """Step time of a micro-batch whose requests hold ``contexts`` tokens of KV each."""
@@ -175,7 +230,7 @@ class Segment:
 
     def duration_us(self, t: Terms) -> float:
         """Microseconds the work ``t`` takes on this segment's device."""
-        return t.fixed_us + t.bytes / self.bytes_per_us + t.flops / self.flops_per_us
+        return t.fixed_us + t.bytes / self.bytes_per_us + t.flops / self.flops_per_us + t.comm_us
 
     def hop_time_us(self, b: int) -> float:
         """The hop after this segment for a micro-batch of ``b``: latency + serialisation."""

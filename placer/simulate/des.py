@@ -7,14 +7,27 @@ A request is admitted when every device of the route still has room for its KV c
 at its full context (the KV reserve: with the mapping's own context this admits exactly its
 concurrency ceiling) and, optionally, fewer than ``max_live`` are live.
 
-Admitted requests decode in micro-batches of up to ``micro_batch``. There is one micro-batch slot
-per ``micro_batch`` live requests (made as requests are admitted); a slot takes waiting requests
-when it starts a step (continuous batching: a finished request frees its reserve and a waiting one
-moves in) and walks the route: at each segment it queues for the device (one micro-batch at a
-time, first come first served), holds it for the cost model's step time
-(:mod:`placer.simulate.cost`), then crosses the hop to the next segment. After the last segment every request of the micro-batch
-has its next token. With ``prefill=True`` an admitted request first runs its prompt through the
-same devices as one job (compute-bound estimate), which gives the time to first token.
+Admitted requests decode under one of two schedules:
+
+* ``continuous`` (the default, as serving runtimes batch): every device, whenever it is free,
+  takes the requests waiting for it (in arrival order) up to its batch limit and runs them as one
+  step; the limit is ``max_batch`` (default: the modelled runtime's, :data:`RUNTIME_MAX_BATCH`)
+  and never more than the requests the smallest KV reserve on the route holds at the context
+  (a runtime cuts every stage to it). The entry also takes at most ``ceil(live / stages)``: a
+  pipeline-parallel runtime keeps one batch per stage in flight (vLLM's virtual engines, one
+  scheduler per pipeline stage; SGLang's pipeline micro-batches), so a deep pipeline is not left
+  with one batch and idle stages. A batch then walks the route as a unit (each device serves
+  batches first come first served); after the last segment each of its requests has its next
+  token and is ready again, and a finished one frees its reserve for a waiting one.
+* ``micro-batch``: fixed micro-batches of up to ``micro_batch`` requests. There is one
+  micro-batch slot per ``micro_batch`` live requests (made as requests are admitted); a slot takes
+  waiting requests when it starts a step (a finished request frees its reserve and a waiting one
+  moves in) and walks the route: at each segment it queues for the device (one micro-batch at a
+  time, first come first served), holds it for the cost model's step time
+  (:mod:`placer.simulate.cost`), then crosses the hop to the next segment.
+
+With ``prefill=True`` an admitted request first runs its prompt through the same devices as one
+job of its own (compute-bound estimate), which gives the time to first token.
 
 Times are in microseconds. The result holds the figures DESIGN.md names for
 ``placer simulate --json`` plus the closed-form anchors (unloaded token latency, per-stage step
@@ -38,9 +51,17 @@ from ..instance import Instance
 from ..units import parse_tokens
 from .cost import Segment, Terms, cached_tokens, segments_of
 
-__all__ = ["ContextDist", "parse_context_dist", "SimResult", "simulate", "simulate_mapping", "Interval"]
+__all__ = ["ContextDist", "parse_context_dist", "SimResult", "simulate", "simulate_mapping", "Interval",
+           "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME"]
 
 MAX_REQUESTS = 1_000_000
+SCHEDULES = ("continuous", "micro-batch")
+# Requests one decode step may batch, by serving runtime (None: only the KV reserve limits it).
+# vllm: --max-num-seqs defaults to 256 (docs.vllm.ai, "Engine Arguments"); sglang: with
+# --max-running-requests unset the limit follows the KV pool (sglang server_args.py), i.e. the
+# reserve. Cerebras publishes no batch limit for its wafer serving stack.
+RUNTIME_MAX_BATCH: dict[str, int | None] = {"vllm": 256, "sglang": None}
+DEFAULT_RUNTIME = "vllm"
 
 
 # ----------------------------------------------------------------------------- contexts
@@ -126,6 +147,7 @@ class Interval:
     end: float
     slot: int
     prefill: bool = False
+    batch: int = 1
 
 
 @dataclass
@@ -157,6 +179,11 @@ class SimResult:
     pipeline_bound_tokens_per_s: float
     context: str
     output_tokens: int
+    completion_mean_us: float | None = None   # arrival to last token, over the requests that finished
+    schedule: str = "continuous"
+    max_batch: int | None = None          # continuous: the per-device batch limit (None: KV reserve only)
+    batch_mean: float = 0.0               # requests per decode step, averaged over device steps
+    runtime: str | None = None
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -215,6 +242,11 @@ class _Reserve:
         for d in self.devices:
             self.free[d] -= sign * self.need(d, context)
 
+    def device_ceiling(self, d: int, context: int) -> int | None:
+        """Requests of ``context`` tokens device ``d``'s reserve holds (None: it keeps no KV or state)."""
+        n = self.need(d, context)
+        return max(self.free[d] // n, 0) if n > 0 else None
+
     def ceiling(self, context: int) -> int | None:
         caps = [self.free[d] // n for d in self.devices if (n := self.need(d, context)) > 0]
         return max(min(caps), 0) if caps else None
@@ -222,21 +254,46 @@ class _Reserve:
 
 def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
              output_tokens: int = 32, context: int | str | None = None,
-             context_dist: str | ContextDist | None = None, micro_batch: int | None = None,
+             context_dist: str | ContextDist | None = None, schedule: str | None = None,
+             max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
              arrival_rate: float | None = None, duration_s: float | None = None,
              max_live: int | None = None, seed: int = 0, prefill: bool = False,
              trace: bool = False) -> SimResult:
     """Simulate decode of ``instance`` placed by ``assignment`` (device index per node).
 
+    ``schedule`` is ``"continuous"`` (each device batches the requests waiting for it, up to
+    ``max_batch``, default ``RUNTIME_MAX_BATCH[runtime]`` with ``runtime`` defaulting to
+    :data:`DEFAULT_RUNTIME`, and never beyond what its KV reserve holds) or ``"micro-batch"``
+    (fixed micro-batches of ``micro_batch``, default the workload's); without ``schedule``, giving
+    ``micro_batch`` selects the micro-batch schedule and anything else the continuous one.
     ``requests`` defaults to the live-request cap (the KV reserve's, or ``max_live``), so the run
     measures the placement at its concurrency ceiling; with ``arrival_rate`` and ``duration_s``
     arrivals continue for the whole window. ``context`` (tokens) or ``context_dist`` (see
     :func:`parse_context_dist`) default to the workload's context.
     """
     wl = instance.workload
+    if schedule is None:
+        schedule = "micro-batch" if micro_batch is not None else "continuous"
+    if schedule not in SCHEDULES:
+        raise InvalidSpec("--schedule", "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
+    if runtime is not None and runtime not in RUNTIME_MAX_BATCH:
+        raise InvalidSpec("--runtime", "runtime", f"unknown runtime {runtime!r} "
+                                                  f"(choose from {', '.join(RUNTIME_MAX_BATCH)})")
+    if max_batch is not None and max_batch < 1:
+        raise InvalidSpec("--max-batch", "max_batch", "must be at least 1")
+    continuous = schedule == "continuous"
+    if continuous and micro_batch is not None:
+        raise InvalidSpec("--micro-batch", "micro_batch", "applies to the micro-batch schedule only "
+                                                          "(use --max-batch with continuous batching)")
+    if not continuous and max_batch is not None:
+        raise InvalidSpec("--max-batch", "max_batch", "applies to the continuous schedule only")
     B = micro_batch if micro_batch is not None else wl.micro_batch
     if B < 1:
         raise InvalidSpec("--micro-batch", "micro_batch", "must be at least 1")
+    if continuous:
+        runtime = runtime or DEFAULT_RUNTIME
+        if max_batch is None:
+            max_batch = RUNTIME_MAX_BATCH[runtime]
     if output_tokens < 1:
         raise InvalidSpec("--output-tokens", "output_tokens", "must be at least 1")
     if arrival_rate is not None and not arrival_rate > 0:
@@ -269,14 +326,23 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     if requests is None:
         if arrival_rate is not None and duration_s is not None:
             requests = MAX_REQUESTS
+        elif live_cap is not None:
+            requests = live_cap
         else:
-            requests = live_cap if live_cap is not None else n_stages * B
+            requests = n_stages * (B if not continuous else (max_batch or 1))
     if not 1 <= requests <= MAX_REQUESTS:
         raise InvalidSpec("--requests", "requests", f"must be between 1 and {MAX_REQUESTS}")
+    # per-device batch limit (continuous): max_batch, and what the device's own reserve holds
+    limit: dict[int, float] = {}
+    for d in {s.device for s in segs}:
+        own = reserve.device_ceiling(d, int(dist.mean)) if dist.kind == "fixed" else None
+        caps = [x for x in (max_batch, own) if x is not None]
+        limit[d] = max(1, min(caps)) if caps else math.inf
 
     env = simpy.Environment()
     free_at = {s.device: 0.0 for s in segs}
     busy = [0.0] * n_stages
+    steps = [0, 0]                                   # device steps, requests in them
     intervals: list[Interval] | None = [] if trace else None
     waiting: deque[_Req] = deque()
     ready: deque[_Req] = deque()
@@ -287,6 +353,10 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     slots = [0]
     end_us = duration_s * 1e6 if duration_s is not None else None
     windows = set().union(*(s.windows() for s in segs)) or {None}
+    # continuous: every batch is capped by the smallest device limit (a runtime cuts every stage
+    # to it), and the entry forms a batch whenever its device is free
+    batch_cap = min(limit.values())
+    entry_ready: list[simpy.Event | None] = [None]
 
     def set_live(delta: int):
         now = env.now
@@ -298,6 +368,13 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     def wake():
         while idle and ready:
             idle.pop(0).succeed()
+        ev = entry_ready[0]
+        if ev is not None and ready and not ev.triggered:
+            ev.succeed()
+
+    def start(r: _Req):
+        """An admitted request (or one whose prefill is done) joins the decode schedule."""
+        ready.append(r)
 
     def admit():
         while waiting:
@@ -312,13 +389,14 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
             waiting.popleft()
             reserve.take(r.context)
             set_live(+1)
-            while slots[0] * B < state["live"]:      # one micro-batch slot per B live requests
-                env.process(slot_proc(slots[0]))
-                slots[0] += 1
+            if not continuous:
+                while slots[0] * B < state["live"]:      # one micro-batch slot per B live requests
+                    env.process(slot_proc(slots[0]))
+                    slots[0] += 1
             if prefill:
                 env.process(prefill_job(r))
             else:
-                ready.append(r)
+                start(r)
         wake()
 
     def finish(r: _Req):
@@ -336,21 +414,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
         r.last = now
         state["tokens"] += 1
 
-    def walk(slot: int, step_terms, b: int, is_prefill: bool = False):
-        # Each device serves one micro-batch at a time, first come first served. Arrivals at a
-        # device are handled in time order (simpy's event queue), so booking the device from
-        # max(arrival, when it frees up) is that FIFO queue, with one event per visit.
-        for s in segs:
-            dt = s.duration_us(step_terms(s))
-            start = max(env.now, free_at[s.device])
-            end = start + dt
-            free_at[s.device] = end
-            busy[s.stage] += dt
-            if intervals is not None:
-                intervals.append(Interval(s.stage, start, end, slot, is_prefill))
-            yield env.timeout(end + s.hop_time_us(b) - env.now)
-
-    def prefill_job(r: _Req):
+    def prefill_terms(r: _Req):
         p = r.prompt
 
         def terms(s: Segment) -> Terms:
@@ -359,17 +423,62 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                       for c in s.costs)
             kve = sum(c.kv_elements_per_token * sum_min(p, c.kv_window) for c in s.costs)
             act = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p for c in s.costs)
-            state = sum(2 * c.state_bytes for c in s.costs)      # read once, written once
-            return Terms(t.fixed_us, sum(c.weight_bytes_read(p) for c in s.costs) + kvb + state, act + 2.0 * kve)
-        yield from walk(-1 - r.id, terms, 1, True)
+            st = sum(2 * c.state_bytes for c in s.costs)      # read once, written once
+            return Terms(t.fixed_us, sum(c.weight_bytes_read(p) for c in s.costs) + kvb + st, act + 2.0 * kve,
+                         t.comm_us)
+        return terms
+
+    def prefill_done(r: _Req):
         token(r, env.now)
         if r.done:
             finish(r)
             admit()
         else:
-            ready.append(r)
+            start(r)
             wake()
 
+    def decoded(members: list[_Req]) -> list[_Req]:
+        """Every member got its next token now; the finished ones leave. Returns those that go on."""
+        now = env.now
+        for r in members:
+            token(r, now)
+        done = [r for r in members if r.done]
+        for r in done:
+            finish(r)
+        if done:
+            admit()
+        return [r for r in members if not r.done]
+
+    def record(s: Segment, start_t: float, dt: float, slot: int, is_prefill: bool, b: int):
+        busy[s.stage] += dt
+        if not is_prefill:
+            steps[0] += 1
+            steps[1] += b
+        if intervals is not None:
+            intervals.append(Interval(s.stage, start_t, start_t + dt, slot, is_prefill, b))
+
+    # ---- both schedules: a batch walks the route, devices serve batches first come first served
+    def walk(slot: int, step_terms, b: int, is_prefill: bool = False):
+        # Each device serves one batch at a time, first come first served. Arrivals at a device
+        # are handled in time order (simpy's event queue), so booking the device from
+        # max(arrival, when it frees up) is that FIFO queue, with one event per visit.
+        for s in segs:
+            dt = s.duration_us(step_terms(s))
+            begin = max(env.now, free_at[s.device])
+            free_at[s.device] = begin + dt
+            record(s, begin, dt, slot, is_prefill, b)
+            yield env.timeout(begin + dt + s.hop_time_us(b) - env.now)
+
+    def prefill_job(r: _Req):
+        yield from walk(-1 - r.id, prefill_terms(r), 1, True)
+        prefill_done(r)
+
+    def step_terms(members: list[_Req]):
+        cached = cached_tokens([r.kv_len for r in members], windows)
+        b = len(members)
+        return lambda s: s.terms_for(b, cached)
+
+    # ---- micro-batch schedule: fixed slots of up to B requests
     def slot_proc(k: int):
         members: list[_Req] = []
         while True:
@@ -380,18 +489,38 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                 idle.append(ev)
                 yield ev
                 continue
-            cached = cached_tokens([r.kv_len for r in members], windows)
-            b = len(members)
-            yield from walk(k, lambda s, b=b, cached=cached: s.terms_for(b, cached), b)
-            now = env.now
-            for r in members:
-                token(r, now)
-            done = [r for r in members if r.done]
-            members = [r for r in members if not r.done]
-            for r in done:
-                finish(r)
-            if done:
-                admit()
+            yield from walk(k, step_terms(members), len(members))
+            members = decoded(members)
+
+    # ---- continuous schedule: the entry batches the ready requests whenever its device is free
+    def batch_proc(k: int, members: list[_Req]):
+        yield from walk(k, step_terms(members), len(members))
+        for r in decoded(members):
+            ready.append(r)
+        wake()
+
+    def scheduler():
+        entry = segs[0].device
+        k = 0
+        while True:
+            if not ready:
+                ev = entry_ready[0] = env.event()
+                yield ev
+                entry_ready[0] = None
+                continue
+            if free_at[entry] > env.now:
+                yield env.timeout(free_at[entry] - env.now)
+                continue
+            # one batch per pipeline stage in flight: the entry takes its share of the live requests
+            share = int(min(batch_cap, -(-state["live"] // n_stages)))
+            members = [ready.popleft() for _ in range(min(share, len(ready)))]
+            env.process(batch_proc(k, members))
+            k += 1
+            # the batch books the entry device when its process starts, at this same instant
+            yield env.timeout(0)
+
+    if continuous:
+        env.process(scheduler())
 
     arrivals_over = [False]
 
@@ -423,8 +552,17 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
 
     window = end_us if end_us is not None else max((r.last for r in reqs if r.last is not None), default=0.0)
     set_live(0)
-    return _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_cap, dist,
-                      output_tokens, intervals, prefill)
+    if continuous and arrival_rate is not None:
+        step_batch = max(1, round(steps[1] / steps[0])) if steps[0] else 1   # what the stream made
+    elif continuous:
+        live = min(requests, live_cap) if live_cap is not None else requests
+        step_batch = int(min(live, batch_cap, -(-live // n_stages)))
+    else:
+        step_batch = B
+    return _summarise(instance, assignment, segs, reqs, state, busy, window, step_batch, live_cap, dist,
+                      output_tokens, intervals, prefill, schedule=schedule, max_batch=max_batch if continuous else None,
+                      batch_mean=steps[1] / steps[0] if steps[0] else 0.0, runtime=runtime if continuous else None,
+                      micro_batch=B)
 
 
 def sum_min(p: int, window: int | None) -> float:
@@ -435,7 +573,8 @@ def sum_min(p: int, window: int | None) -> float:
 
 
 def _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_cap, dist, output_tokens,
-               intervals, prefill) -> SimResult:
+               intervals, prefill, *, schedule, max_batch, batch_mean, runtime, micro_batch) -> SimResult:
+    """The result; ``B`` is the batch of the closed-form anchors (stage times, pipeline bound)."""
     gaps = []
     rates = []
     ttft = []
@@ -448,6 +587,8 @@ def _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_ca
             rates.append((len(times) - 1) / (times[-1] - times[0]) * 1e6)
         if prefill and r.first is not None:
             ttft.append(r.first - r.arrival)
+    finished = [r.last - r.arrival for r in reqs if r.done and r.last is not None and r.last <= window + 1e-9]
+    completion = float(np.mean(finished)) if finished else None
     util = [b / window if window > 0 else 0.0 for b in busy]
     used = sorted(set(assignment))
     powers = [instance.devices[d].type.power_w for d in used]
@@ -472,10 +613,12 @@ def _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_ca
         power_w=power, tokens_per_s_per_mw=agg / (power / 1e6) if power and agg else None,
         joules_per_token=power / agg if power and agg else None,
         requests=len(reqs), requests_completed=state["completed"], tokens=tokens, window_us=window,
-        micro_batch=B, concurrency_cap=live_cap, stages=stage_ids, segments=len(segs),
+        micro_batch=micro_batch, concurrency_cap=live_cap, stages=stage_ids, segments=len(segs),
         hop_latency_us=sum(s.hop_us for s in segs), unloaded_token_latency_us=sum(one) + hops,
         stage_time_us=stage_time, pipeline_bound_tokens_per_s=B * 1e6 / max(stage_time) if stage_time else 0.0,
-        context=dist.describe(), output_tokens=output_tokens, trace=intervals)
+        context=dist.describe(), output_tokens=output_tokens, completion_mean_us=completion,
+        schedule=schedule, max_batch=max_batch,
+        batch_mean=batch_mean, runtime=runtime, trace=intervals)
 
 
 def simulate_mapping(doc: dict, *, model=None, hardware=None, **kw) -> SimResult:

@@ -39,7 +39,9 @@ def plot_gantt(result, ax=None, *, max_intervals: int = 4000, title: str | None 
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("stage")
     util = sum(result.stage_utilization) / max(1, n)
-    ax.set_title(title or f"stage occupancy: {n} stages, micro-batch {result.micro_batch}, "
+    sched = (f"micro-batch {result.micro_batch}" if result.schedule == "micro-batch"
+             else f"continuous batching, {result.batch_mean:,.1f} per step")
+    ax.set_title(title or f"stage occupancy: {n} stages, {sched}, "
                           f"mean utilisation {util:.0%}, {result.aggregate_tokens_per_s:,.0f} tok/s aggregate",
                  fontsize=9)
     return ax

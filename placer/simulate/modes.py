@@ -46,7 +46,7 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=
             rows.append(row)
             continue
         alone = simulate(inst, res.assignment, requests=1, output_tokens=output_tokens, seed=seed,
-                         micro_batch=sim.get("micro_batch"))
+                         **{k: sim.get(k) for k in ("micro_batch", "schedule", "max_batch", "runtime")})
         loaded = simulate(inst, res.assignment, output_tokens=output_tokens, seed=seed, **sim)
         row.update(
             single_user_tokens_per_s=alone.per_user_tokens_per_s,
@@ -59,9 +59,11 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=
             bubble_fraction=loaded.bubble_fraction,
             pipeline_bound_tokens_per_s=loaded.pipeline_bound_tokens_per_s,
             power_w=loaded.power_w, tokens_per_s_per_mw=loaded.tokens_per_s_per_mw,
-            joules_per_token=loaded.joules_per_token,
+            joules_per_token=loaded.joules_per_token, schedule=loaded.schedule, batch_mean=loaded.batch_mean,
             single_user_tokens_per_s_per_mw=(alone.aggregate_tokens_per_s / (alone.power_w / 1e6)
                                              if alone.power_w else None))
         rows.append(row)
-    return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), micro_batch=sim.get(
-        "micro_batch") or workload.micro_batch, output_tokens=output_tokens, rows=rows)
+    schedule = sim.get("schedule") or ("micro-batch" if sim.get("micro_batch") is not None else "continuous")
+    return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), schedule=schedule,
+                micro_batch=sim.get("micro_batch") or workload.micro_batch, max_batch=sim.get("max_batch"),
+                output_tokens=output_tokens, rows=rows)
