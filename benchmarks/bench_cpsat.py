@@ -30,7 +30,7 @@ from generators import (  # noqa: E402
     sparse_fleet_instance,
 )
 
-from placer.algorithms.cpsat import cpsat  # noqa: E402
+from placer.algorithms import place  # noqa: E402
 from placer.fleet import load_fleet  # noqa: E402
 from placer.instance import make_instance  # noqa: E402
 from placer.model import load_model  # noqa: E402
@@ -41,14 +41,13 @@ HETERO = str(Path(__file__).resolve().parent / "data" / "hetero-42.yaml")
 
 def run(name: str, inst, *, objective: str, time_limit: float, seed: int, workers: int, extra=None) -> dict:
     t0 = time.perf_counter()
-    r = cpsat(inst, time_limit=time_limit, seed=seed, workers=workers, objective=objective)
+    r = place(inst, "cpsat", time_limit=time_limit, seed=seed, workers=workers, objective=objective)
     wall = time.perf_counter() - t0
-    levels = r.stats.get("levels", {})
-    lat = levels.get("latency", {})
+    lat = r.level("latency")
     row = dict(name=name, mode=inst.mode, objective=objective, nodes=inst.n_nodes, devices_in_fleet=inst.n_devices,
                status=str(r.status), devices=r.devices_used, device_bound=r.bound,
                latency_us=r.hop_latency_us if objective != "devices" else None,
-               latency_bound_us=lat.get("bound"), proven=r.proven_optimal, seconds=round(wall, 2),
+               latency_bound_us=None if lat is None else lat.bound, proven=r.proven_optimal, seconds=round(wall, 2),
                det_time=round(sum(p.get("deterministic_time", 0.0) or 0.0 for p in r.stats.get("phases", [])), 3),
                strategy=r.stats.get("strategy"), seed=seed, workers=workers, message=r.message)
     row.update(extra or {})

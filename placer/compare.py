@@ -72,14 +72,8 @@ def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | No
 
 
 def devices_proven(result: Result) -> bool:
-    """Whether the device count is proven minimal: it meets the proven lower bound, or the method
-    proved it (all levels, or the device level of a lexicographic solve)."""
-    if result.devices_used is None:
-        return False
-    if result.proven_optimal or result.devices_used == result.lower_bound_devices:
-        return True
-    level = (result.stats.get("levels") or {}).get("devices") or {}
-    return bool(level.get("proven"))
+    """Whether the device count is proven minimal (:attr:`placer.placement.Result.devices_proven`)."""
+    return result.devices_proven
 
 
 def row_of(result: Result, **extra) -> dict:

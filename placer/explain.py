@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from . import memory
+from .algorithms.search import largest_true
 from .instance import Instance
 from .placement import Status
 from .units import format_tokens
@@ -117,40 +118,8 @@ class _Oracle:
 
 
 def largest_feasible(decide, lo: int, hi: int) -> tuple[int | None, bool]:
-    """Largest ``x`` in ``[lo, hi]`` with ``decide(x)`` true, for ``decide`` monotone (true, then false).
-
-    Exponential search up from ``lo``, then bisection. ``decide`` may answer None (undecided); that
-    counts as false and makes the answer a lower bound. Returns (x or None when ``decide(lo)`` is
-    not true, proven).
-    """
-    proven = True
-
-    def ok(x: int) -> bool:
-        nonlocal proven
-        v = decide(x)
-        if v is None:
-            proven = False
-        return bool(v)
-
-    if lo > hi or not ok(lo):
-        return None, proven
-    good, step = lo, 1
-    bad = hi + 1
-    while good < hi:
-        probe = min(good + step, hi)
-        if ok(probe):
-            good = probe
-            step *= 2
-        else:
-            bad = probe
-            break
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if ok(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, proven
+    """Largest ``x`` in ``[lo, hi]`` with ``decide(x)`` true (:func:`placer.algorithms.search.largest_true`)."""
+    return largest_true(decide, lo, hi)
 
 
 # ----------------------------------------------------------------------------- direct checks
@@ -298,110 +267,12 @@ def _ranges(instance: Instance, nodes) -> str:
 # ----------------------------------------------------------------------------- CP-SAT core
 def _core(instance: Instance, time_limit: float) -> tuple[list[str], str]:
     """An unsatisfiable core of the instance's constraint families, in words; ([], note) when none."""
-    from ortools.sat.python import cp_model
+    from .algorithms.cpsat.core import family_core  # loads OR-Tools, only when a core is wanted
 
-    from .algorithms.ortools_adapter import parameters
-    from .algorithms.ortools_adapter import solve as cpsat_solve
-    from .algorithms.quantize import choose_unit
-    from .errors import SolverLimitError
-
-    n, nd = instance.n_nodes, instance.n_devices
-    if n * nd > _CORE_MAX_CELLS:
-        return [], f"no unsatisfiable core computed ({n} nodes x {nd} devices is too large for it)"
-    try:
-        q = choose_unit(instance.demand_bytes, instance.capacity_bytes)
-    except SolverLimitError as exc:
-        return [], f"no unsatisfiable core computed ({exc})"
-    m = cp_model.CpModel()
-    x = [[m.new_bool_var(f"x{i}_{d}") for d in range(nd)] for i in range(n)]
-    families: list[tuple[object, str]] = []
-
-    def family(words: str):
-        lit = m.new_bool_var(f"a{len(families)}")
-        families.append((lit, words))
-        return lit
-
-    for i in range(n):
-        m.add_exactly_one(x[i])
-    # bytes of each node count only under its literal (one literal per run of equal-size nodes would
-    # merge identical layers; per node keeps the words exact)
-    counted = [family(f"the bytes of node {instance.nodes[i].name} ({_b(instance.demand_bytes[i])})")
-               for i in range(n)]
-    for d in range(nd):
-        y = []
-        for i in range(n):
-            yi = m.new_bool_var(f"y{i}_{d}")
-            m.add_bool_or([x[i][d].Not(), counted[i].Not(), yi])   # x and counted => y
-            y.append(yi)
-        cap_lit = family(f"the capacity of {instance.devices[d].id} ({_b(instance.capacity_bytes[d])})")
-        m.add(sum(q.demand[i] * y[i] for i in range(n)) <= q.capacity[d]).only_enforce_if(cap_lit)
-    for k, pin in enumerate(instance.pins):
-        nodes = _ranges(instance, pin.nodes)
-        if pin.device is not None:
-            d = instance.device_index[pin.device]
-            lit = family(f"pin {k + 1}: {nodes} on {pin.device}")
-            for i in pin.nodes:
-                m.add_implication(lit, x[i][d])
-        else:
-            lit = family(f"pin {k + 1}: {nodes} on one device")
-            for a, b in zip(pin.nodes, pin.nodes[1:]):
-                for d in range(nd):
-                    m.add(x[a][d] == x[b][d]).only_enforce_if(lit)
-    chain = instance.model.is_chain
-    if instance.mode != "free" and chain:
-        run = family("one run of the pipeline per device (contiguous mode)")
-        for d in range(nd):
-            starts = []
-            for i in range(n):
-                s = m.new_bool_var(f"s{i}_{d}")
-                if i == 0:
-                    m.add_implication(x[0][d], s)
-                else:
-                    m.add_bool_or([x[i][d].Not(), x[i - 1][d], s])     # x[i] and not x[i-1] => start
-                starts.append(s)
-            m.add(sum(starts) <= 1).only_enforce_if(run)
-        linked = family("consecutive stages on directly linked devices")
-        nbrs: dict[int, list[int]] = {d: [] for d in range(nd)}
-        for a, b in instance.link_us:
-            nbrs[a].append(b)
-        for i in range(n - 1):
-            for a in range(nd):
-                m.add_bool_or([x[i][a].Not(), x[i + 1][a], *(x[i + 1][b] for b in nbrs[a])]
-                              ).only_enforce_if(linked)
-    lits = [lit for lit, _ in families]
-    index_of = {lit.index: k for k, (lit, _) in enumerate(families)}
-    deadline = time.monotonic() + time_limit
-
-    def infeasible_core(assumed: list) -> list[int] | None:
-        left = deadline - time.monotonic()
-        if left <= 0.05:
-            return None
-        params = parameters(time_limit=left, seed=0, workers=1, assumptions=True)
-        # google/or-tools#5141: with presolve on, the core can name a literal that is not an
-        # assumption; cores are only read with presolve off (and re-checked below).
-        params.update(cp_model_presolve=False, log_search_progress=False)
-        out = cpsat_solve(m, {}, params=params, assumptions=assumed)
-        if out.status != "INFEASIBLE":
-            return None
-        return [index_of[v] for v in out.core if v in index_of] or None
-
-    first = infeasible_core(lits)
-    if first is None:
-        return [], ("no unsatisfiable core found in time" if time.monotonic() >= deadline else
-                    "the constraint families hold together in this model; the cause is one no family covers")
-    core = sorted(set(first))
-    # shrink by deletion: keep a member only if dropping it makes the rest satisfiable
-    k = 0
-    while k < len(core) and time.monotonic() < deadline:
-        trial = core[:k] + core[k + 1:]
-        smaller = infeasible_core([families[j][0] for j in trial]) if trial else None
-        if smaller is not None:
-            core = sorted(set(smaller))
-            k = 0 if len(core) < len(trial) else k
-        else:
-            k += 1
-    note = "" if q.exact or q.harmless else f"sizes rounded up to units of {q.unit:,} B"
-    return [families[j][1] for j in _group_nodes(core, families, instance)], note
+    words, indices, note = family_core(instance, time_limit, max_cells=_CORE_MAX_CELLS, describe_nodes=_ranges)
+    if not indices:
+        return [], note
+    return [words[j] for j in _group_nodes(indices, [(None, w) for w in words], instance)], note
 
 
 def _group_nodes(core: list[int], families, instance: Instance) -> list[int]:

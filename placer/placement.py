@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from .instance import Instance
 
-__all__ = ["Status", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate"]
+__all__ = ["Status", "Level", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate"]
 
 
 class Status(StrEnum):
@@ -26,13 +26,33 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Level:
+    """One objective level of a lexicographic solve: its value, a bound valid for the exact problem
+    (bytes and latencies as given, nothing rounded), and whether the value is proven optimal.
+
+    ``name``: ``devices`` (count; bound is a lower bound), ``concurrency`` (the smallest stage's
+    live-request ceiling; bound is an upper bound), ``latency`` (hop latency in us; lower bound),
+    ``bottleneck`` (largest weight bytes on a device; lower bound)."""
+
+    name: str
+    value: float | int | None
+    bound: float | int | None
+    proven: bool
+
+    def __post_init__(self):
+        if self.proven and self.value is not None and self.bound is not None and self.bound != self.value:
+            raise ValueError(f"level {self.name}: proven with value {self.value} != bound {self.bound}")
+
+
+@dataclass(frozen=True)
 class Result:
     """What every method returns.
 
     ``assignment[i]`` is the device index (into ``instance.devices``) of node ``i``; ``order`` lists
     the used devices in pipeline order (first visit). ``bound`` is a proven lower bound on the
     device count; ``proven_optimal`` is true only when a method proved devices (and, for CP-SAT,
-    hop latency) optimal.
+    hop latency) optimal. ``levels``: the objective levels solved, in order (see :class:`Level`);
+    ``interrupted``: the search was stopped by Ctrl-C (the placement is the best so far).
     """
 
     method: str
@@ -51,11 +71,29 @@ class Result:
     concurrency_ceiling: int | None = None
     message: str = ""
     max_concurrency: int | None = None
+    order: tuple[int, ...] | None = None
+    levels: tuple[Level, ...] = ()
+    interrupted: bool = False
     stats: dict = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
         return self.assignment is not None
+
+    def level(self, name: str) -> Level | None:
+        """The level called ``name``, or None when it was not solved."""
+        return next((lv for lv in self.levels if lv.name == name), None)
+
+    @property
+    def devices_proven(self) -> bool:
+        """The device count is proven minimal: it meets the proven lower bound, every level is
+        proven, or the device level of a lexicographic solve is."""
+        if self.devices_used is None:
+            return False
+        if self.proven_optimal or self.devices_used == self.lower_bound_devices:
+            return True
+        level = self.level("devices")
+        return level is not None and level.proven
 
     def replace(self, **changes) -> Result:
         return replace(self, **changes)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .algorithms.registry import EXACT_METHODS
+from .algorithms.search import largest_true
 from .errors import InfeasiblePlacement, InvalidSpec
 from .instance import Instance
 from .placement import Result, Status
@@ -31,8 +33,6 @@ __all__ = [
     "plan_replicas",
 ]
 
-# Methods whose device count is a proven minimum (dp) or carries a proof when it is one (cpsat).
-EXACT_METHODS = ("dp", "cpsat")
 
 
 def default_method(mode: str) -> str:
@@ -64,7 +64,7 @@ def min_devices(instance: Instance, method: str | None = None, **options) -> Res
     except InfeasiblePlacement as exc:
         return Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
                       max_concurrency=exc.max_concurrency)
-    if result.stats.get("interrupted"):
+    if result.interrupted:
         # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that
         # for the point's answer (a resumed sweep would never solve it again)
         raise KeyboardInterrupt
@@ -148,17 +148,9 @@ def largest_concurrency(instance: Instance, budget_devices: int, *, method: str 
         proven = proven and sure
         return ok
 
-    if not fits(1):
+    lo, _ = largest_true(fits, 1, max(cap, 1))
+    if lo is None:
         return BudgetSearch(budget_devices, 0, None, results.get(1), len(results), proven, method, seconds)
-    lo, hi = 1, 2
-    while fits(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
     return BudgetSearch(budget_devices, lo, results[lo], results.get(lo + 1), len(results), proven, method,
                         seconds)
 

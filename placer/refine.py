@@ -11,8 +11,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from .model import Layer, LayerGraph
+if TYPE_CHECKING:   # annotations only: refining works on the graph's own dataclasses (no import cycle)
+    from .model import Layer, LayerGraph
 
 __all__ = ["refine", "parse_granularity"]
 

@@ -494,9 +494,9 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
 
 
 def _check_objective_supported() -> None:
-    from . import algorithms
+    from .algorithms.registry import CpsatOptions
 
-    if "objective" not in getattr(algorithms, "SOLVER_OPTIONS", ()):
+    if "objective" not in CpsatOptions.__dataclass_fields__:
         raise InvalidSpec("--objective", "objective", "this placer's place() does not take a CP-SAT objective")
 
 

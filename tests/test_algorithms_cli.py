@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from placer.compare import COMPARE_ROWS, compare
 from placer.fleet import load_fleet
 from placer.mapping import read_mapping
@@ -128,7 +126,6 @@ def test_compare_command_on_a_toy_fleet(run_cli, write):
     """Six nodes of 4 4 6 4 4 6 weight bytes + 1 B per live request (one request of one token) on
     10-byte devices: 5 5 7 5 5 7. Contiguous: 5+5 | 7 | 5+5 | 7 = 4 stages; free: no 7 pairs with
     anything, 5s pair: 4 devices, the bound (Martello-Toth). The published rule: 2 + 2 = 4 too."""
-    pytest.importorskip("placer.algorithms.cpsat", reason="the CP-SAT method is not installed")
     model, hw = write("toy6.yaml", TOY_MODEL), write("toy-racks.yaml", TOY_FLEET)
     code, out, err = run_cli(["compare", model, "-H", hw, "--time-limit", "5", "--json"])
     assert code == 0, err

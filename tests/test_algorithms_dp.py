@@ -9,7 +9,8 @@ import pytest
 from algo_instances import brute_min_bottleneck, brute_min_stages, fleet, instance
 
 from placer.algorithms import place
-from placer.algorithms.dp import fixed_order_ends, min_bottleneck_ends, next_fit_ends, prefix_sums
+from placer.algorithms.chain import bottleneck_ends as min_bottleneck_ends
+from placer.algorithms.chain import fixed_order_ends, next_fit_ends, prefix_sums
 from placer.fleet import load_fleet
 from placer.instance import make_instance
 from placer.model import load_model, model_from_dict

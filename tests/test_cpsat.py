@@ -11,12 +11,18 @@ from algo_instances import brute_bin_packing, brute_min_stages, chain_model, fle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placer.algorithms.cpsat import cpsat
+from placer.algorithms import place
 from placer.fleet import fleet_from_dict
 from placer.instance import Instance, Pin, make_instance
 from placer.model import Layer, LayerGraph
 from placer.placement import Status
 from placer.workload import Workload
+
+
+def cpsat(inst, **options):
+    """CP-SAT through place(), which owns the guards every method relies on."""
+    return place(inst, "cpsat", **options)
+
 
 FAST = dict(time_limit=20.0, workers=2, seed=0)
 
@@ -268,7 +274,7 @@ def test_pin_forcing_an_unlinked_pair_is_infeasible_with_a_reason():
 def test_fleet_views_agree_with_their_definitions():
     """Twin classes from link-matrix rows equal the neighbour-set definition, and the latency
     hierarchy reproduces every hop cost as a sum of level steps."""
-    from placer.algorithms.cpsat_fleet import FleetView, twin_classes
+    from placer.algorithms.cpsat.fleet import FleetView, twin_classes
 
     rng = random.Random(9)
     for k in range(12):
@@ -321,8 +327,8 @@ def test_third_level_bottleneck_matches_brute_force():
     for weights, groups in [([5, 7, 3, 8, 2, 6], [(10, 2, 2), (13, 1, 2)]), ([4, 4, 4, 4, 4], [(9, 1, 4)])]:
         inst = make_instance(chain_model(weights), fleet(None, groups=groups), Workload(concurrency=0))
         r = cpsat(inst, objective="lex3", **FAST)
-        assert r.proven_optimal and r.stats["levels"]["bottleneck"]["proven"]
-        got = (r.devices_used, r.hop_latency_us, r.stats["levels"]["bottleneck"]["value"])
+        assert r.proven_optimal and r.level("bottleneck").proven
+        got = (r.devices_used, r.hop_latency_us, r.level("bottleneck").value)
         assert got == brute_contiguous(inst, bottleneck=True)
 
 
@@ -330,8 +336,8 @@ def test_canonical_relabelling_keeps_cost_and_orders_interchangeable_racks():
     """Racks of identical devices are interchangeable subtrees: relabelling a placement so that racks
     (then devices inside a rack) are ordered by the first node they hold keeps the device count and
     the hop latency, and yields the order the model's symmetry breaking demands."""
-    from placer.algorithms.cpsat_fleet import FleetView, symmetry_classes
-    from placer.algorithms.cpsat_models import canonical_classes
+    from placer.algorithms.cpsat.fleet import FleetView, symmetry_classes
+    from placer.algorithms.cpsat.models import canonical_classes
     from placer.placement import hops_of
 
     rng = random.Random(4)
@@ -349,3 +355,12 @@ def test_canonical_relabelling_keeps_cost_and_orders_interchangeable_racks():
         for cls in classes:
             firsts = [min(first.get(d, 99) for d in g) for g in cls]
             assert firsts == sorted(firsts)
+
+
+def test_a_hint_that_overflows_a_device_is_not_taken():
+    """A user hint is checked in exact bytes before CP-SAT starts from it: all of [6, 6, 6] on one
+    12-byte device does not fit, so the result is a real 2-device packing (not the hint)."""
+    for mode in ("free", "contiguous"):
+        inst = instance([6, 6, 6], 12, mode=mode)
+        r = cpsat(inst, hint=[0, 0, 0], **FAST)
+        assert r.devices_used == 2 and r.proven_optimal

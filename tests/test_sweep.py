@@ -296,7 +296,7 @@ def test_a_solver_stopped_by_ctrl_c_is_not_recorded(tmp_path, monkeypatch):
     def interrupted_at_4(instance, method="dp", **kw):
         r = real(instance, method=method, **kw)
         if instance.workload.concurrency == 4:
-            return r.replace(stats=dict(r.stats, interrupted=True))
+            return r.replace(interrupted=True)
         return r
 
     monkeypatch.setattr(algorithms, "place", interrupted_at_4)

@@ -11,7 +11,7 @@ fleet, hence still valid.
   counts ``floor((k+1) x / C) / k`` (or ``x / C`` when that is exact); the sum over a device's items
   never exceeds 1. With k = 2 this counts items that fit two but not three per device as halves;
 * ``chain``: for contiguous and split chains, the exact fewest stages on devices as large as the
-  largest (next-fit; see :mod:`placer.algorithms.dp`), pins included.
+  largest (next-fit; see :mod:`placer.algorithms.chain`), pins included.
 
 A node larger than every device makes every bound ``n_devices + 1`` (no placement on this fleet).
 """
@@ -25,6 +25,8 @@ from itertools import accumulate
 from math import ceil
 
 from ..instance import Instance
+from .chain import next_fit_ends, prefix_sums
+from .pins import PinConflict, chain_pins
 
 __all__ = ["lower_bound", "bounds", "volume_bound", "martello_toth_l2", "dual_feasible_bound"]
 
@@ -99,13 +101,14 @@ def dual_feasible_bound(demand, capacity: int, k_max: int = _DFF_K) -> int:
 
 
 def _chain_bound(instance: Instance, capacity: int) -> int | None:
-    from .dp import min_stages
-    from .pins import PinConflict
-
+    """Fewest stages of the chain on devices of ``capacity`` (pins honoured); None on a pin conflict
+    or when a pinned run fits no device."""
     try:
-        return min_stages(instance, capacity)
+        pins = chain_pins(instance)
     except PinConflict:
         return None
+    ends = next_fit_ends(prefix_sums(instance.demand_bytes), capacity, pins=pins)
+    return None if ends is None else len(ends)
 
 
 def bounds(instance: Instance) -> dict[str, int]:

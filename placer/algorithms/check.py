@@ -12,7 +12,7 @@ import math
 from ..instance import Instance
 from ..placement import Result, hops_of
 
-__all__ = ["PlacementBug", "check_placement", "stage_order"]
+__all__ = ["PlacementBug", "check_placement", "stage_order", "overloaded", "pin_violation", "fits_bytes"]
 
 _ORDER_SEARCH_STEPS = 100_000
 
@@ -82,6 +82,30 @@ def stage_order(instance: Instance, assignment, hint=None) -> list[int] | None:
     return list(order) if extend() else None
 
 
+def overloaded(instance: Instance, assignment) -> list[tuple[int, int]]:
+    """(device, bytes held) for every device whose demand exceeds its capacity, in exact bytes."""
+    load = [0] * instance.n_devices
+    for i, d in enumerate(assignment):
+        load[d] += instance.demand_bytes[i]
+    return [(d, total) for d, total in enumerate(load) if total > instance.capacity_bytes[d]]
+
+
+def pin_violation(instance: Instance, assignment) -> str | None:
+    """What the first pin ``assignment`` breaks says, or None when every pin holds."""
+    for pin in instance.pins:
+        on = {assignment[i] for i in pin.nodes}
+        if len(on) > 1:
+            return f"pinned nodes {[instance.nodes[i].name for i in pin.nodes]} on {len(on)} devices"
+        if pin.device is not None and instance.devices[on.pop()].id != pin.device:
+            return f"pin to {pin.device} not honoured"
+    return None
+
+
+def fits_bytes(instance: Instance, assignment) -> bool:
+    """Every device within its capacity in exact bytes and every pin honoured."""
+    return not overloaded(instance, assignment) and pin_violation(instance, assignment) is None
+
+
 def check_placement(instance: Instance, result: Result) -> None:
     """Raise :class:`PlacementBug` unless ``result``'s placement holds in exact bytes: every node
     placed once on an available device, each device's demand within its capacity, pins honoured,
@@ -95,27 +119,20 @@ def check_placement(instance: Instance, result: Result) -> None:
     n, n_dev = instance.n_nodes, instance.n_devices
     if a is None or len(a) != n:
         fail(f"{0 if a is None else len(a)} entries for {n} nodes")
-    load = [0] * n_dev
     for i, d in enumerate(a):
         if not isinstance(d, int) or not 0 <= d < n_dev:
             fail(f"node {instance.nodes[i].name} on device index {d!r}")
-        load[d] += instance.demand_bytes[i]
-    for d, total in enumerate(load):
-        if total > instance.capacity_bytes[d]:
-            fail(f"device {instance.devices[d].id} holds {total:,} B, "
-                 f"capacity {instance.capacity_bytes[d]:,} B")
-    for pin in instance.pins:
-        on = {a[i] for i in pin.nodes}
-        if len(on) > 1:
-            fail(f"pinned nodes {[instance.nodes[i].name for i in pin.nodes]} on {len(on)} devices")
-        if pin.device is not None and instance.devices[on.pop()].id != pin.device:
-            fail(f"pin to {pin.device} not honoured")
+    for d, total in overloaded(instance, a):
+        fail(f"device {instance.devices[d].id} holds {total:,} B, capacity {instance.capacity_bytes[d]:,} B")
+    broken = pin_violation(instance, a)
+    if broken is not None:
+        fail(broken)
     if instance.mode == "free":
         for u, v in instance.edges:
             if a[u] != a[v] and (a[u], a[v]) not in instance.link_us \
                     and math.isinf(instance.latency_us[a[u]][a[v]]):
                 fail(f"edge {instance.nodes[u].name} -> {instance.nodes[v].name} joins unconnected devices")
-    elif stage_order(instance, a, result.stats.get("order")) is None:
+    elif stage_order(instance, a, result.order) is None:
         fail("the stages are not contiguous along linked devices")
     used = len(set(a))
     hops, latency = hops_of(instance, a)

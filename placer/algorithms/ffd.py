@@ -13,49 +13,10 @@ from time import perf_counter
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
+from .packing import first_fit_decreasing
 from .pins import PinConflict, pin_groups
 
-__all__ = ["ffd", "first_fit_decreasing"]
-
-
-class _FirstFit:
-    """Free bytes per slot; ``take(size)`` fills the leftmost slot with room (None when none)."""
-
-    def __init__(self, rooms: list[int]):
-        size = 1
-        while size < max(1, len(rooms)):
-            size *= 2
-        self.size = size
-        self.tree = [-1] * (2 * size)
-        self.tree[size:size + len(rooms)] = rooms
-        for k in range(size - 1, 0, -1):
-            self.tree[k] = max(self.tree[2 * k], self.tree[2 * k + 1])
-
-    def take(self, amount: int) -> int | None:
-        if self.tree[1] < amount:
-            return None
-        k = 1
-        while k < self.size:
-            k = 2 * k if self.tree[2 * k] >= amount else 2 * k + 1
-        slot = k - self.size
-        self.tree[k] -= amount
-        k //= 2
-        while k:
-            self.tree[k] = max(self.tree[2 * k], self.tree[2 * k + 1])
-            k //= 2
-        return slot
-
-
-def first_fit_decreasing(sizes: list[int], rooms: list[int]) -> list[int] | None:
-    """Slot of each item under first-fit decreasing into ``rooms`` (None when an item fits nowhere)."""
-    ff = _FirstFit(list(rooms))
-    out = [-1] * len(sizes)
-    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        slot = ff.take(sizes[i])
-        if slot is None:
-            return None
-        out[i] = slot
-    return out
+__all__ = ["ffd"]
 
 
 def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:

@@ -10,13 +10,12 @@ next, over a direct link, or the method gives up and says so. Claims nothing (st
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
-from .dp import prefix_sums
+from .chain import Runs, prefix_sums
 from .paths import neighbours
 from .pins import PinConflict, chain_pins
 
@@ -40,19 +39,18 @@ def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     except PinConflict as exc:
         return give_up(str(exc), Status.INFEASIBLE)
     n = instance.n_nodes
-    prefix = prefix_sums(instance.demand_bytes)
+    runs = Runs(prefix_sums(instance.demand_bytes), pins)
     caps = instance.capacity_bytes
     adj = neighbours(instance)
     reserved = set(pins.device_of.values())
 
     def reach(i: int, d: int) -> int:
         """End of the longest run from i that device d holds, honouring pins (i when none)."""
-        j = bisect_right(prefix, prefix[i] + caps[d], i, n + 1) - 1
+        j = runs.reach(i, caps[d])
         if pins.any:
             p = pins.next_pinned[i]
             if p < n and pins.device_of[p] != d:
-                j = min(j, p)       # the next pinned node belongs to another device
-            j = pins.floor_cut[min(j, pins.max_end[i])]
+                j = runs.floor(min(j, p))       # the next pinned node belongs to another device
         return j
 
     def first_device(i: int) -> int | None:

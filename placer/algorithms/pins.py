@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..instance import Instance
+from .chain import NO_PINS, ChainPins
 
 __all__ = ["PinGroup", "PinConflict", "pin_groups", "ChainPins", "chain_pins"]
 
@@ -107,38 +108,12 @@ def pin_groups(instance: Instance, *, contiguous: bool | None = None) -> list[Pi
     return sorted(groups, key=lambda g: g.nodes[0])
 
 
-@dataclass(frozen=True)
-class ChainPins:
-    """Pins as next-fit constraints on nodes in pipeline order (stage = run ``[i, j)``).
-
-    * ``floor_cut[j]``: the largest position ``<= j`` where a stage may end (no group spans it);
-    * ``max_end[i]``: the furthest end of a stage starting at ``i`` that holds nodes pinned to at
-      most one device;
-    * ``next_pinned[i]``: the first node ``>= i`` pinned to a device (``n`` when none);
-    * ``device_of``: node -> pinned device index.
-    """
-
-    groups: tuple[PinGroup, ...]
-    floor_cut: tuple[int, ...] | None
-    max_end: tuple[int, ...] | None
-    next_pinned: tuple[int, ...] | None
-    device_of: dict[int, int]
-
-    @property
-    def any(self) -> bool:
-        return bool(self.groups)
-
-    @property
-    def has_devices(self) -> bool:
-        return bool(self.device_of)
-
-
 def chain_pins(instance: Instance) -> ChainPins:
     """Contiguous-mode pin constraints of ``instance`` (raises :class:`PinConflict`)."""
     groups = pin_groups(instance, contiguous=True)
     n = instance.n_nodes
     if not groups:
-        return ChainPins((), None, None, None, {})
+        return NO_PINS
     allowed = [True] * (n + 1)
     device_of: dict[int, int] = {}
     for g in groups:

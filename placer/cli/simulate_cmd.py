@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms import METHODS
+from ..algorithms import PLACING_METHODS
 from ..errors import InvalidSpec
 from ..instance import MODES
 from ..mapping import read_mapping
@@ -46,7 +46,7 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--prefill", is_flag=True, help="Model each prompt's prefill on the same devices (gives TTFT).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gantt", type=output_file, default=None, help="Draw stage occupancy to FILE.png.")
-@click.option("--method", type=click.Choice([m for m in METHODS if m != "bound"]), default="cpsat",
+@click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat",
               show_default=True, help="Placement method for --compare.")
 @click.option("--granularity", default="shards:2", show_default=True, help="Split-mode refinement for --compare.")
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms import METHODS
+from ..algorithms import PLACING_METHODS
 from ..compare import node_ranges, solve
 from ..instance import MODES
 from ..units import format_bytes, format_duration_us
@@ -16,9 +16,7 @@ from .common import (
     workload_text,
 )
 
-PLACING_METHODS = [m for m in METHODS if m != "bound"]
-
-# each objective level's unit (cpsat's stats["levels"] and its progress phases)
+# each objective level's unit (Result.levels and cpsat's progress phases)
 LEVEL_UNITS = {"devices": "devices", "latency": "us", "bottleneck": "B"}
 
 
@@ -70,7 +68,7 @@ def print_progress(info) -> None:
               help="contiguous (default; free for typepack and ffd), free, or split.")
 @click.option("--granularity", default=None,
               help="Split mode's refinement: layer, block or shards:N (default shards:4).")
-@click.option("--method", type=click.Choice(PLACING_METHODS), default="cpsat", show_default=True)
+@click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat", show_default=True)
 @click.option("--pin", "pins", multiple=True, metavar="SPEC",
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
@@ -123,7 +121,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         click.echo(where, err=True)
         return 0
     sm = doc["summary"]
-    levels = r.stats.get("levels") or {}
+    levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
     click.echo(workload_text(wl))
@@ -134,10 +132,10 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                f"concurrency {wl.concurrency} (ceiling {_fmt(sm['concurrency_ceiling'])}), "
                f"hop latency {format_duration_us(sm['hop_latency_us'])} over {sm['hops']} hops")
     click.echo(f"status {sm['status']} ({proven}{gap}), {format_duration_us(sm['solve_seconds'] * 1e6)}")
-    for name, level in levels.items():
-        click.echo(f"  {name}: {_level_value(name, level.get('value'))}, "
-                   f"bound {_level_value(name, level.get('bound'), 'none')}, "
-                   f"{'proven' if level.get('proven') else 'not proven'}")
+    for level in levels:
+        click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
+                   f"bound {_level_value(level.name, level.bound, 'none')}, "
+                   f"{'proven' if level.proven else 'not proven'}")
     if r.stats.get("latency_proven") is False:
         click.echo("hop latency: best path found, not proven minimal")
     if show_stages:

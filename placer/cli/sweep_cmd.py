@@ -4,12 +4,13 @@ import sys
 
 import click
 
+from ..algorithms import PLACING_METHODS
 from ..errors import InvalidSpec
 from ..sweep import Grid, SweepSettings, run_sweep
 from ..units import format_tokens, parse_int_list, parse_tokens
 from .common import echo_json, hardware_option, load_inputs, output_file
 
-METHODS = ("dp", "cpsat", "greedy", "typepack", "ffd")
+METHODS = PLACING_METHODS
 
 
 def parse_references(items) -> dict[str, float]:

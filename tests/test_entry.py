@@ -152,3 +152,25 @@ def test_every_method_result_passes_the_independent_validator(kimi):
             doc = build_mapping(inst, r)
             assert validate_mapping(doc) == [], (mode, method)
             assert len(stages_of(inst, r.assignment)) == r.devices_used
+
+
+def test_a_count_below_the_lower_bound_is_a_bug(monkeypatch):
+    """place() refuses a placement that undercuts its own lower bound (the bound or the method is
+    wrong): with the bound inflated to 5, greedy's valid 2-device placement must raise."""
+    from placer.algorithms import entry
+
+    inst = instance([6, 6, 6], 12)
+    assert place(inst, "greedy").devices_used == 2
+    monkeypatch.setattr(entry, "bounds", lambda instance: {"volume": 3})
+    with pytest.raises(PlacementBug, match="below the lower bound 3"):
+        place(inst, "greedy")
+
+
+def test_the_placement_is_checked_once(monkeypatch):
+    from placer.algorithms import entry
+
+    calls = []
+    real = entry.check_placement
+    monkeypatch.setattr(entry, "check_placement", lambda i, r: (calls.append(r.method), real(i, r)))
+    place(instance([3, 4, 5], 8, racks=1, per_rack=3), "cpsat", time_limit=5, workers=1)
+    assert calls == ["cpsat"]

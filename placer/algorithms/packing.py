@@ -1,4 +1,12 @@
-"""Fewest devices when placement order does not matter: an arc-flow model over identical nodes.
+"""Pure combinatorics of packing, on plain integer lists (exact bytes, no instance, no solver).
+
+* :func:`first_fit_decreasing` (one first-fit decreasing for every caller: the ``ffd`` method,
+  the CP-SAT hints) and :func:`ffd_bins` / :func:`ffd_classes` over capacity classes;
+* :func:`max_fill_bins`: the minimum-slack greedy;
+* the arc-flow graph (:func:`build_arcflow`, :func:`prune_for_waste`, :func:`decompose`), solved
+  by :mod:`placer.algorithms.cpsat.arcflow`.
+
+Fewest devices when placement order does not matter: an arc-flow model over identical nodes.
 
 Nodes with equal demand are interchangeable for the device count, so instead of assigning each
 node we route integer flow through a graph of fill levels (Valério de Carvalho 1999; graph
@@ -15,11 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
-from . import ortools_adapter as ora
-
-__all__ = ["ArcFlow", "build_arcflow", "prune_for_waste", "solve_arcflow", "ffd_bins", "max_fill_bins"]
+__all__ = ["FirstFit", "first_fit_decreasing", "ffd_bins", "ffd_classes", "max_fill_bins", "ArcFlow",
+           "build_arcflow", "prune_for_waste", "decompose"]
 
 MAX_ARCS = 60_000
 
@@ -107,26 +112,73 @@ def prune_for_waste(af: ArcFlow, max_bins: int) -> ArcFlow | None:
     return ArcFlow(af.sizes, af.counts, af.classes, arcs_out, levels_out)
 
 
+class FirstFit:
+    """Free bytes per slot; ``take(size)`` fills the leftmost slot with room (None when none)."""
+
+    def __init__(self, rooms: list[int]):
+        size = 1
+        while size < max(1, len(rooms)):
+            size *= 2
+        self.size = size
+        self.tree = [-1] * (2 * size)
+        self.tree[size:size + len(rooms)] = rooms
+        for k in range(size - 1, 0, -1):
+            self.tree[k] = max(self.tree[2 * k], self.tree[2 * k + 1])
+
+    def take(self, amount: int) -> int | None:
+        if self.tree[1] < amount:
+            return None
+        k = 1
+        while k < self.size:
+            k = 2 * k if self.tree[2 * k] >= amount else 2 * k + 1
+        slot = k - self.size
+        self.tree[k] -= amount
+        k //= 2
+        while k:
+            self.tree[k] = max(self.tree[2 * k], self.tree[2 * k + 1])
+            k //= 2
+        return slot
+
+
+def first_fit_decreasing(sizes: list[int], rooms: list[int]) -> list[int] | None:
+    """Slot of each item under first-fit decreasing into ``rooms`` (None when an item fits nowhere)."""
+    ff = FirstFit(list(rooms))
+    out = [-1] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        slot = ff.take(sizes[i])
+        if slot is None:
+            return None
+        out[i] = slot
+    return out
+
+
 def ffd_bins(demand, classes) -> list[tuple[int, list[int]]] | None:
-    """First-fit decreasing into the largest devices first: ``[(class, [sizes])]``; None if it fails."""
-    order = sorted(range(len(classes)), key=lambda t: -classes[t][0])
-    bins: list[list] = []     # [class, free, items]
-    left = {t: classes[t][1] for t in order}
-    for d in sorted(demand, reverse=True):
-        for b in bins:
-            if b[1] >= d:
-                b[1] -= d
-                b[2].append(d)
-                break
-        else:
-            for t in order:
-                if left[t] > 0 and classes[t][0] >= d:
-                    left[t] -= 1
-                    bins.append([t, classes[t][0] - d, [d]])
-                    break
-            else:
-                return None
-    return [(b[0], b[2]) for b in bins]
+    """First-fit decreasing into devices of capacity classes ``[(capacity_bytes, count)]``, the
+    largest first: ``[(class, [sizes])]`` per device opened; None if it fails."""
+    packed = ffd_classes(list(demand), classes)
+    if packed is None:
+        return None
+    return [(c, [demand[i] for i in members]) for c, members in packed]
+
+
+def ffd_classes(sizes, classes) -> list[tuple[int, list[int]]] | None:
+    """First-fit decreasing of item indices into devices of capacity classes, largest first:
+    ``[(class, [item indices])]`` per device opened, in opening order; None if an item fits nowhere.
+
+    Devices in decreasing capacity form the slots of :func:`first_fit_decreasing`; an item that
+    fits no opened device fits no later (smaller) one either, so the used slots are a prefix.
+    """
+    slot_class = []
+    for c in sorted(range(len(classes)), key=lambda t: -classes[t][0]):
+        slot_class.extend([c] * classes[c][1])
+    rooms = [classes[c][0] for c in slot_class]
+    slots = first_fit_decreasing(list(sizes), rooms)
+    if slots is None:
+        return None
+    members: dict[int, list[int]] = {}
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        members.setdefault(slots[i], []).append(i)
+    return [(slot_class[k], members[k]) for k in sorted(members)]
 
 
 def max_fill_bins(demand, classes, *, max_units: int = 1 << 20) -> list[tuple[int, list[int]]] | None:
@@ -184,77 +236,7 @@ def max_fill_bins(demand, classes, *, max_units: int = 1 << 20) -> list[tuple[in
     return bins
 
 
-def solve_arcflow(af: ArcFlow, *, params: dict, lower_bound: int = 0, max_bins: int | None = None,
-                  hint_bins=None, progress=None, t0=None):
-    """Solve min devices (between ``lower_bound`` and ``max_bins``); returns (outcome, bins) where
-    bins = ``[(class, [sizes])]`` or None."""
-    model = cp_model.CpModel()
-    flows = []       # per class: list of vars aligned with af.arcs[c]
-    per_size: dict[int, list] = {k: [] for k in range(len(af.sizes))}
-    bins_used = []
-    for c, arcs in enumerate(af.arcs):
-        cap_count = af.classes[c][1]
-        vs = []
-        out_of: dict[int, list] = {}
-        into: dict[int, list] = {}
-        for a, (lo, hi, k) in enumerate(arcs):
-            ub = min(cap_count, af.counts[k]) if k >= 0 else cap_count
-            v = model.new_int_var(0, ub, f"f{c}_{a}")
-            vs.append(v)
-            out_of.setdefault(lo, []).append(v)
-            if hi >= 0:
-                into.setdefault(hi, []).append(v)
-            if k >= 0:
-                per_size[k].append(v)
-        z = model.new_int_var(0, cap_count, f"bins{c}")
-        model.add(sum(out_of.get(0, [])) == z)
-        for level in af.levels[c]:
-            if level > 0:
-                model.add(sum(into.get(level, [])) == sum(out_of.get(level, [])))
-        flows.append(vs)
-        bins_used.append(z)
-    for k, vs in per_size.items():
-        model.add(sum(vs) == af.counts[k])
-    model.add(sum(bins_used) >= lower_bound)
-    if max_bins is not None:
-        model.add(sum(bins_used) <= max_bins)
-    model.minimize(sum(bins_used))
-    if hint_bins:
-        _hint(model, af, flows, bins_used, hint_bins)
-    watch = {"z": bins_used}
-    for c, vs in enumerate(flows):
-        watch[f"f{c}"] = vs
-    out = ora.solve(model, watch, params=params, progress=progress, target=lower_bound, t0=t0)
-    bins = None
-    if out.values is not None:
-        bins = _decompose(af, {c: out.values[f"f{c}"] for c in range(len(af.arcs))})
-    return out, bins
-
-
-def _hint(model, af, flows, bins_used, hint_bins):
-    index = {s: k for k, s in enumerate(af.sizes)}
-    pos = [{(lo, hi, k): a for a, (lo, hi, k) in enumerate(arcs)} for arcs in af.arcs]
-    value = [[0] * len(arcs) for arcs in af.arcs]
-    count = [0] * len(af.arcs)
-    for c, items in hint_bins:
-        level = 0
-        count[c] += 1
-        for s in sorted(items, reverse=True):
-            k = index[s]
-            a = pos[c].get((level, level + s, k))
-            if a is None:
-                return
-            value[c][a] += 1
-            level += s
-        if level > 0:
-            value[c][pos[c][(level, -1, -1)]] += 1
-    for c, vs in enumerate(flows):
-        for v, x in zip(vs, value[c]):
-            model.add_hint(v, x)
-        model.add_hint(bins_used[c], count[c])
-
-
-def _decompose(af, flow_values) -> list[tuple[int, list[int]]]:
+def decompose(af: ArcFlow, flow_values) -> list[tuple[int, list[int]]]:
     """Split each class's integer flow into paths from level 0 to the sink: one path per device."""
     bins = []
     for c, arcs in enumerate(af.arcs):

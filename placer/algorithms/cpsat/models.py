@@ -19,21 +19,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
-from .cpsat_exact import prefix_bounds, segment_lower_bound
-from .cpsat_fleet import min_groups_covering, symmetry_classes
-from .quantize import check_row
+from ..chain import prefix_bounds, segment_lower_bound
+from ..quantize import check_row
+from .fleet import min_groups_covering, symmetry_classes
 
-__all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_classes"]
+__all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_classes", "fix_latency"]
 
 
 @dataclass
 class Problem:
-    """Everything a model needs, in solver units (built by :mod:`placer.algorithms.cpsat`).
+    """Everything a model needs, in solver units (built by :mod:`placer.algorithms.cpsat.run`).
 
     Fleet views (integer link latencies, hop costs, the latency hierarchy, twin classes) come from
-    ``view`` (:class:`~placer.algorithms.cpsat_fleet.FleetView`) on first use.
+    ``view`` (:class:`~placer.algorithms.cpsat.fleet.FleetView`) on first use.
     """
 
     n: int
@@ -596,3 +596,11 @@ def canonical_classes(classes, assignment) -> list[int]:
                 mapping[a] = b
         assignment = [mapping.get(d, d) for d in assignment]
     return assignment
+
+
+def fix_latency(model, value: int):
+    """Fix a proven latency for the next level (its coefficients checked like any row)."""
+    expr = model.latency()
+    coeffs = sum(abs(c) for c in cp_model_helper.FlatIntExpr(expr).coeffs)
+    check_row(coeffs + abs(value), "latency row")
+    model.m.add(expr == value)

@@ -1,0 +1,13 @@
+"""The ``cpsat`` method: exact placement with OR-Tools CP-SAT, in every mode, with proofs.
+
+* :mod:`.driver`: :func:`cpsat`, which picks a strategy;
+* :mod:`.run`: the context strategies share and the result they build;
+* strategies: :mod:`.identical_chain`, :mod:`.contiguous`, :mod:`.free`;
+* models: :mod:`.models` (F0 path, F2 contiguous, F1 free), :mod:`.arcflow` (device count);
+* :mod:`.fleet`: fleet views (twins, latency hierarchy, integer latencies);
+* :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.explain`).
+"""
+
+from .driver import OBJECTIVES, cpsat
+
+__all__ = ["cpsat", "OBJECTIVES"]

@@ -1,0 +1,285 @@
+"""Contiguous and split placement on different devices, with pins, or on DAGs: the F2 model (stages
+along a fleet path). A Pareto dynamic program over capacity classes gives the exact fewest devices
+when the fleet could order devices freely (a proven lower bound, and a hint); on an ultrametric
+fleet a second DP over runs of stages inside one rack bounds the rack changes from below."""
+
+from __future__ import annotations
+
+import math
+
+from ...instance import Instance
+from ...placement import Result, Status
+from ..chain import chain_min_devices, min_group_runs, next_fit
+from ..check import stage_order
+from ..dp import dp
+from ..greedy import greedy
+from .core import explain_infeasible
+from .fleet import min_groups_covering
+from .models import ContiguousModel, fix_latency
+from .run import (
+    LIGHT_F2,
+    Run,
+    bottleneck_value,
+    capacity_classes,
+    device_level,
+    finish,
+    fits_bytes,
+    latency_value,
+    no_placement,
+    objective_levels,
+)
+
+__all__ = ["contiguous"]
+
+
+def contiguous(run: Run) -> Result:
+    """F2 on heterogeneous fleets, with pins, or on DAGs."""
+    instance, prob = run.instance, run.prob
+    want_latency, want_bottleneck = objective_levels(run)
+    classes = capacity_classes(instance)
+    bound_bytes = run.lower
+    dp_segments = None
+    if prob.is_chain:
+        count, segs = chain_min_devices(instance.demand_bytes, classes)
+        if count is None:
+            return no_placement(
+                run, Status.INFEASIBLE, "no contiguous cover of the chain fits the fleet's devices, "
+                                        "whatever their order")
+        if count != "unknown":
+            bound_bytes = max(bound_bytes, count)
+            dp_segments = (segs, classes)
+    run.record("bound", devices=bound_bytes)
+    start = _contiguous_hints(run, dp_segments)
+    s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
+    model = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
+    if want_latency and not model.latency_supported:
+        run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
+        want_latency = False
+    # level 1: devices
+    if start is not None and len(set(start[0])) <= bound_bytes:
+        assignment, order = start
+        run.record("devices", status="OPTIMAL", objective=len(set(assignment)), bound=bound_bytes,
+                   note="the hint meets the lower bound")
+        cp_proven = True
+    else:
+        model.m.minimize(model.devices_count())
+        if start is not None:
+            model.hint(*start)
+        out = run.solve("devices", model.m, model.watch(), target=bound_bytes, light_presolve=LIGHT_F2)
+        if out.status == "INFEASIBLE":
+            return explain_infeasible(run, "contiguous")
+        if out.values is None:
+            if start is None:
+                return no_placement(run, Status.UNKNOWN, "no placement found within the time limit")
+            assignment, order = start
+            cp_proven = False
+        else:
+            assignment, order = model.read(out.values)
+            cp_proven = out.proven or out.stopped_at_target
+            if out.bound is not None:
+                bound_bytes = max(bound_bytes, math.ceil(out.bound - 1e-6)) if cp_proven or \
+                    (run.quant.exact or run.quant.harmless) else bound_bytes
+    used = len(set(assignment))
+    levels = {"devices": device_level(run, used, bound_bytes, cp_proven)}
+    run.best = (assignment, order, dict(levels))
+    run.stats["strategy"] = "F2: contiguous stages along a fleet path"
+    if not want_latency or run.interrupted or not levels["devices"]["proven"]:
+        if want_latency:
+            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, order, levels)
+    # level 2: hop latency with the device count fixed
+    cuts, target, witness = _level_bounds(run, used)
+    if witness is not None and latency_value(instance, witness[0]) < latency_value(instance, assignment):
+        assignment, order = witness
+    model.fix_count(used, cuts)
+    model.m.minimize(model.latency())
+    model.hint(assignment, order)
+    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, target=target,
+                    light_presolve=LIGHT_F2)
+    lat_proven = (out.proven or (out.stopped_at_target and target is not None)) and \
+        (run.quant.exact or run.quant.harmless)
+    if out.values is not None:
+        assignment, order = model.read(out.values)
+    lat_bound = out.objective if lat_proven else max(out.bound or 0, target or 0)
+    levels["latency"] = dict(value=latency_value(instance, assignment), bound=lat_bound / prob.lat_scale,
+                             proven=lat_proven)
+    run.best = (assignment, order, dict(levels))
+    if not want_bottleneck or run.interrupted or not lat_proven:
+        if want_bottleneck:
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, order, levels)
+    # level 3: bottleneck with latency fixed
+    fix_latency(model, round(out.objective))
+    model.m.minimize(model.bottleneck)
+    model.hint(assignment, order)
+    out = run.solve("bottleneck", model.m, model.watch())
+    if out.values is not None:
+        assignment, order = model.read(out.values)
+    levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment),
+                                bound=out.bound * run.quant.unit if out.bound is not None else None,
+                                proven=out.proven and run.quant.exact)
+    return finish(run, assignment, order, levels)
+
+
+def _level_bounds(run: Run, count: int):
+    """Cuts and a latency lower bound for a chain's path of ``count`` devices on an ultrametric
+    fleet, where latency = sum over hierarchy levels of step x (arcs leaving a group of that level).
+
+    At the device level the path has ``count - 1`` arcs. At a higher level whose groups each hold
+    one device capacity, :func:`min_group_runs` gives the fewest runs of consecutive stages inside
+    one group (a lower bound on the group changes + 1) and a witness, laid out on the fleet as a
+    hint when it packs into the groups; other levels get the fewest groups holding ``count``
+    devices. Returns ``(cuts, target, witness)``; ``cuts`` None and ``target`` None when latency is
+    not an ultrametric or the model is not a chain.
+    """
+    instance, prob = run.instance, run.prob
+    if prob.hierarchy is None or not prob.is_chain or count < 1:
+        return None, None, None
+    cuts, target, witness = [], 0, None
+    for step, labels in prob.hierarchy:
+        if step is None:
+            continue
+        groups: dict[int, list[int]] = {}
+        for d, g in enumerate(labels):
+            groups.setdefault(g, []).append(d)
+        if len(groups) == len(labels):
+            target += step * (count - 1)
+            continue
+        caps = instance.capacity_bytes
+        homogeneous = all(len({caps[d] for d in members}) == 1 for members in groups.values())
+        need = min_groups_covering([len(g) for g in groups.values()], count)
+        if homogeneous:
+            kinds = {}
+            for members in groups.values():
+                cap = caps[members[0]]
+                size, total = kinds.get(cap, (0, 0))
+                kinds[cap] = (max(size, len(members)), total + len(members))
+            kind_list = sorted(((c, g, t) for c, (g, t) in kinds.items()), reverse=True)
+            runs, trail = min_group_runs(instance.demand_bytes, kind_list, count)
+            if isinstance(runs, int):
+                need = max(need, runs)
+                if witness is None and trail is not None:
+                    witness = _realize_runs(instance, trail, kind_list, groups)
+        cuts.append((labels, need - 1))
+        target += step * (need - 1)
+    return cuts, target, witness
+
+
+def _realize_runs(instance: Instance, trail, kinds, groups):
+    """Lay the runs of :func:`min_group_runs` on real groups (first-fit decreasing by devices) and
+    devices (lowest index first); None when they do not pack or a needed link is missing."""
+    caps = instance.capacity_bytes
+    free = {}
+    for members in groups.values():
+        free.setdefault(caps[members[0]], []).append(sorted(members))
+    where = {}
+    for r in sorted(range(len(trail)), key=lambda r: -trail[r][3]):
+        _, _, k, m = trail[r]
+        for members in free[kinds[k][0]]:
+            if len(members) >= m:
+                where[r] = members[:m]
+                del members[:m]
+                break
+        else:
+            return None
+    assignment = [0] * instance.n_nodes
+    order = []
+    for r, (i, j, k, m) in enumerate(trail):
+        segments = next_fit(instance.demand_bytes[i:j], kinds[k][0])
+        if segments is None or len(segments) != m:
+            return None
+        for (a, b), d in zip(segments, where[r]):
+            for node in range(i + a, i + b):
+                assignment[node] = d
+            order.append(d)
+    if any((a, b) not in instance.link_us for a, b in zip(order, order[1:])):
+        return None
+    if not fits_bytes(instance, assignment):
+        return None
+    return assignment, order
+
+
+def _contiguous_hints(run: Run, dp_segments):
+    """The best valid contiguous start: the user's hint, the Pareto DP's cover laid on a fleet path,
+    or the dp / greedy baselines. Returns (assignment, order) or None."""
+    instance = run.instance
+    candidates = []
+    if run.user_hint is not None:
+        candidates.append(run.user_hint)
+    if dp_segments is not None and not run.pins_any:
+        laid = _lay_segments(instance, *dp_segments)
+        if laid is not None:
+            candidates.append(laid)
+    for baseline in (dp, greedy):
+        res = baseline(instance, lower_bound=run.lower)
+        if res.assignment is not None:
+            candidates.append(list(res.assignment))
+    best = None
+    for assignment in candidates:
+        if not fits_bytes(instance, assignment):
+            continue
+        order = stage_order(instance, assignment)
+        if order is None or not _next_stage_only(instance, assignment, order):
+            continue
+        if best is None or len(set(assignment)) < len(set(best[0])):
+            best = (list(assignment), order)
+    return best
+
+
+def _next_stage_only(instance, assignment, order) -> bool:
+    """The model requires chain edges to go to the same or the next stage."""
+    if not instance.model.is_chain:
+        return True
+    pos = {d: k for k, d in enumerate(order)}
+    return all(0 <= pos[assignment[v]] - pos[assignment[u]] <= 1 for u, v in instance.edges)
+
+
+def _lay_segments(instance: Instance, segments, classes):
+    """Place the DP's segments (each needing a device of a class) on a simple fleet path, by a
+    depth-first search that prefers cheap links; None if the budget runs out."""
+    caps = instance.capacity_bytes
+    need = [classes[t][0] for _, _, t in segments]
+    demand = [sum(instance.demand_bytes[a:b]) for a, b, _ in segments]
+    adj: dict[int, list[tuple[float, int]]] = {d: [] for d in range(instance.n_devices)}
+    for (a, b), lat in instance.link_us.items():
+        adj[a].append((lat, b))
+    for lst in adj.values():
+        lst.sort()
+    k_total = len(segments)
+    budget = [20_000]
+
+    def dfs(path, seen):
+        if len(path) == k_total:
+            return list(path)
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        k = len(path)
+        # the DP's class first (its counts are known to suffice), cheap links first
+        options = sorted(((caps[d] != need[k], lat, d) for lat, d in adj[path[-1]]
+                          if d not in seen and caps[d] >= demand[k]))
+        for _, _, d in options:
+            seen.add(d)
+            path.append(d)
+            found = dfs(path, seen)
+            if found:
+                return found
+            path.pop()
+            seen.discard(d)
+        return None
+
+    starts = sorted((d for d in range(instance.n_devices) if caps[d] >= demand[0]),
+                    key=lambda d: (caps[d] != need[0], d))
+    for s in starts[:50]:
+        found = dfs([s], {s})
+        if found:
+            assignment = [0] * instance.n_nodes
+            for (a, b, _), d in zip(segments, found):
+                for node in range(a, b):
+                    assignment[node] = d
+            return assignment
+        if budget[0] < 0:
+            break
+    return None
+
+

@@ -1,0 +1,93 @@
+"""Exact placement with OR-Tools CP-SAT, in every mode, with proofs.
+
+``cpsat(instance)`` minimises lexicographically: **devices used**, then **hop latency** (sum over
+model edges whose ends sit on different devices of the latency between them), optionally then the
+**bottleneck stage load** (largest weight bytes on one device). It solves the levels one after the
+other: a level's optimum, once proven, is fixed as a constraint and the next level starts from the
+previous solution as a complete hint. (A single weighted objective would be exact too, but a time
+limit then leaves no proven first level; two phases report "devices proven, latency not yet".)
+
+Structure first, search second:
+
+* **contiguous / split chains on identical devices, no pins**: next-fit gives the exact fewest
+  stages S (feasibility is a sum, hence hereditary). A placement exists iff the fleet has a simple
+  path of S linked devices, so the device level is proven without search; CP-SAT then finds the
+  cheapest such path (``add_circuit`` over the devices, symmetry broken among twin devices, a rack
+  cut), and the cuts minimise the bottleneck exactly (binary search).
+* **contiguous / split otherwise** (different capacities, pins, DAGs): the full F2 model (stages
+  along a fleet path). A Pareto dynamic program over capacity classes gives the exact fewest
+  devices when the fleet could order devices freely: a proven lower bound, and a hint. When hop
+  latency is an ultrametric (racks on a uniform fabric), a second DP over runs of stages inside
+  one rack bounds the rack changes from below and its witness, laid on real racks, is the hint.
+* **free**: nodes of equal size are interchangeable for the device count, so an arc-flow model
+  over fill levels (no node symmetry, Gilmore-Gomory LP bound) gives the exact count in bytes,
+  solved for exactly z devices from the lower bound up on a graph pruned to the waste z devices
+  allow; the per-node F1 model then minimises hop latency with that count fixed (levels of an
+  ultrametric fleet make a hop a few linear terms; interchangeable racks, then devices, are
+  ordered by the first node they hold).
+
+Symmetry is broken only among devices (or whole racks) that can swap without changing anything,
+and every hint is relabelled to the canonical form first.
+
+Honest reporting: ``proven_optimal`` only when every level solved is proven (objective == bound;
+the device level in exact bytes); otherwise FEASIBLE with the bound and gap; INFEASIBLE only when
+proven (with a reason from an unsat core over capacity and pin literals); UNKNOWN when nothing
+was found. Every placement passes the exact-bytes check before it is returned. ``Result.objective``
+and ``Result.bound`` are the device count and its proven lower bound; ``stats["levels"]`` gives
+value, bound and proof per level, ``stats["phases"]`` each solver call (status, objective, bound,
+wall and deterministic time, fingerprint), with seed, workers, time limit, OR-Tools version and
+the quantization unit beside them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ...instance import Instance
+from ...placement import Result, Status
+from ..bound import lower_bound as device_lower_bound
+from .contiguous import contiguous
+from .free import free
+from .identical_chain import identical_chain
+from .run import OBJECTIVES, Run, build_problem, finish, no_placement, user_hint
+
+__all__ = ["cpsat", "OBJECTIVES"]
+
+
+def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
+          hint=None, objective: str = "lex", lower_bound: int | None = None) -> Result:
+    """Place ``instance`` optimally (see the module docstring).
+
+    ``time_limit`` (s, whole call), ``seed`` and ``workers`` go to CP-SAT; ``progress`` is called
+    with ``dict(best, bound, elapsed, phase)`` from the solution callback; ``hint``: a Result or
+    an assignment to start from; ``objective``: ``"devices"``, ``"lex"`` (default) or ``"lex3"``;
+    ``lower_bound``: a device lower bound already known. Ctrl-C stops the search and returns the
+    best placement found so far (FEASIBLE). Call it through :func:`placer.algorithms.place`, which
+    rules out the requests no placement can meet before any model is built.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if not time_limit or time_limit <= 0:
+        raise ValueError("time_limit must be positive")
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    run = Run(instance, time.monotonic(), float(time_limit), int(seed), int(workers), progress, objective)
+    run.prob, run.quant = build_problem(instance)
+    run.pins_any = bool(run.prob.pins_to or run.prob.pins_same)
+    run.stats.update(unit_bytes=run.quant.unit, unit_exact=run.quant.exact, unit_harmless=run.quant.harmless)
+    run.lower = max(int(lower_bound) if lower_bound is not None else device_lower_bound(instance), 0)
+    run.user_hint = user_hint(instance, hint)
+    try:
+        if instance.mode == "free":
+            return free(run)
+        identical = len(set(instance.capacity_bytes)) == 1
+        if instance.model.is_chain and identical and not run.pins_any:
+            return identical_chain(run)
+        return contiguous(run)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        if run.best is not None:
+            return finish(run, *run.best)
+        return no_placement(run, Status.UNKNOWN, "interrupted before any placement was found")
+
+

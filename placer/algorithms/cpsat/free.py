@@ -1,0 +1,217 @@
+"""Free mode: nodes of equal size are interchangeable for the device count, so an arc-flow model
+over fill levels (no node symmetry, Gilmore-Gomory LP bound) gives the exact count in bytes, solved
+for exactly z devices from the lower bound up on a graph pruned to the waste z devices allow; the
+per-node F1 model then minimises hop latency with that count fixed."""
+
+from __future__ import annotations
+
+from ...placement import Result, Status
+from .. import ortools_adapter as ora
+from ..chain import next_fit
+from ..ffd import ffd
+from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
+from .arcflow import solve_arcflow
+from .core import explain_infeasible
+from .models import FreeModel, fix_latency
+from .run import (
+    LIGHT_F1,
+    Run,
+    bottleneck_value,
+    capacity_classes,
+    device_level,
+    finish,
+    fits_bytes,
+    latency_value,
+    no_placement,
+    objective_levels,
+    reachable,
+    tag,
+)
+
+__all__ = ["free"]
+
+
+def free(run: Run) -> Result:
+    instance, prob = run.instance, run.prob
+    want_latency, want_bottleneck = objective_levels(run)
+    classes = capacity_classes(instance)
+    disconnected = prob.view.unreachable
+    bound_bytes = run.lower
+    arc = build_arcflow(instance.demand_bytes, classes)
+    bins = None
+    if arc is not None:
+        run.record("arcflow-size", arcs=arc.n_arcs, sizes=len(arc.sizes))
+        bins, bound_bytes, infeasible = _arcflow_devices(run, arc, classes, bound_bytes)
+        if infeasible:
+            return no_placement(
+                run, Status.INFEASIBLE, f"the nodes cannot be packed into the fleet's {instance.n_devices} "
+                                        "devices (proven by the arc-flow model)")
+    candidates = []
+    if bins is not None and not run.pins_any and not disconnected:
+        candidates.append(_free_start(run, bins))
+    if run.user_hint is not None:
+        candidates.append(run.user_hint)
+    baseline = ffd(instance, lower_bound=run.lower)
+    if baseline.assignment is not None:
+        candidates.append(baseline.assignment)
+    start = None
+    for cand in candidates:
+        if cand is None or not fits_bytes(instance, cand) or not reachable(prob, cand):
+            continue
+        key = (len(set(cand)), latency_value(instance, cand))
+        if start is None or key < start[0]:
+            start = (key, list(cand))
+    start = start[1] if start is not None else None
+    model = None
+
+    def per_node_model():
+        nonlocal model, want_latency
+        if model is None:
+            model = FreeModel(prob, bottleneck=want_bottleneck, latency=want_latency)
+            if want_latency and not model.latency_supported:
+                run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
+                want_latency = False
+        return model
+
+    def count_model():
+        # the device count alone needs no latency terms, unless they keep edges inside components
+        if disconnected:
+            return per_node_model()
+        return FreeModel(prob, latency=False)
+
+    run.stats["strategy"] = "free: arc-flow device count + F1 hop latency"
+    if start is not None and len(set(start)) <= bound_bytes:
+        assignment = start
+        cp_proven = True
+    else:
+        # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
+        counting = count_model()
+        counting.m.minimize(counting.devices_count())
+        if start is not None:
+            counting.hint(start)
+        out = run.solve("devices", counting.m, counting.watch(), target=bound_bytes, light_presolve=LIGHT_F1)
+        if out.status == "INFEASIBLE":
+            return explain_infeasible(run, "free")
+        if out.values is None:
+            if start is None:
+                return no_placement(run, Status.UNKNOWN, "no placement found within the time limit")
+            assignment, cp_proven = start, False
+        else:
+            assignment = counting.read(out.values)
+            cp_proven = out.proven or out.stopped_at_target
+    used = len(set(assignment))
+    levels = {"devices": device_level(run, used, bound_bytes, cp_proven)}
+    run.best = (assignment, None, dict(levels))
+    if not want_latency or run.interrupted or not levels["devices"]["proven"]:
+        if want_latency:
+            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, None, levels)
+    model = per_node_model()
+    if not want_latency:
+        levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, None, levels)
+    model.fix_count(used)
+    model.m.minimize(model.latency())
+    assignment = model.hint(assignment)
+    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, light_presolve=LIGHT_F1)
+    if out.values is not None:
+        assignment = model.read(out.values)
+    lat_proven = out.proven and (run.quant.exact or run.quant.harmless)
+    levels["latency"] = dict(value=latency_value(instance, assignment),
+                             bound=out.bound / prob.lat_scale if out.bound is not None else None,
+                             proven=lat_proven)
+    run.best = (assignment, None, dict(levels))
+    if not want_bottleneck or run.interrupted or not lat_proven:
+        if want_bottleneck:
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, None, levels)
+    fix_latency(model, round(out.objective))
+    model.m.minimize(model.bottleneck)
+    assignment = model.hint(assignment)
+    out = run.solve("bottleneck", model.m, model.watch())
+    if out.values is not None:
+        assignment = model.read(out.values)
+    levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment),
+                                bound=out.bound * run.quant.unit if out.bound is not None else None,
+                                proven=out.proven and run.quant.exact)
+    return finish(run, assignment, None, levels)
+
+
+def _arcflow_devices(run: Run, arc, classes, lower: int):
+    """Fewest devices by arc flow, raising the bound one device at a time.
+
+    For each candidate count z from the lower bound up, the graph is pruned to packings of at most
+    z devices (:func:`prune_for_waste`) and solved for exactly z: a solution is optimal (z is a
+    bound), INFEASIBLE proves z + 1 is a bound. Stops at the heuristic's count (then optimal), at
+    the time limit, or when the pruned graph cannot be built. Returns (bins, bound, infeasible).
+    """
+    demand = run.instance.demand_bytes
+    best = _best_bins(demand, classes)
+    fleet_size = sum(c for _, c in classes)
+    z = max(lower, 1)
+    while True:
+        if best is not None and len(best) <= z:
+            run.record("devices (heuristic)", devices=len(best), bound=z)
+            return best, len(best), False
+        if z > fleet_size:
+            return None, z, True            # every count up to the fleet size is proven impossible
+        if run.remaining() <= 0.05 or run.interrupted:
+            return best, z, False
+        pruned = prune_for_waste(arc, z)
+        if pruned is None:                  # z devices cannot even hold the volume
+            z += 1
+            continue
+        params = ora.parameters(time_limit=max(run.remaining(), 0.05), seed=run.seed, workers=run.workers)
+        out, bins = solve_arcflow(pruned, params=params, lower_bound=z, max_bins=z,
+                                  progress=tag(run.progress, "devices"), t0=run.t0)
+        rec = out.record()
+        rec.update(phase="devices (arc-flow)", devices_tried=z, arcs=pruned.n_arcs)
+        run.phases.append(rec)
+        run.interrupted = run.interrupted or out.interrupted
+        if bins is not None:
+            return bins, z, False
+        if out.status != "INFEASIBLE":
+            return best, z, False
+        z += 1
+
+
+def _best_bins(demand, classes):
+    """The better of first-fit decreasing and the minimum-slack greedy, as an arc-flow hint."""
+    found = [b for b in (ffd_bins(demand, classes), max_fill_bins(demand, classes)) if b is not None]
+    return min(found, key=len) if found else None
+
+
+def _free_start(run: Run, bins):
+    """A free placement with exactly ``len(bins)`` devices and few crossings: cut the chain into
+    next-fit runs and pack the runs first-fit decreasing; if that needs more devices, fill the
+    arc-flow bins with nodes in pipeline order. Devices are taken rack by rack."""
+    instance = run.instance
+    classes = capacity_classes(instance)
+    target = len(bins)
+    demand = instance.demand_bytes
+    packed = None
+    if instance.model.is_chain:
+        runs = next_fit(demand, max(instance.capacity_bytes))
+        sizes = [sum(demand[a:b]) for a, b in runs]
+        packing = ffd_classes(sizes, classes)
+        if packing is not None and len(packing) <= target:
+            packed = [(c, [node for r in members for node in range(*runs[r])]) for c, members in packing]
+    if packed is None:
+        queues: dict[int, list[int]] = {}
+        for node, d in enumerate(demand):
+            queues.setdefault(d, []).append(node)
+        packed = []
+        for c, items in bins:
+            nodes = [queues[s].pop(0) for s in items]
+            packed.append((c, sorted(nodes)))
+    packed.sort(key=lambda cb: min(cb[1]))
+    free_devices = {c: [d for d in range(instance.n_devices) if instance.capacity_bytes[d] == cap]
+                    for c, (cap, _) in enumerate(classes)}
+    assignment = [0] * instance.n_nodes
+    for c, nodes in packed:
+        d = free_devices[c].pop(0)
+        for node in nodes:
+            assignment[node] = d
+    return assignment if fits_bytes(instance, assignment) else None
+
+

@@ -1,0 +1,204 @@
+"""``place()``: the one entry point, owning every guard around the methods.
+
+``place(instance, method=...)`` first rules out requests no placement can meet (a node larger than
+every device, a concurrency no device holds, pins that cannot all hold, more devices needed than
+the fleet has) and reports them as ``Status.INFEASIBLE`` with the reason and, where more live
+requests are the cause, the largest concurrency that does fit. Otherwise it runs the method
+(methods assume these checks passed and do not repeat them), re-checks the placement once in
+exact bytes (:func:`placer.algorithms.check.check_placement`), refuses a count below the lower
+bound, and attaches the bounds.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import InvalidSpec
+from ..instance import Instance
+from ..placement import Result, Status
+from .bound import bounds
+from .check import PlacementBug, check_placement
+from .pins import PinConflict, pin_groups
+from .registry import method as method_row
+from .search import largest_true
+
+__all__ = ["place", "infeasibility", "max_feasible_concurrency", "largest_feasible_concurrency", "decide_feasible",
+           "PlacementBug"]
+
+# seconds one CP-SAT probe of a concurrency search may take when no budget is given
+PROBE_SECONDS = 2.0
+
+
+def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tuple[str, bool] | None:
+    """Why no placement of ``instance`` can exist, or None when nothing rules one out.
+
+    Returns (reason, weights_alone): ``weights_alone`` is true when even zero live requests would
+    not fit, so lowering the concurrency cannot help. Cheap: per-node and per-pin checks, then the
+    lower bound (``named``: :func:`placer.algorithms.bound.bounds`, when already computed) against
+    the fleet size.
+    """
+    caps = instance.capacity_bytes
+    cmax = max(caps)
+    big = max(range(instance.n_devices), key=lambda d: (caps[d], -d))
+    where = f"the largest device ({instance.devices[big].id}) holds {cmax:,} B after activation buffers"
+    weights = instance.weight_bytes
+    heaviest = max(range(instance.n_nodes), key=lambda i: weights[i])
+    if weights[heaviest] > cmax:
+        return (f"node {instance.nodes[heaviest].name} needs {weights[heaviest]:,} B for its weights alone; "
+                f"{where}", True)
+    demand = instance.demand_bytes
+    worst = max(range(instance.n_nodes), key=lambda i: demand[i])
+    c = instance.workload.concurrency
+    if demand[worst] > cmax:
+        return (f"node {instance.nodes[worst].name} needs {weights[worst]:,} B of weights + {c} live "
+                f"requests x {instance.request_bytes[worst]:,} B = {demand[worst]:,} B; {where}", False)
+    try:
+        groups = pin_groups(instance)
+    except PinConflict as exc:
+        return str(exc), True
+    for g in groups:
+        d = big if g.device is None else g.device
+        need = sum(demand[i] for i in g.nodes)
+        if need > caps[d]:
+            alone = sum(weights[i] for i in g.nodes) > caps[d]
+            what = f"device {instance.devices[d].id}" if g.device is not None else "any device"
+            return (f"the pinned nodes {instance.nodes[g.nodes[0]].name}..{instance.nodes[g.nodes[-1]].name} "
+                    f"need {need:,} B together; {what} holds {caps[d]:,} B", alone)
+    named = bounds(instance) if named is None else named
+    lb = max(named.values())
+    if lb > instance.n_devices:
+        which = max(named, key=named.get)
+        return (f"at least {lb} devices are needed ({which} bound); the fleet has {instance.n_devices} "
+                f"available", False)
+    return None
+
+
+def _check_method(instance: Instance, name: str):
+    row = method_row(name)
+    if instance.mode not in row.modes:
+        raise InvalidSpec(None, "mode", f"{name} places in {' or '.join(row.modes)} mode, not {instance.mode}")
+    return row
+
+
+def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
+    """Place ``instance`` with ``method`` (see :mod:`placer.algorithms.registry`) and return a
+    checked :class:`Result`.
+
+    ``opts`` are the method's options (for ``cpsat``: :class:`~placer.algorithms.registry.CpsatOptions`);
+    a method without options takes none (TypeError). Raises :class:`InvalidSpec` (field ``method``
+    or ``mode``) for an unknown method or a mode the method does not place in,
+    :class:`PlacementBug` when a method's placement fails the exact check or undercuts the bound.
+    """
+    t0 = time.perf_counter()
+    row = _check_method(instance, method)
+    options = row.parse_options(opts)
+    named = bounds(instance)
+    lb = max(named.values())
+    why = infeasibility(instance, named)
+    if why is not None:
+        reason, alone = why
+        mc = None
+        if not alone:
+            mc, sure = largest_feasible_concurrency(instance, budget=_budget(options))
+            if mc is not None and mc >= 0:
+                reason += f"; the largest concurrency that fits is {mc}" + ("" if sure else " or more")
+        return Result(method, instance.mode, Status.INFEASIBLE, lower_bound_devices=lb, message=reason,
+                      max_concurrency=mc if mc is not None and mc >= 0 else None,
+                      seconds=time.perf_counter() - t0, stats={"bounds": named})
+    if method == "bound":
+        which = max(named, key=named.get)
+        return Result("bound", instance.mode, Status.UNKNOWN, lower_bound_devices=lb, bound=float(lb),
+                      message=f"lower bound only ({which})", seconds=time.perf_counter() - t0,
+                      stats={"bounds": named})
+    kwargs = options.as_kwargs() if options is not None else {}
+    result = row.function(instance, lower_bound=lb, **kwargs)
+    stats = dict(result.stats)
+    stats["bounds"] = named
+    result = result.replace(lower_bound_devices=max(lb, result.lower_bound_devices or 0),
+                            seconds=time.perf_counter() - t0, stats=stats)
+    if result.assignment is not None:
+        check_placement(instance, result)
+        if result.devices_used < result.lower_bound_devices:
+            raise PlacementBug(f"method {method} used {result.devices_used} devices, below the lower bound "
+                               f"{result.lower_bound_devices}")
+    elif result.status == Status.INFEASIBLE and result.max_concurrency is None:
+        mc, sure = largest_feasible_concurrency(instance, budget=_budget(options))
+        if mc is not None and 0 <= mc < instance.workload.concurrency:
+            result = result.replace(max_concurrency=mc,
+                                    message=f"{result.message}; the largest concurrency that fits is {mc}"
+                                            + ("" if sure else " or more"))
+    return result
+
+
+def _budget(options) -> float:
+    return float(getattr(options, "time_limit", None) or 10.0)
+
+
+def decide_feasible(instance: Instance, *, time_limit: float = PROBE_SECONDS, method: str | None = None
+                    ) -> bool | None:
+    """Whether ``instance`` has a placement: True, False, or None (undecided within ``time_limit``).
+
+    The cheap checks first, then the fast method of the mode (``ffd`` / ``dp``: a placement it finds
+    settles the question), then CP-SAT, the exact method. ``method``: decide with that method alone
+    (``bound``: only the lower bounds; True means "not ruled out").
+    """
+    named = bounds(instance)
+    if infeasibility(instance, named) is not None:
+        return False
+    lb = max(named.values())
+    if method == "bound":
+        return True
+    if method is not None:
+        r = method_row(method).function(instance, lower_bound=lb)
+        return True if r.feasible else (False if r.status == Status.INFEASIBLE else None)
+    fast = "ffd" if instance.mode == "free" else "dp"
+    r = method_row(fast).function(instance, lower_bound=lb)
+    if r.feasible:
+        return True
+    if r.status == Status.INFEASIBLE:
+        return False
+    if time_limit <= 0.05:
+        return None
+    r = method_row("cpsat").function(instance, lower_bound=lb, time_limit=time_limit, seed=0, workers=1,
+                                     objective="devices")
+    if r.feasible:
+        return True
+    if r.status == Status.INFEASIBLE:
+        return False
+    return None
+
+
+def largest_feasible_concurrency(instance: Instance, method: str | None = None, *, budget: float = 10.0
+                                 ) -> tuple[int | None, bool]:
+    """The largest live-request count for which a placement exists: ``(value, proven)``.
+
+    Decided by :func:`decide_feasible` (the fast method, then the exact CP-SAT, each probe within
+    the time left of ``budget`` seconds); a probe left undecided counts as "does not fit" and makes
+    the value a lower bound (``proven`` False). ``method`` decides with that method alone
+    (``"bound"``: the largest concurrency the lower bounds do not rule out, an upper bound).
+    Value -1 when not even zero live requests fit, None when no node holds per-request memory
+    (no limit).
+    """
+    if method is not None:
+        _check_method(instance, method)
+    cmax = max(instance.capacity_bytes)
+    per_node = [(cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0]
+    deadline = time.monotonic() + budget
+
+    def decide(c: int) -> bool | None:
+        left = deadline - time.monotonic()
+        return decide_feasible(instance.with_concurrency(c), time_limit=min(left, max(PROBE_SECONDS, left / 4)),
+                               method=method)
+
+    if not per_node:
+        ok = decide(0)
+        return (None, True) if ok else (-1, ok is False)
+    ceiling = max(min(per_node), 0)   # beyond it some node fits no device on its own
+    value, proven = largest_true(decide, 0, ceiling)
+    return (-1 if value is None else value), proven
+
+
+def max_feasible_concurrency(instance: Instance, method: str | None = None, *, budget: float = 10.0
+                             ) -> int | None:
+    """The value of :func:`largest_feasible_concurrency` (a lower bound when not proven)."""
+    return largest_feasible_concurrency(instance, method, budget=budget)[0]

@@ -1,0 +1,115 @@
+"""The one table of placement methods: name, function, modes, exactness, options.
+
+The CLI's ``--method`` choices, :func:`placer.algorithms.place`, ``plan`` and ``sweep`` all read
+this table; a new method is one row here. Functions are named as ``module:function`` and imported
+on first use (the CP-SAT method loads OR-Tools, which takes about a second).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..errors import InvalidSpec
+
+__all__ = ["Method", "CpsatOptions", "REGISTRY", "METHODS", "PLACING_METHODS", "EXACT_METHODS", "MODES_OF",
+           "method", "default_mode", "OBJECTIVES"]
+
+# objective levels CP-SAT solves, in order: "lex" = devices then hop latency
+OBJECTIVES = ("devices", "lex", "lex3")
+
+
+@dataclass(frozen=True)
+class CpsatOptions:
+    """Keyword options of the exact solver (``place(..., method="cpsat", **options)``).
+
+    ``time_limit``: seconds for the whole call; ``seed``, ``workers``: CP-SAT's; ``progress``: a
+    callable given ``dict(best, bound, elapsed, phase)``; ``hint``: a Result or an assignment to
+    start from; ``objective``: one of :data:`OBJECTIVES`.
+    """
+
+    time_limit: float = 30.0
+    seed: int = 0
+    workers: int = 2
+    progress: Any = None
+    hint: Any = None
+    objective: str = "lex"
+
+    def __post_init__(self):
+        if self.time_limit is None or not self.time_limit > 0:
+            raise ValueError("time_limit must be a positive number of seconds")
+        if int(self.workers) < 1:
+            raise ValueError("workers must be at least 1")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+
+    def as_kwargs(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Method:
+    """A placement method.
+
+    ``exact``: when it claims a proof (status optimal, a proven level) the claim holds for the exact
+    problem, and it is fit to decide feasibility in a search; ``options``: the dataclass of the
+    keyword options it takes (None: none).
+    """
+
+    name: str
+    target: str
+    modes: tuple[str, ...]
+    exact: bool
+    options: type | None = None
+    summary: str = ""
+
+    @property
+    def function(self):
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def parse_options(self, given: dict):
+        """The options object for ``given``. Solver options given to a method without options are
+        ignored (one call can try every method); any other name is a TypeError."""
+        if self.options is None:
+            unknown = set(given) - {f.name for f in fields(CpsatOptions)}
+            if unknown:
+                raise TypeError(f"unknown option(s) for place(): {', '.join(sorted(unknown))}")
+            return None
+        unknown = set(given) - {f.name for f in fields(self.options)}
+        if unknown:
+            raise TypeError(f"unknown option(s) for place(): {', '.join(sorted(unknown))}")
+        return self.options(**given)
+
+
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    Method("cpsat", "placer.algorithms.cpsat:cpsat", ("contiguous", "free", "split"), True, CpsatOptions,
+           "exact: every level proven or bounded (OR-Tools CP-SAT)"),
+    Method("dp", "placer.algorithms.dp:dp", ("contiguous", "split"), True, None,
+           "exact fewest contiguous stages of a chain, smallest bottleneck"),
+    Method("greedy", "placer.algorithms.greedy:greedy", ("contiguous", "split"), False, None,
+           "next-fit along a greedily walked device path"),
+    Method("typepack", "placer.algorithms.typepack:typepack", ("free",), False, None,
+           "the published rule: dense attention alone, other layers next-fit by kind"),
+    Method("ffd", "placer.algorithms.ffd:ffd", ("free",), False, None, "first-fit decreasing"),
+    Method("bound", "placer.algorithms.bound:lower_bound", ("contiguous", "free", "split"), True, None,
+           "lower bounds on the device count only"),
+)}
+
+METHODS = tuple(REGISTRY)
+PLACING_METHODS = tuple(name for name in METHODS if name != "bound")
+EXACT_METHODS = tuple(name for name in PLACING_METHODS if REGISTRY[name].exact)
+MODES_OF = {name: m.modes for name, m in REGISTRY.items()}
+
+
+def method(name: str) -> Method:
+    """The registry row of ``name``; :class:`InvalidSpec` (field ``method``) when there is none."""
+    if name not in REGISTRY:
+        raise InvalidSpec(None, "method", f"unknown method {name!r} (one of {', '.join(METHODS)})")
+    return REGISTRY[name]
+
+
+def default_mode(name: str) -> str:
+    """The mode ``name`` places in when none is asked for."""
+    return REGISTRY[name].modes[0] if name in REGISTRY else "contiguous"

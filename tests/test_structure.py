@@ -1,0 +1,122 @@
+"""The package's shape: no import cycles (deferred imports included), OR-Tools only where it belongs,
+every method in the registry importable and consistent."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+import placer
+from placer.algorithms import registry
+
+ROOT = Path(placer.__file__).parent
+
+# modules allowed to import OR-Tools: the adapter and the CP-SAT model builders
+ORTOOLS_MODULES = {
+    "placer.algorithms.ortools_adapter",
+    "placer.algorithms.cpsat.models",
+    "placer.algorithms.cpsat.arcflow",
+    "placer.algorithms.cpsat.core",
+}
+
+# a cycle between the spec loader and the Hugging Face importer that issue 11 (import-hf) owns;
+# listed so it stays visible, and so no other cycle can hide behind it
+KNOWN_CYCLES = [{"placer.model", "placer.hf"}]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """(placer modules imported anywhere in the file, top-level packages imported); imports under
+    ``if TYPE_CHECKING:`` are annotations only and do not count."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for sub in ast.walk(node):
+                skip.add(id(sub))
+    out, external = set(), set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                external.add(alias.name.split(".")[0])
+                if alias.name in known:
+                    out.add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                if node.level > 1:
+                    base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+                external.add(target.split(".")[0])
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in known:
+                    out.add(sub)            # a submodule
+                elif target in known:
+                    out.add(target)         # a name defined by the module (or package) itself
+    return out, external
+
+
+def _graph() -> tuple[nx.DiGraph, dict[str, set[str]]]:
+    mods = _modules()
+    known = set(mods)
+    g = nx.DiGraph()
+    external: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        g.add_node(name)
+        deps, ext = _imports(name, path, known)
+        external[name] = ext
+        for d in deps:
+            if d != name:
+                g.add_edge(name, d)
+    # the registry imports methods by name on first use: those are imports too
+    for row in registry.REGISTRY.values():
+        g.add_edge("placer.algorithms.registry", row.target.partition(":")[0])
+    return g, external
+
+
+def test_no_import_cycles():
+    g, _ = _graph()
+    cycles = [set(c) for c in nx.simple_cycles(g)]
+    unexpected = [sorted(c) for c in cycles if c not in KNOWN_CYCLES]
+    assert unexpected == []
+
+
+def test_the_walk_sees_deferred_imports():
+    """The walk must see an import inside a function, or the cycle test could not fail."""
+    g, _ = _graph()
+    # explain loads the CP-SAT core only when a core is wanted (an import inside a function)
+    assert g.has_edge("placer.explain", "placer.algorithms.cpsat.core")
+    assert g.has_edge("placer.algorithms.registry", "placer.algorithms.cpsat")
+
+
+def test_ortools_only_in_the_adapter_and_model_builders():
+    _, external = _graph()
+    users = {name for name, ext in external.items() if "ortools" in ext}
+    assert users == ORTOOLS_MODULES
+
+
+def test_registry_rows_resolve():
+    for row in registry.REGISTRY.values():
+        assert callable(row.function), row.name
+        assert set(row.modes) <= {"contiguous", "free", "split"}
+    assert registry.EXACT_METHODS == ("cpsat", "dp")
+    assert "bound" not in registry.PLACING_METHODS
