@@ -20,7 +20,7 @@ from .placement import Result
 from .workload import Workload
 
 __all__ = ["Solved", "solve", "compare", "COMPARE_ROWS", "row_of", "solution_path", "node_ranges",
-           "SPLIT_GRANULARITY"]
+           "SPLIT_GRANULARITY", "granularity_for"]
 
 SPLIT_GRANULARITY = "shards:4"   # split mode's refinement unless one is asked for
 
@@ -51,10 +51,15 @@ class Solved:
     mapping: dict | None
 
 
-def _granularity(mode: str, granularity: str | None) -> str:
+def granularity_for(mode: str, granularity: str | None) -> str:
+    """The refinement ``mode`` places at: ``granularity`` when given, else split mode's default
+    (:data:`SPLIT_GRANULARITY`) or whole layers for the other modes."""
     if granularity is None:
         return SPLIT_GRANULARITY if mode == "split" else "layer"
     return granularity
+
+
+_granularity = granularity_for
 
 
 def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,

@@ -470,6 +470,9 @@ def spec_from_hf_config(config: dict, source: str) -> dict:
         "ffns": {k: b.ffns[k] for k in ffns_used},
         "layer_types": {x: {"mixer": inverse[x][0], "ffn": inverse[x][1]} for x in used},
     })
+    window = config.get("max_position_embeddings")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        spec["max_position_embeddings"] = window
     bits = _weight_bits(c)
     if bits is not None:
         spec["default_workload"] = {"weight_bits": bits}

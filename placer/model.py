@@ -220,6 +220,9 @@ class ModelSpec(_Strict):
     layer_types: dict[str, LayerTypeSpec] = Field(default_factory=dict)
     layers: list[ExplicitLayer] | None = None
     default_workload: WorkloadDefaults | None = None
+    # the longest context the model was trained for (config.json's key); longer contexts are
+    # planned as asked, with a warning
+    max_position_embeddings: PosInt | None = None
 
     @model_validator(mode="after")
     def _form(self):
@@ -303,6 +306,7 @@ class LayerGraph:
     granularity: str = "layer"
     description: str = ""
     architecture: str = ""          # the spec's architecture class (runtimes look models up by it)
+    max_context_tokens: int | None = None   # the spec's max_position_embeddings, when it states one
 
     def __post_init__(self):
         # Edges pointing forward in pipeline order make the graph acyclic by construction.
@@ -432,7 +436,8 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     return LayerGraph(name=spec.name, layers=tuple(layers), edges=edges, hidden_size=h,
                       num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
                       published_total_params=spec.published_total_params,
-                      description=spec.description or "", architecture=spec.architecture or "")
+                      description=spec.description or "", architecture=spec.architecture or "",
+                      max_context_tokens=spec.max_position_embeddings)
 
 
 def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:

@@ -206,6 +206,15 @@ class ReplicaPlan:
             return None
         return one.total_devices - self.best.total_devices
 
+    @property
+    def tied(self) -> tuple[ReplicaOption, ...]:
+        """Other replica counts that fit the fleet with exactly the winner's total; the winner is the
+        one with the fewest replicas (fewer, larger pipelines: less to deploy and keep in step)."""
+        if self.best is None:
+            return ()
+        return tuple(o for o in self.options if o is not self.best and o.fits_fleet
+                     and o.total_devices == self.best.total_devices)
+
     def summary(self) -> str:
         if self.best is None:
             return (f"no replica count holds {self.total_concurrency} live requests on the "
@@ -214,7 +223,12 @@ class ReplicaPlan:
         text = (f"{b.replicas} replica(s) of {b.replica_concurrency} live requests: "
                 f"{b.total_devices} devices ({b.replicas} x {b.devices_per_replica})")
         saving = self.saving_devices
-        if saving is None:
+        tied = self.tied
+        if tied:
+            counts = " and ".join(f"{o.replicas} replicas ({o.replicas} x {o.devices_per_replica})" for o in tied)
+            text += (f"; a tie with {counts}: the same {b.total_devices} devices, broken in favour of the "
+                     f"fewest replicas")
+        elif saving is None:
             text += "; one pipeline cannot hold them on this fleet"
         elif b.replicas == 1:
             runner = min((o for o in self.options if o.replicas > 1 and o.total_devices is not None),
@@ -238,6 +252,7 @@ class ReplicaPlan:
                 "best_replicas": None if self.best is None else self.best.replicas,
                 "best_total_devices": None if self.best is None else self.best.total_devices,
                 "saving_devices": self.saving_devices, "stop_reason": self.stop_reason,
+                "tied_replicas": [o.replicas for o in self.tied], "tie_break": "fewest replicas",
                 "summary": self.summary()}
 
 

@@ -178,7 +178,9 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
     try:
         wl = base.replace(context_tokens=point.context_tokens, weight_bits=point.weight_bits,
                           kv_bits=point.kv_bits, concurrency=point.concurrency or 0)
-        inst = make_instance(model, fleet, wl, mode=point.mode, granularity=settings.granularity)
+        # the granularity refines split points; the other modes place whole layers
+        inst = make_instance(model, fleet, wl, mode=point.mode,
+                             granularity=settings.granularity if point.mode == "split" else "layer")
         kw = settings.solver_kwargs()
         if point.budget_devices is not None:
             search = largest_concurrency(inst, point.budget_devices, method=method,

@@ -143,7 +143,7 @@ def test_compare_command_on_a_toy_fleet(run_cli, write):
 
 
 def test_solve_progress_names_the_level_its_unit_and_a_valid_bound(run_cli):
-    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--workers", "1", "--json"])
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--threads", "1", "--json"])
     assert code == 0, err
     doc = json.loads(out)
     latency = doc["summary"]["hop_latency_us"]

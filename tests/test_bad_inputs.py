@@ -25,11 +25,11 @@ OK_HARDWARE = GALLERY / "ok" / "tinyhw.yaml"
 # The commands each kind of input goes through; {f} is the gallery file, {out} a path in the empty cwd.
 MODEL_RUNS = {
     "inspect": ["inspect", "{f}", "--hardware", OK_HARDWARE],
-    "solve": ["solve", "{f}", "--hardware", OK_HARDWARE, "--time-limit", "5", "--workers", "1", "-o", "{out}"],
+    "solve": ["solve", "{f}", "--hardware", OK_HARDWARE, "--time-limit", "5", "--threads", "1", "-o", "{out}"],
 }
 HARDWARE_RUNS = {
     "inspect": ["inspect", OK_MODEL, "--hardware", "{f}"],
-    "solve": ["solve", OK_MODEL, "--hardware", "{f}", "--time-limit", "5", "--workers", "1", "-o", "{out}"],
+    "solve": ["solve", OK_MODEL, "--hardware", "{f}", "--time-limit", "5", "--threads", "1", "-o", "{out}"],
 }
 HF_RUNS = {
     "import-hf": ["import-hf", "{f}", "-o", "{out}"],
@@ -240,7 +240,7 @@ def test_gallery_file_gives_one_line_error(name, argv, field, run_cli, tmp_path,
 def test_bad_flag_gives_one_line_error(command, flags, option, field, run_cli, tmp_path, monkeypatch):
     argv = [command, OK_MODEL, "--hardware", OK_HARDWARE, *flags]
     if command == "solve":
-        argv += ["--workers", "1", "-o", "out/result.json"]
+        argv += ["--threads", "1", "-o", "out/result.json"]
     code, out, err, _ = _run_in_empty_dir(run_cli, tmp_path, monkeypatch, argv)
     _assert_one_line_error(code, out, err, option, field)
 

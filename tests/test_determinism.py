@@ -86,7 +86,7 @@ def test_cli_same_seed_same_mapping(run_cli, tmp_path, monkeypatch):
     docs = []
     for name in ("a.json", "b.json"):
         code, out, err = run_cli(["solve", OK / "tiny.yaml", "--hardware", OK / "tinyhw.yaml", "--seed", "3",
-                                  "--workers", "1", "--concurrency", "400", "-o", name])
+                                  "--threads", "1", "--concurrency", "400", "-o", name])
         assert code == 0, err
         doc = json.loads((tmp_path / name).read_text())
         doc["summary"].pop("solve_seconds")
@@ -181,11 +181,11 @@ def test_gap_limit_never_becomes_a_claim_of_optimality():
 
 def test_cli_says_proven_or_not(run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(["solve", OK / "tiny.yaml", "--hardware", OK / "tinyhw.yaml", "--workers", "1"])
+    code, out, err = run_cli(["solve", OK / "tiny.yaml", "--hardware", OK / "tinyhw.yaml", "--threads", "1"])
     assert code == 0, err
     status = [line for line in out.splitlines() if line.startswith("status ")]
     assert status and "optimal (proven" in status[0] and "not proven" not in status[0]
-    code, out, err = run_cli(["solve", "kimi-k3", "--hardware", "wse-3t", "--time-limit", "0.05", "--workers", "1",
+    code, out, err = run_cli(["solve", "kimi-k3", "--hardware", "wse-3t", "--time-limit", "0.05", "--threads", "1",
                               "-o", "k.json"])
     assert code == 0, err
     status = [line for line in out.splitlines() if line.startswith("status ")]

@@ -140,7 +140,7 @@ def test_solve_command_explains_an_impossible_request(run_cli, tmp_path, monkeyp
     """`placer solve` on 6,000 live requests: exit 1, the culprit and the largest feasible concurrency."""
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(["solve", TINY, "--hardware", TINYHW, "--concurrency", "6000",
-                              "--workers", "1", "-o", "m.json"])
+                              "--threads", "1", "-o", "m.json"])
     assert code == 1, err
     assert "largest feasible concurrency: 5859" in out
     assert "layers.0" in out and "144,000,000 B short" in out

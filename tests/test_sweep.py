@@ -250,18 +250,18 @@ def test_sweep_cli_writes_csv_and_plot(run_cli, tmp_path):
     model, hw = _spec_files(tmp_path)
     out, png = tmp_path / "r.csv", tmp_path / "f.png"
     code, stdout, err = run_cli(["sweep", model, "-H", hw, "--context", "10", "--concurrency", "1..3,",
-                                 "--workers", "1", "-o", out])
+                                 "--jobs", "1", "-o", out])
     assert code == 2 and "--concurrency" in err
     code, stdout, err = run_cli(["sweep", model, "-H", hw, "--context", "10,20", "--concurrency", "1..3",
-                                 "--workers", "1", "-o", out, "--plot", png])
+                                 "--jobs", "1", "-o", out, "--plot", png])
     assert code == 0, err
     assert "6 solved, 0 reused" in stdout
     assert len(read_rows(out)) == 6
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     code, stdout, err = run_cli(["sweep", model, "-H", hw, "--context", "10,20", "--concurrency", "1..4",
-                                 "--workers", "1", "-o", out])
+                                 "--jobs", "1", "-o", out])
     assert code == 0 and "6 point(s) already in" in err and "2 solved, 6 reused" in stdout
-    code, stdout, err = run_cli(["sweep", model, "-H", hw, "--context", "10", "--budget", "2", "--workers", "1",
+    code, stdout, err = run_cli(["sweep", model, "-H", hw, "--context", "10", "--budget", "2", "--jobs", "1",
                                  "--json"])
     assert code == 0, err
     (row,) = json.loads(stdout)["rows"]

@@ -15,7 +15,7 @@ from ..workload import Workload, workload_for
 
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
-           "output_file", "input_file"]
+           "output_file", "input_file", "threads_option", "jobs_option", "renamed", "granularity_option"]
 
 
 class _Tokens(click.ParamType):
@@ -59,6 +59,15 @@ output_file = _OutputFile()
 input_file = _InputFile()
 
 
+def granularity_option(f):
+    """``--granularity``: how split mode refines layers; one default for every command."""
+    from ..compare import SPLIT_GRANULARITY
+
+    return click.option("--granularity", default=None,
+                        help=f"Split mode's refinement: layer, block or shards:N (default {SPLIT_GRANULARITY}); "
+                             f"other modes place whole layers.")(f)
+
+
 def workload_options(f):
     """--context --concurrency --weight-bits --kv-bits --state-bits --micro-batch --racks."""
     opts = [
@@ -78,6 +87,34 @@ def workload_options(f):
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def threads_option(f):
+    """``--threads N``: CP-SAT search threads (``--workers`` is its deprecated, hidden spelling)."""
+    f = click.option("--threads", type=click.IntRange(1, 256), default=None,
+                     help="CP-SAT search threads per solve (default 2).")(f)
+    return click.option("--workers", "workers_deprecated", type=click.IntRange(1, 256), default=None,
+                        hidden=True)(f)
+
+
+def jobs_option(f):
+    """``--jobs N``: processes (or Ray tasks) solving points at once (``--workers`` is its deprecated,
+    hidden spelling)."""
+    f = click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
+                     help="Points solved at once, one process each (default: all cores; 1 solves in this "
+                          "process).")(f)
+    return click.option("--workers", "workers_deprecated", type=click.IntRange(1, 4096), default=None,
+                        hidden=True)(f)
+
+
+def renamed(new_flag: str, new_value, old_value, default=None):
+    """The value of ``new_flag``, or of its old spelling ``--workers`` (with a warning), or ``default``."""
+    if old_value is not None:
+        if new_value is not None and new_value != old_value:
+            raise InvalidSpec("--workers", "workers", f"conflicts with {new_flag} {new_value}")
+        warn(f"--workers: workers: deprecated; say {new_flag} {old_value}")
+        return old_value
+    return default if new_value is None else new_value
 
 
 def hardware_option(required: bool = False):
@@ -125,11 +162,23 @@ def workload_doc(wl: Workload) -> dict:
     return wl.to_dict()
 
 
-def workload_text(wl: Workload) -> str:
-    """The workload in one line of human output: context, concurrency, every precision, reserve."""
+def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurrency: str | None = None) -> str:
+    """The workload in one line of human output: context, concurrency, every precision, reserve.
+
+    ``per_row`` names the fields a grid varies (``context``, ``concurrency``, ``weight_bits``,
+    ``kv_bits``), printed as "per row"; ``concurrency`` replaces the concurrency text."""
+    if isinstance(wl, dict):
+        wl = Workload(**{k: v for k, v in wl.items() if k in Workload.__dataclass_fields__})
+
+    def field(name, text):
+        return "per row" if name in per_row else text
+
     group = f", one scale per {wl.weight_group_size} weights" if wl.weight_group_size else ""
-    return (f"workload: context {format_tokens(wl.context_tokens)} ({wl.context_tokens:,} tokens), "
-            f"concurrency {wl.concurrency}, weights {wl.weight_bits}-bit{group}, KV {wl.kv_bits}-bit, "
+    context = field("context", f"{format_tokens(wl.context_tokens)} ({wl.context_tokens:,} tokens)")
+    return (f"workload: context {context}, "
+            f"concurrency {concurrency or field('concurrency', str(wl.concurrency))}, "
+            f"weights {field('weight_bits', f'{wl.weight_bits}-bit')}{group}, "
+            f"KV {field('kv_bits', f'{wl.kv_bits}-bit')}, "
             f"state {wl.state_bits}-bit (conv {wl.conv_state_bits}-bit), activations {wl.activation_bits}-bit, "
             f"micro-batch {wl.micro_batch}; runtime reserve none")
 

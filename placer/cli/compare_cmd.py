@@ -3,7 +3,18 @@ from __future__ import annotations
 import click
 
 from ..compare import compare
-from .common import echo_json, hardware_option, load_inputs, workload_options
+from ..units import format_duration_us
+from .common import (
+    echo_json,
+    granularity_option,
+    hardware_option,
+    load_inputs,
+    renamed,
+    threads_option,
+    workload_doc,
+    workload_options,
+    workload_text,
+)
 
 
 def _cell(value) -> str:
@@ -20,34 +31,35 @@ def _cell(value) -> str:
 @click.argument("model")
 @hardware_option(required=True)
 @workload_options
-@click.option("--granularity", default=None, help="Split mode's refinement: layer, block or shards:N "
-                                                  "(default shards:4).")
+@granularity_option
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
               help="CP-SAT time limit per row, in seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
-@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT workers.")
+@threads_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...]}.')
-def compare_command(model, hardware, granularity, time_limit, seed, workers, as_json, **kw):
+def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, as_json, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds."""
+    threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
 
     def progress(method, mode):
         if not as_json:
             click.echo(f"solving {method} / {mode} ...", err=True)
 
-    doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=workers, granularity=granularity,
+    doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
                   progress=progress)
+    doc["workload"] = workload_doc(wl)
     if as_json:
         echo_json(doc)
         return 0
-    click.echo(f"{m.name} on {fleet.name}: context {wl.context_tokens}, concurrency {wl.concurrency}, "
-               f"{wl.weight_bits}-bit weights, {wl.kv_bits}-bit KV")
+    click.echo(f"{m.name} on {fleet.name}: every method in every mode it places in")
+    click.echo(workload_text(wl))
     # "proven": devices and hop latency both proven; "devices" column marks a proven count with "*"
-    head = ("method", "mode", "devices", "hops", "hop us", "ceiling", "bound", "proven", "status", "seconds")
+    head = ("method", "mode", "devices", "hops", "latency", "ceiling", "bound", "proven", "status", "time")
     click.echo(f"{head[0]:<9} {head[1]:<15} {head[2]:>8} {head[3]:>5} {head[4]:>8} {head[5]:>7} {head[6]:>5} "
-               f"{head[7]:>6}  {head[8]:<10} {head[9]:>7}")
+               f"{head[7]:>6}  {head[8]:<10} {head[9]:>9}")
     notes = []
     for r in doc["rows"]:
         mode = r["mode"] if r["mode"] != "split" else f"split/{r['granularity']}"
@@ -56,8 +68,8 @@ def compare_command(model, hardware, granularity, time_limit, seed, workers, as_
         status = "bound" if bound_only and r["status"] == "unknown" else r["status"]
         devices = _cell(r["devices_used"]) + ("*" if r.get("devices_proven") and not bound_only else " ")
         click.echo(f"{r['method']:<9} {mode:<15} {devices:>8} {_cell(r['hops']):>5} "
-                   f"{_cell(r['hop_latency_us']):>8} {_cell(r['concurrency_ceiling']):>7} "
-                   f"{_cell(r['lower_bound_devices']):>5} {proven:>6}  {status:<10} {r['seconds']:>7.2f}")
+                   f"{format_duration_us(r['hop_latency_us']):>8} {_cell(r['concurrency_ceiling']):>7} "
+                   f"{_cell(r['lower_bound_devices']):>5} {proven:>6}  {status:<10} {format_duration_us(r['seconds'] * 1e6):>9}")
         if r["message"] and r["status"] in ("infeasible", "unknown") and r["method"] != "bound":
             notes.append(f"{r['method']} / {r['mode']}: {r['message']}")
     click.echo("* device count proven minimal (it meets the lower bound or the solver proved it); "

@@ -4,7 +4,7 @@ import click
 
 from ..inspect import inspect_model
 from ..units import format_bytes, format_tokens
-from .common import echo_json, hardware_option, load_inputs, workload_options
+from .common import echo_json, hardware_option, load_inputs, workload_doc, workload_options, workload_text
 
 
 @click.command("inspect")
@@ -17,12 +17,14 @@ def inspect_command(model, hardware, as_json, **kw):
     the per-device view of the published packing arithmetic."""
     m, fleet, wl = load_inputs(model, hardware, **kw)
     doc = inspect_model(m, wl, fleet)
+    doc["workload"] = workload_doc(wl)
     if as_json:
         echo_json(doc)
         return
     click.echo(f"{m.name}: {doc['totals']['layers']} nodes, {doc['totals']['params']:,} parameters "
                f"({wl.weight_bits}-bit weights, {wl.kv_bits}-bit KV, {wl.state_bits}-bit state, "
                f"context {format_tokens(wl.context_tokens)})")
+    click.echo(workload_text(wl))
     click.echo(f"{'idx':>4} {'name':<14} {'kind':<17} {'mixer':<15} {'ffn':<6} {'params':>17} "
                f"{'weights':>11} {'KV B/token':>10} {'state B/req':>12}")
     for r in doc["layers"]:

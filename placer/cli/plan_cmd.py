@@ -2,9 +2,18 @@ from __future__ import annotations
 
 import click
 
+from ..compare import granularity_for
 from ..instance import make_instance
 from ..plan import plan_replicas
-from .common import context_type, echo_json, hardware_option, load_inputs
+from .common import (
+    context_type,
+    echo_json,
+    granularity_option,
+    hardware_option,
+    load_inputs,
+    workload_doc,
+    workload_text,
+)
 
 
 @click.command("plan")
@@ -14,7 +23,7 @@ from .common import context_type, echo_json, hardware_option, load_inputs
               help="Live requests the replicas hold together.")
 @click.option("--context", type=context_type, default=None, help="Context tokens per request, e.g. 256k.")
 @click.option("--mode", type=click.Choice(["contiguous", "free", "split"]), default="contiguous", show_default=True)
-@click.option("--granularity", default="layer", show_default=True)
+@granularity_option
 @click.option("--method", type=click.Choice(["dp", "cpsat", "greedy", "typepack", "ffd"]), default=None,
               help="Placement method (default: dp for contiguous, cpsat otherwise).")
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True)
@@ -27,21 +36,25 @@ def plan_command(model, hardware, total_concurrency, context, mode, granularity,
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k."""
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
                                racks=racks)
-    inst = make_instance(m, fleet, wl, mode=mode, granularity=granularity)
+    inst = make_instance(m, fleet, wl, mode=mode, granularity=granularity_for(mode, granularity))
     plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit)
     if as_json:
-        echo_json(plan.to_dict())
+        echo_json({**plan.to_dict(), "workload": workload_doc(wl.replace(concurrency=total_concurrency))})
         return
-    click.echo(f"{m.name} on {fleet.name} ({plan.fleet_devices} devices), {mode}, {plan.method}: "
+    click.echo(f"{m.name} on {fleet.name} ({plan.fleet_devices} devices), {mode} ({inst.model.granularity}), {plan.method}: "
                f"{total_concurrency} live requests")
+    click.echo(workload_text(wl, concurrency=f"{total_concurrency} in total, ceil({total_concurrency} / k) per replica"))
     click.echo(f"{'':1} {'replicas':>8} {'each holds':>10} {'devices each':>12} {'total':>6} {'fits fleet':>10} "
                f"{'proven':>6}")
     for o in plan.options:
-        mark = "*" if plan.best is not None and o.replicas == plan.best.replicas else " "
+        mark = "*" if plan.best is not None and o.replicas == plan.best.replicas else \
+            "=" if o in plan.tied else " "
         each = "-" if o.devices_per_replica is None else o.devices_per_replica
         total = "-" if o.total_devices is None else o.total_devices
         click.echo(f"{mark:1} {o.replicas:>8} {o.replica_concurrency:>10} {each!s:>12} {total!s:>6} "
                    f"{'yes' if o.fits_fleet else 'no':>10} {'yes' if o.proven else 'no':>6}"
                    + ("" if o.total_devices is not None else f"  ({o.status}: {o.message})"))
+    click.echo("* fewest devices" + ("; = the same total (a tie, broken in favour of fewer replicas)"
+                                     if plan.tied else ""))
     click.echo(f"stopped: {plan.stop_reason}")
     click.echo(plan.summary())

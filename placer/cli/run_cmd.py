@@ -4,8 +4,8 @@ import click
 
 from ..executor.run import BACKENDS, run_mapping
 from ..mapping import read_mapping
-from ..units import format_bytes
-from .common import echo_json, input_file
+from ..units import format_bytes, format_duration_us
+from .common import echo_json, input_file, workload_text
 
 
 @click.command("run")
@@ -42,13 +42,14 @@ def run_command(mapping, backend, address, requests, tokens, micro_batch, max_li
     check = rep.get("check")
     ok = check is None or (check["tokens_match"] and check["logits_match"] and check["memory_match"])
     if as_json:
-        echo_json(rep)
+        echo_json({**rep, "workload": doc["workload"]})
         return 0 if ok else 1
     click.echo(f"{rep['model']} (tiny twin: hidden {rep['tiny']['hidden']}, vocab {rep['tiny']['vocab']}, "
                f"{rep['nodes']} nodes) on {rep['devices']} stages, backend {rep['backend']}")
     click.echo(f"{rep['requests']} requests, {rep['tokens_generated']} tokens, micro-batch {rep['micro_batch']}, "
                f"up to {rep['max_live']} live (peak {rep['peak_live']}), up to {rep['max_in_flight']} "
-               f"micro-batches in flight, {rep['passes']} pipeline passes, {rep['seconds']} s")
+               f"micro-batches in flight, {rep['passes']} pipeline passes, {format_duration_us(rep['seconds'] * 1e6)}")
+    click.echo(f"placed for {workload_text(doc['workload'])}")
     rows = {r["device"]: r for r in (check or {}).get("memory", [])}
     click.echo(f"{'stage':>5} {'device':<8} {'nodes':>5} {'weights':>10} {'peak cache':>11} {'live':>5} "
                f"{'per request':>11}  accounting")

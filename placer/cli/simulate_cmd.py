@@ -3,17 +3,32 @@ from __future__ import annotations
 import click
 
 from ..algorithms import PLACING_METHODS
+from ..compare import granularity_for
 from ..errors import InvalidSpec
 from ..instance import MODES
 from ..mapping import read_mapping
 from ..simulate.des import RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
 from ..simulate.modes import compare_modes
+from ..units import format_duration_us
 from ..workload import workload_for
-from .common import context_type, echo_json, hardware_option, load_inputs, output_file
+from .common import (
+    context_type,
+    echo_json,
+    granularity_option,
+    hardware_option,
+    load_inputs,
+    output_file,
+    warn,
+    workload_notes,
+    workload_text,
+)
 
 
 def _f(v, fmt="{:,.1f}"):
-    return "-" if v is None else fmt.format(v)
+    """``v`` by a format string, or by a formatting function (durations: format_duration_us)."""
+    if v is None:
+        return "-"
+    return fmt(v) if callable(fmt) else fmt.format(v)
 
 
 @click.command("simulate")
@@ -48,7 +63,7 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--gantt", type=output_file, default=None, help="Draw stage occupancy to FILE.png.")
 @click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat",
               show_default=True, help="Placement method for --compare.")
-@click.option("--granularity", default="shards:2", show_default=True, help="Split-mode refinement for --compare.")
+@granularity_option
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
               help="CP-SAT time limit per mode for --compare.")
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Modes for --compare.")
@@ -73,7 +88,9 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                                                   f"(choose from {', '.join(MODES)})")
         m, fleet, _ = load_inputs(model_ref_, hardware)
         wl = workload_for(m, context=context, micro_batch=micro_batch)
-        doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity,
+        for note in workload_notes(m, wl):
+            warn(note)
+        doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity_for("split", granularity),
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
                             prefill=prefill, schedule=schedule, max_batch=max_batch, runtime=runtime)
@@ -94,7 +111,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         from ..simulate.gantt import save_gantt
         save_gantt(res, gantt)
     if as_json:
-        echo_json(res.to_dict())
+        echo_json({**res.to_dict(), "workload": mapping["workload"]})
         return 0
     s = mapping["summary"]
     click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']} ({mapping['mode']}): "
@@ -102,13 +119,16 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
                f"live cap {_f(res.concurrency_cap, '{}')}")
     click.echo(f"schedule: {_schedule(res)}")
+    click.echo(f"placed for {workload_text(mapping['workload'])}")
     click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
     click.echo(f"  aggregate speed       {_f(res.aggregate_tokens_per_s)} tokens/s "
                f"(pipeline bound {res.pipeline_bound_tokens_per_s:,.1f})")
-    click.echo(f"  inter-token latency   p50 {_f(res.itl_p50_us)} us, p99 {_f(res.itl_p99_us)} us")
+    click.echo(f"  inter-token latency   p50 {format_duration_us(res.itl_p50_us)}, "
+               f"p99 {format_duration_us(res.itl_p99_us)}")
     if res.ttft_p50_us is not None:
-        click.echo(f"  time to first token   p50 {_f(res.ttft_p50_us)} us, p99 {_f(res.ttft_p99_us)} us")
+        click.echo(f"  time to first token   p50 {format_duration_us(res.ttft_p50_us)}, "
+                   f"p99 {format_duration_us(res.ttft_p99_us)}")
     click.echo(f"  live requests         peak {res.live_requests}, mean {res.live_requests_mean:,.1f}")
     util = res.stage_utilization
     click.echo(f"  stage utilisation     mean {sum(util) / len(util):.1%}, min {min(util):.1%}, "
@@ -130,15 +150,14 @@ def _schedule(res) -> str:
 
 
 def _print_compare(doc: dict) -> None:
-    wl = doc["workload"]
-    click.echo(f"{doc['model']} on {doc['hardware']}: context {wl['context_tokens']:,} tokens, "
-               f"{wl['weight_bits']}-bit weights, {wl['kv_bits']}-bit KV, schedule {doc['schedule']}, "
-               f"{doc['output_tokens']} output tokens per request")
+    click.echo(f"{doc['model']} on {doc['hardware']}: every mode's placement simulated, schedule "
+               f"{doc['schedule']}, {doc['output_tokens']} output tokens per request")
+    click.echo(workload_text(doc["workload"]))
     cols = [("mode", "{}"), ("method", "{}"), ("status", "{}"), ("devices_used", "{}"), ("hops", "{}"),
-            ("hop_latency_us", "{:,.0f}"), ("concurrency_ceiling", "{}"), ("single_user_tokens_per_s", "{:,.1f}"),
+            ("hop_latency_us", format_duration_us), ("concurrency_ceiling", "{}"), ("single_user_tokens_per_s", "{:,.1f}"),
             ("per_user_tokens_per_s", "{:,.1f}"), ("aggregate_tokens_per_s", "{:,.0f}"),
             ("power_w", "{:,.0f}"), ("tokens_per_s_per_mw", "{:,.0f}"), ("joules_per_token", "{:,.2f}")]
-    labels = {"devices_used": "devices", "hop_latency_us": "hop us", "concurrency_ceiling": "live cap",
+    labels = {"devices_used": "devices", "hop_latency_us": "hop latency", "concurrency_ceiling": "live cap",
               "single_user_tokens_per_s": "tok/s alone", "per_user_tokens_per_s": "tok/s/user at cap",
               "aggregate_tokens_per_s": "tok/s total", "power_w": "power W", "tokens_per_s_per_mw": "tok/s/MW",
               "joules_per_token": "J/token"}

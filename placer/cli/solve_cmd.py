@@ -8,9 +8,12 @@ from ..instance import MODES
 from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
+    granularity_option,
     hardware_option,
     load_inputs,
     output_file,
+    renamed,
+    threads_option,
     workload_doc,
     workload_options,
     workload_text,
@@ -66,8 +69,7 @@ def print_progress(info) -> None:
 @hardware_option(required=True)
 @click.option("--mode", type=click.Choice(MODES), default=None,
               help="contiguous (default; free for typepack and ffd), free, or split.")
-@click.option("--granularity", default=None,
-              help="Split mode's refinement: layer, block or shards:N (default shards:4).")
+@granularity_option
 @click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat", show_default=True)
 @click.option("--pin", "pins", multiple=True, metavar="SPEC",
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
@@ -75,22 +77,23 @@ def print_progress(info) -> None:
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
               help="CP-SAT time limit in seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
-@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT workers.")
+@threads_option
 @click.option("-o", "--output", type=output_file, default=None,
               help="Write the stage mapping to this file (nothing is written without it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the stage mapping as JSON.")
 @click.option("--stages", "show_stages", is_flag=True, help="Also print the stage table after the summary.")
 @click.option("--no-write", is_flag=True, hidden=True, help="Deprecated: solve writes only with -o.")
-def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, workers, output,
-                  as_json, show_stages, no_write, **kw):
+def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
+                  output, as_json, show_stages, no_write, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
     with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
     reason and the largest concurrency that fits, writes nothing and exits 1.
     """
+    threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
-    opts = dict(time_limit=time_limit, seed=seed, workers=workers, progress=print_progress) \
+    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=print_progress) \
         if method == "cpsat" else {}
     solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
     inst, r, doc = solved.instance, solved.result, solved.mapping

@@ -5,10 +5,23 @@ import sys
 import click
 
 from ..algorithms import PLACING_METHODS
+from ..compare import granularity_for
 from ..errors import InvalidSpec
 from ..sweep import Grid, SweepSettings, run_sweep
-from ..units import format_tokens, parse_int_list, parse_tokens
-from .common import echo_json, hardware_option, load_inputs, output_file
+from ..units import format_duration_us, format_tokens, parse_int_list, parse_tokens
+from .common import (
+    echo_json,
+    granularity_option,
+    hardware_option,
+    jobs_option,
+    load_inputs,
+    output_file,
+    renamed,
+    warn,
+    workload_doc,
+    workload_notes,
+    workload_text,
+)
 
 METHODS = PLACING_METHODS
 
@@ -54,15 +67,16 @@ def _modes(text):
               help="Device budgets: per context and precision, find the largest concurrency that fits by bisection.")
 @click.option("--method", type=click.Choice(METHODS), default=None,
               help="Placement method (default: dp for contiguous, cpsat otherwise).")
-@click.option("--granularity", default="layer", show_default=True, help="Split granularity for --mode split.")
+@granularity_option
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
               help="CP-SAT seconds per solve.")
 @click.option("--seed", type=int, default=None)
 @click.option("--objective", type=click.Choice(["devices", "lex"]), default=None,
               help="CP-SAT objective: devices only (fast; hops not optimised) or devices then hop latency "
                    "(the solver's default).")
-@click.option("--workers", type=click.IntRange(1, 4096), default=None,
-              help="Processes (default: all cores; 1 solves in this process).")
+@jobs_option
+@click.option("--threads", type=click.IntRange(1, 256), default=None,
+              help="CP-SAT search threads per solve (default: the solver's).")
 @click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
@@ -79,7 +93,7 @@ def _modes(text):
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
-                  granularity, time_limit, seed, objective, workers, backend, address, racks, replicas, simulate,
+                  granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, replicas, simulate,
                   sim_tokens, retry_failed, out, plot_path, references, as_json):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
@@ -87,9 +101,12 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
                 concurrencies=_grid_values(concurrencies, "--concurrency") or (),
                 modes=_modes(modes), weight_bits=_grid_values(weight_bits, "--weight-bits"),
                 kv_bits=_grid_values(kv_bits, "--kv-bits"), budgets=_grid_values(budget, "--budget") or ())
+    for context in grid.contexts:
+        for note in workload_notes(m, base.replace(context_tokens=context)):
+            warn(note)
     cap = max(grid.concurrencies) if grid.budgets and grid.concurrencies else None
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
-                             granularity=granularity,
+                             granularity=granularity_for("split", granularity), solver_workers=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
                              concurrency_cap=cap, base_workload=base)
     bar = None
@@ -104,7 +121,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
             bar.__enter__()
 
     try:
-        report = run_sweep(m, fleet, grid, settings, out=out, workers=workers, backend=backend, address=address,
+        report = run_sweep(m, fleet, grid, settings, out=out, workers=renamed("--jobs", jobs, workers_deprecated), backend=backend, address=address,
                            retry_failed=retry_failed, on_start=on_start,
                            progress=lambda row, done, todo: bar.update(1))
     finally:
@@ -116,14 +133,23 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
         save(plot_frontiers(report.rows, fleet_devices=len(fleet.available), references=parse_references(references),
                             title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
     if as_json:
-        echo_json({"rows": report.rows, "solved": report.solved, "reused": report.reused,
-                   "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers})
+        echo_json({"rows": report.rows, "workload": workload_doc(base), "solved": report.solved, "reused": report.reused,
+                   "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers,
+                   "jobs": report.workers})
         return
+    click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
+    click.echo(workload_text(base, per_row=_varied(grid)))
     _print_table(report.rows)
-    click.echo(f"{report.solved} solved, {report.reused} reused in {report.seconds:.1f} s "
-               f"({report.backend}, {report.workers} worker(s)); * = Pareto-optimal; proven 'devices' = "
+    click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
+               f"({report.backend}, {report.workers} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"
                + (f"; results in {out}" if out else ""))
+
+
+def _varied(grid: Grid) -> tuple[str, ...]:
+    """The workload fields the grid sets per row (the rest are the model's defaults)."""
+    return (("context",) + ("concurrency",) + (("weight_bits",) if grid.weight_bits else ())
+            + (("kv_bits",) if grid.kv_bits else ()))
 
 
 def _proven(r) -> str:
@@ -137,7 +163,7 @@ def _print_table(rows):
     sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
     rep = any(r.get("replicas_best") is not None for r in rows)
     head = (f"{'':1} {'mode':<10} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
-            f"{'hops':>5} {'hop us':>7} {'ceiling':>7} {'status':<10} {'proven':<7} {'s':>7}")
+            f"{'hops':>5} {'latency':>9} {'ceiling':>7} {'status':<10} {'proven':<7} {'time':>9}")
     if sim:
         head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9}"
     if rep:
@@ -151,8 +177,8 @@ def _print_table(rows):
         line = (f"{'*' if r.get('pareto') else ' ':1} {r['mode']:<10} {format_tokens(r['context_tokens']):>7} "
                 f"{str(r['weight_bits']) + '/' + str(r['kv_bits']):>5} {v(r['concurrency']):>6} "
                 f"{v(r['budget_devices']):>6} {v(r['devices_used']):>7} {v(r['lower_bound_devices']):>5} "
-                f"{v(r['hops']):>5} {v(r['hop_latency_us'], '{:g}'):>7} {v(r['concurrency_ceiling']):>7} "
-                f"{r['status'] or '-':<10} {_proven(r):<7} {v(r['seconds'], '{:.2f}'):>7}")
+                f"{v(r['hops']):>5} {format_duration_us(r['hop_latency_us']):>9} {v(r['concurrency_ceiling']):>7} "
+                f"{r['status'] or '-':<10} {_proven(r):<7} {format_duration_us(None if r['seconds'] is None else r['seconds'] * 1e6):>9}")
         if sim:
             line += (f" {v(r['per_user_tokens_per_s'], '{:.0f}'):>10} {v(r['aggregate_tokens_per_s'], '{:.0f}'):>9}"
                      f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9}")

@@ -4,7 +4,7 @@ import click
 
 from ..mapping import read_mapping
 from ..validate import validate_mapping
-from .common import echo_json, input_file
+from .common import echo_json, input_file, workload_text
 
 
 @click.command("validate")
@@ -23,13 +23,16 @@ def validate_command(mapping, model_ref, hardware_ref, as_json):
     doc = read_mapping(mapping)
     violations = validate_mapping(doc, model=model_ref, fleet=hardware_ref, source=mapping)
     if as_json:
-        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations]})
+        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
+                   "workload": doc.get("workload")})
     elif violations:
         click.echo(f"{mapping}: {len(violations)} violation(s)")
+        click.echo(workload_text(doc["workload"]))
         for v in violations:
             click.echo(f"  {v.kind}: {v.message}")
     else:
         s = doc["summary"]
         click.echo(f"{mapping}: valid ({doc['model']['name']} on {doc['hardware']['name']}, {doc['mode']}, "
                    f"{s['devices_used']} devices, {s['hops']} hops, concurrency ceiling {s['concurrency_ceiling']})")
+        click.echo(workload_text(doc["workload"]))
     return 1 if violations else 0
