@@ -94,9 +94,10 @@ def test_text_output(run_cli):
     assert "concurrency ceiling: floor(27,870,967,742 / 150,994,944) = 184" in out
     assert "KV reserve beside one dense layer: 27.87 GB (27,870,967,742 B)" in out
     assert "2,999,999,999,988" in out
-    # header, 93 layer rows and a total row before the device block
+    # title, workload, header, 93 layer rows and a total row before the device block
     table = out.split("\n\nper device")[0].splitlines()
-    assert len(table) == 1 + 1 + 93 + 1
+    assert table[1].startswith("workload: context 256k (262,144 tokens), concurrency 184, weights 4-bit")
+    assert len(table) == 1 + 1 + 1 + 93 + 1
 
 
 def test_inspect_explicit_spec_file(run_cli, write):

@@ -47,7 +47,7 @@ def test_valid_mappings_pass_through_the_cli(run_cli, tmp_path, mode, granularit
     doc = build_mapping(inst, by_hand(inst, assignment))
     assert validate_mapping(doc) == []
     code, out, _ = run_validate(run_cli, tmp_path, doc)
-    assert code == 0 and out == {"valid": True, "violations": []}
+    assert code == 0 and out == {"valid": True, "violations": [], "workload": doc["workload"]}
     code, text, _ = run_cli(["validate", tmp_path / "mapping.json"])
     assert code == 0 and "valid" in text
 
