@@ -1,7 +1,13 @@
-"""Calibrate the simulator's wafer cost model against Cerebras' published single-user speeds.
+"""Calibrate the simulator's cost model: wafers on Cerebras' published single-user speeds, GPUs on
+published measured decode throughput (TensorRT-LLM, FasterTransformer).
 
     python benchmarks/calibrate_simulator.py            # fit, verify, print
-    python benchmarks/calibrate_simulator.py --write    # and write the perf blocks of the wafer specs
+    python benchmarks/calibrate_simulator.py --write    # and write the perf blocks of the specs
+
+GPUs: :data:`GPU_POINTS` (8 rows, 4 GPU types, batch 1 to 128): one set of constants for every
+GPU (per-layer overhead, fractions of peak HBM bandwidth and of peak compute) by least squares on
+the relative error, each row then re-run through the discrete-event simulator and its error
+printed.
 
 Published decode speeds at batch 1 (hardware reference section 3, V: Cerebras launch blog, 2024-08):
 
@@ -48,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from placer import load_fleet, load_model, make_instance, workload_for  # noqa: E402
 from placer.algorithms import place  # noqa: E402
 from placer.fleet import fleet_from_dict  # noqa: E402
+from placer.model import model_from_dict  # noqa: E402
 from placer.simulate import segments_of, simulate  # noqa: E402
 from placer.simulate.cost import cached_tokens  # noqa: E402
 from placer.spec_io import atomic_write_text, load_yaml_or_json  # noqa: E402
@@ -140,9 +147,176 @@ def write_perf(name: str, block: str) -> None:
     load_fleet(path)   # still a valid spec
 
 
+# ----------------------------------------------------------------------------- GPUs
+# Published, measured decode figures on GPUs (hardware reference section 7; each row's source is
+# quoted in the h100 / h200 / b200 specs). The TensorRT-LLM rows are static batches
+# (gptSessionBenchmark): `batch` requests of `isl` prompt tokens generate `osl` tokens each and
+# the table gives batch x osl / (prefill + decode time); the FasterTransformer row is one request's
+# decode time per token; the vLLM row is the mean end-to-end latency of a batch (prefill + decode). Rows with long prompts and short outputs measure prefill, and rows with
+# tensor parallelism need the device-group collectives, so neither is used.
+TRTLLM_PERF = ("NVIDIA TensorRT-LLM, docs/source/performance.md, \"Performance of TensorRT-LLM\" "
+               "(H100 and A100 tables updated for v0.6.1, L40S from v0.5), "
+               "https://nvidia.github.io/TensorRT-LLM/performance.html")
+TRTLLM_H200 = ("NVIDIA TensorRT-LLM, docs/source/blogs/H200launch.md, \"H200 achieves nearly 12,000 tokens/sec "
+               "on Llama2-13B with TensorRT-LLM\" (v0.5.0, H200 FP8 max throughput table)")
+VLLM_CI = ("vLLM performance benchmark (CI), buildkite.com/vllm/performance-benchmark/builds/9515, "
+           "latency tests: input 32, output 128, batch 8, latency_llama8B_tp1 on H200")
+FT_KIPPLY = ("kipply, \"Transformer Inference Arithmetic\" (kipp.ly/blog/transformer-inference-arithmetic), "
+             "FasterTransformer measurements as tabulated by cli99/llm-analysis examples/fastertransformer/README.md")
+
+GPU_POINTS = [
+    # name, gpu, model, bits (weights = KV), batch, isl, osl, measured, metric, source
+    ("A100 40GB, 13B (GPT-style), batch 1, 512 ctx", "a100-40gb", "test-13b", 16, 1, 512, 10, 22.0,
+     "decode_ms", FT_KIPPLY),
+    ("A100 80GB FP16, Llama-2-7B, batch 60, 128/2048", "a100-80gb", "llama-2-7b", 16, 60, 128, 2048, 1928.0,
+     "tokens_per_s", TRTLLM_PERF),
+    ("H100 FP8, Llama-2-7B, batch 112, 128/2048", "h100", "llama-2-7b", 8, 112, 128, 2048, 6818.0,
+     "tokens_per_s", TRTLLM_PERF),
+    ("H100 FP8, Llama-2-7B, batch 48, 2048/2048", "h100", "llama-2-7b", 8, 48, 2048, 2048, 2740.0,
+     "tokens_per_s", TRTLLM_PERF),
+    ("H200 FP8, Llama-2-13B, batch 128, 128/2048", "h200", "llama-2-13b", 8, 128, 128, 2048, 4750.0,
+     "tokens_per_s", TRTLLM_H200),
+    ("H200 BF16, Llama-3.1-8B, batch 8, 32/128 (vLLM)", "h200", "llama-3.1-8b", 16, 8, 32, 128, 833.421,
+     "latency_ms", VLLM_CI),
+    ("L40S FP8, Llama-2-7B, batch 64, 128/2048", "l40s", "llama-2-7b", 8, 64, 128, 2048, 1622.0,
+     "tokens_per_s", TRTLLM_PERF),
+    ("L40S FP8, Llama-2-7B, batch 16, 2048/2048", "l40s", "llama-2-7b", 8, 16, 2048, 2048, 531.0,
+     "tokens_per_s", TRTLLM_PERF),
+]
+
+# Models of the calibration rows (Hugging Face configs: meta-llama/Llama-2-7b-hf, Llama-2-13b-hf;
+# llm-analysis llm_analysis/model_configs/test-13b.json for the FasterTransformer model, whose MLP is
+# two 5120 x 20480 matrices with biases rather than a gated one).
+CAL_MODELS = {
+    "llama-2-7b": {"name": "llama-2-7b", "hidden_size": 4096, "vocab_size": 32000, "num_layers": 32,
+                   "pattern": "A*32", "mixers": {"attention": {"type": "mha", "num_heads": 32, "head_dim": 128}},
+                   "ffns": {"mlp": {"type": "dense", "intermediate_size": 11008}},
+                   "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
+    "llama-2-13b": {"name": "llama-2-13b", "hidden_size": 5120, "vocab_size": 32000, "num_layers": 40,
+                    "pattern": "A*40", "mixers": {"attention": {"type": "mha", "num_heads": 40, "head_dim": 128}},
+                    "ffns": {"mlp": {"type": "dense", "intermediate_size": 13824}},
+                    "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
+    "test-13b": {"name": "test-13b", "hidden_size": 5120, "vocab_size": 50272, "num_layers": 40,
+                 "tie_word_embeddings": True, "pattern": "A*40",
+                 "mixers": {"attention": {"type": "mha", "num_heads": 40, "head_dim": 128, "qkv_bias": True,
+                                          "o_bias": True}},
+                 "ffns": {"mlp": {"type": "dense", "params": 2 * 5120 * 20480 + 20480 + 5120}},
+                 "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
+}
+
+# GPUs of the calibration rows that placer's catalog does not ship (one device, no links needed).
+# A100: NVIDIA A100 datasheet (80 GB SXM 2,039 GB/s, 40 GB 1,555 GB/s, 312 TFLOPS dense BF16,
+# 400 W; U: quoted from memory of the datasheet); the "80 GB" part has 80 GiB, which the batch of
+# 60 Llama-2-7B requests at 2,176 tokens needs (13.5 GB of weights + 60 x 1.14 GB of KV). L40S: NVIDIA's L40S table as reproduced by
+# resellers (48 GB GDDR6, 864 GB/s, 362 TFLOPS dense BF16, 733 dense FP8, 350 W; U).
+CAL_DEVICES = {
+    "a100-80gb": {"memory": "80 GiB", "memory_bandwidth": "2039 GB/s", "compute": "312 TFLOPS", "power": "400 W"},
+    "a100-40gb": {"memory": "40 GB", "memory_bandwidth": "1555 GB/s", "compute": "312 TFLOPS", "power": "400 W"},
+    "l40s": {"memory": "48 GB", "memory_bandwidth": "864 GB/s", "compute": "362 TFLOPS", "compute_fp8": "733 TFLOPS",
+             "power": "350 W"},
+}
+GPU_SPECS = ("h100", "h200", "b200")
+UNITS = {"decode_ms": "ms/token", "latency_ms": "ms per batch", "tokens_per_s": "tok/s"}     # catalog GPUs that take the fitted constants
+
+
+def _gpu_fleet(name: str, perf: dict):
+    if name in CAL_DEVICES:
+        data = {"name": name, "device": dict(CAL_DEVICES[name], kind="gpu", perf=perf),
+                "fleet": {"racks": 1, "per_rack": 1}}
+        return fleet_from_dict(data, source=f"{name} (calibration)")
+    return _fleet_with_perf(name, perf)
+
+
+def _gpu_instance(point, perf: dict):
+    _label, gpu, model_name, bits, batch, isl, osl, *_ = point
+    model = (model_from_dict(CAL_MODELS[model_name], source=model_name) if model_name in CAL_MODELS
+             else load_model(model_name))
+    fleet = _gpu_fleet(gpu, perf)
+    wl = workload_for(model, context=isl + osl, concurrency=batch, weight_bits=bits, kv_bits=bits)
+    inst = make_instance(model, fleet, wl, mode="contiguous")
+    return inst, [0] * inst.n_nodes
+
+
+def gpu_terms(point) -> np.ndarray:
+    """(layer overheads, bytes / peak bandwidth in us, FLOPs / peak compute in us) of the measured
+    time: the prompt prefills one request at a time, then every step decodes the whole batch (what
+    the simulator does with ``max_batch=batch`` and ``prefill=True`` on one GPU). The modelled time
+    is ``a x terms[0] + terms[1] / bandwidth_efficiency + terms[2] / compute_efficiency``."""
+    _label, gpu, _m, _bits, batch, isl, osl, _meas, metric, _src = point
+    inst, assignment = _gpu_instance(point, dict(fixed_overhead_us_per_layer=0.0, bandwidth_efficiency=1.0,
+                                                 compute_efficiency=1.0))
+    (seg,) = segments_of(inst, assignment)
+    bw, fl = seg.bytes_per_us, seg.flops_per_us
+    out = np.zeros(3)
+
+    def add(t, times=1):
+        out[0] += times * seg.layers
+        out[1] += times * t.bytes / bw
+        out[2] += times * t.flops / fl
+
+    windows = seg.windows() or {None}
+    if metric == "decode_ms":            # one request's decode step at its context
+        add(seg.terms_for(batch, cached_tokens([isl + osl // 2] * batch, windows)))
+        return out
+    add(_prefill_terms(seg, isl), batch)   # each prompt: weights, its KV written, its FLOPs
+    for j in range(1, osl):               # decode steps after the first token
+        add(seg.terms_for(batch, cached_tokens([isl + j] * batch, windows)))
+    return out
+
+
+def _prefill_terms(seg, p: int):
+    from placer.simulate.cost import Terms
+    from placer.simulate.des import sum_min
+    kvb = sum(c.kv_bytes_per_token * (p if c.kv_window is None else min(p, c.kv_window)) for c in seg.costs)
+    kve = sum(c.kv_elements_per_token * sum_min(p, c.kv_window) for c in seg.costs)
+    flops = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p for c in seg.costs) + 2.0 * kve
+    nbytes = sum(c.weight_bytes_read(p) for c in seg.costs) + kvb + sum(2 * c.state_bytes for c in seg.costs)
+    return Terms(0.0, nbytes, flops)
+
+
+def _measured_us(point) -> float:
+    *_, batch, _isl, osl, measured, metric, _src = point
+    if metric in ("decode_ms", "latency_ms"):
+        return measured * 1e3
+    return batch * osl / measured * 1e6
+
+
+def fit_gpus() -> dict:
+    """One set of constants for every GPU: per-layer overhead (us) and the fractions of peak HBM
+    bandwidth and of peak compute, by least squares on the relative error of every row."""
+    from scipy.optimize import lsq_linear
+
+    rows = np.array([gpu_terms(p) for p in GPU_POINTS])
+    meas = np.array([_measured_us(p) for p in GPU_POINTS])
+    a_mat = rows / meas[:, None]          # relative: model / measured - 1
+    res = lsq_linear(a_mat, np.ones(len(meas)), bounds=([0.0, 1.0, 1.0], [np.inf, np.inf, np.inf]))
+    a, x, y = res.x
+    return dict(fixed_overhead_us_per_layer=float(a), bandwidth_efficiency=float(1 / x),
+                compute_efficiency=float(1 / y), closed_form_error=(rows @ res.x) / meas - 1)
+
+
+def verify_gpus(perf: dict) -> list[dict]:
+    """Every row through the discrete-event simulator with ``perf``: simulated vs measured."""
+    out = []
+    for point in GPU_POINTS:
+        label, gpu, model_name, bits, batch, isl, osl, measured, metric, source = point
+        inst, assignment = _gpu_instance(point, perf)
+        if metric == "decode_ms":
+            sim = simulate(inst, assignment, requests=1, output_tokens=osl, context=isl + osl)
+            value = sim.itl_p50_us / 1e3
+        else:
+            sim = simulate(inst, assignment, requests=batch, output_tokens=osl, context=isl + osl,
+                           max_batch=batch, prefill=True)
+            value = sim.aggregate_tokens_per_s if metric == "tokens_per_s" else sim.window_us / 1e3
+        out.append(dict(point=label, gpu=gpu, model=model_name, batch=batch, metric=metric, source=source,
+                        measured=measured, simulated=value, error=(value - measured) / measured))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", action="store_true", help="write the perf blocks of wse-3, wse-3t and wse-2")
+    ap.add_argument("--write", action="store_true",
+                    help="write the perf blocks of wse-3, wse-3t, wse-2, h100, h200 and b200")
     args = ap.parse_args(argv)
 
     f = fit()
@@ -212,6 +386,44 @@ def main(argv=None) -> int:
             "fixes the per-layer overhead. WaferLLM's kernels are not Cerebras' serving stack.",
         ]))
         print("wrote the perf blocks of hardware/wse-3.yaml, wse-3t.yaml and wse-2.yaml")
+
+    g = fit_gpus()
+    gpu = dict(fixed_overhead_us_per_layer=round(g["fixed_overhead_us_per_layer"], 3), fixed_overhead_us_per_stage=0.0,
+               bandwidth_efficiency=round(g["bandwidth_efficiency"], 4),
+               compute_efficiency=round(g["compute_efficiency"], 4))
+    print(f"GPU fit over {len(GPU_POINTS)} published measurements (least squares on relative time error): "
+          f"{gpu['fixed_overhead_us_per_layer']} us per layer, {gpu['bandwidth_efficiency']:.1%} of peak HBM "
+          f"bandwidth, {gpu['compute_efficiency']:.1%} of peak compute")
+    rows = verify_gpus(gpu)
+    print(f"  {'point':<50} {'measured':>10} {'simulated':>10} {'error':>7}")
+    for r in rows:
+        unit = UNITS[r["metric"]]
+        print(f"  {r['point']:<50} {r['measured']:>10,.1f} {r['simulated']:>10,.1f} {r['error']:>+7.1%}  {unit}")
+    mae = float(np.mean([abs(r["error"]) for r in rows]))
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    print(f"  mean absolute error {mae:.1%}; worst {worst['point']} ({worst['error']:+.1%})")
+    print("  sources:")
+    for src in dict.fromkeys(r["source"] for r in rows):
+        print(f"    - {src}")
+    if args.write:
+        comment = [
+            "Simulator cost model (placer/simulate/cost.py): a stage visit costs",
+            "fixed_overhead_us_per_layer per layer + bytes read / (HBM bandwidth x bandwidth_efficiency)",
+            "+ FLOPs / (compute x compute_efficiency), compute_fp8 for weights of 8 bits or fewer.",
+            "Fitted by benchmarks/calibrate_simulator.py, one set for every GPU (least squares on the",
+            "relative error) to published measured decode figures; simulated vs measured:",
+        ] + [f"  {r['point']}: {r['measured']:,.1f} vs {r['simulated']:,.1f} "
+             f"{UNITS[r['metric']]} ({r['error']:+.1%})" for r in rows] + [
+            f"  mean absolute error {mae:.1%}, worst {worst['point']} ({worst['error']:+.1%}).",
+            "Sources:",
+        ] + [f"  {s}" for s in dict.fromkeys(r["source"] for r in rows)] + [
+            "The rows run TensorRT-LLM 0.5-0.6, FasterTransformer and vLLM (2023-24); the per-layer overhead",
+            "absorbs that software's launch and synchronisation costs and is not re-measured for",
+            "newer runtimes; devices without a row of their own (b200) take the same fractions of peak.",
+        ]
+        for name in GPU_SPECS:
+            write_perf(name, perf_block(gpu, comment))
+        print(f"wrote the perf blocks of {', '.join(f'hardware/{n}.yaml' for n in GPU_SPECS)}")
     return 0
 
 

@@ -55,6 +55,7 @@ class DeviceTypeSpec(_Strict):
     memory_bandwidth: float | str | None = None
     compute: float | str | None = None
     compute_precision: str | None = None
+    compute_fp8: float | str | None = None     # dense 8-bit peak, used for weights of 8 bits or fewer
     power: float | str | None = None
     kind: Literal["wafer", "gpu"] = "wafer"
     perf: PerfSpec | None = None
@@ -75,7 +76,7 @@ class DeviceTypeSpec(_Strict):
     def _bw(cls, v):
         return None if v is None else parse_bandwidth(v)
 
-    @field_validator("compute", mode="before")
+    @field_validator("compute", "compute_fp8", mode="before")
     @classmethod
     def _fl(cls, v):
         return None if v is None else parse_flops(v)
@@ -160,6 +161,7 @@ class DeviceType:
     compute_precision: str | None = None
     power_w: float | None = None
     kind: str = "wafer"
+    compute_fp8_flops: float | None = None      # FLOP/s, dense 8-bit (None: as compute_flops)
     fixed_overhead_us_per_layer: float = 0.0
     fixed_overhead_us_per_stage: float = 0.0
     bandwidth_efficiency: float = 1.0
@@ -294,6 +296,7 @@ def _device_type(name: str, s: DeviceTypeSpec) -> DeviceType:
     perf = s.perf or PerfSpec()
     return DeviceType(name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision, power_w=s.power,
+                      compute_fp8_flops=s.compute_fp8,
                       kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
                       fixed_overhead_us_per_stage=perf.fixed_overhead_us_per_stage,
                       bandwidth_efficiency=perf.bandwidth_efficiency,

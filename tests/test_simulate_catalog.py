@@ -116,3 +116,27 @@ def test_simulate_compare_every_mode(run_cli):
     assert "tok/s/MW" in out and "contiguous" in out
     code, out, err = run_cli(["simulate", "--compare", "kimi-k3"])
     assert code == 2 and "--hardware" in err
+
+
+def test_gpu_constants_are_one_fit_and_reproduce_a_published_point():
+    types = [load_fleet(n).available[0].type for n in ("h100", "h200", "b200")]
+    for t in types[1:]:
+        assert (t.fixed_overhead_us_per_layer, t.bandwidth_efficiency, t.compute_efficiency) == (
+            types[0].fixed_overhead_us_per_layer, types[0].bandwidth_efficiency, types[0].compute_efficiency)
+    # vLLM CI (buildkite vllm/performance-benchmark build 9515): Llama-3.1-8B BF16 on one H200, batch 8,
+    # 32 prompt + 128 output tokens, 833.4 ms mean end to end; one of the calibration rows
+    model = load_model("llama-3.1-8b")
+    inst = make_instance(model, load_fleet("h200"), workload_for(model, context=160, concurrency=8))
+    sim = simulate(inst, [0] * inst.n_nodes, requests=8, output_tokens=128, max_batch=8, prefill=True)
+    assert sim.window_us / 1e3 == pytest.approx(833.4, rel=0.02)
+
+
+def test_eight_bit_weights_run_at_the_fp8_peak():
+    model = load_model("llama-3.1-8b")
+    fleet = load_fleet("h100")
+    t = fleet.available[0].type
+    assert t.compute_fp8_flops == 1979e12 and t.compute_flops == 989e12
+    for bits, peak in [(16, 989e12), (8, 1979e12), (4, 1979e12)]:
+        inst = make_instance(model, fleet, workload_for(model, context=1024, concurrency=1, weight_bits=bits))
+        (seg,) = segments_of(inst, [0] * inst.n_nodes)
+        assert seg.flops_per_us == pytest.approx(peak * t.compute_efficiency / 1e6)

@@ -245,6 +245,15 @@ def cached_tokens(contexts: Sequence[int], windows) -> dict:
     return {w: total if w is None else float(sum(min(c, w) for c in contexts)) for w in windows}
 
 
+def compute_flops(device_type, low_precision: bool) -> float | None:
+    """Peak FLOP/s a step runs at: the device's dense 8-bit peak (``compute_fp8``) when the weights
+    are 8 bits or fewer and the spec gives one (runtimes run FP8 / FP4 weights on the 8-bit or
+    narrower tensor cores; narrower-than-8-bit peaks are not modelled), its ``compute`` otherwise."""
+    if low_precision and device_type.compute_fp8_flops:
+        return device_type.compute_fp8_flops
+    return device_type.compute_flops
+
+
 def _rate(peak: float | None, efficiency: float) -> float:
     return float("inf") if not peak else peak * efficiency / 1e6
 
@@ -265,6 +274,7 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
     for run in runs:
         stage_of.setdefault(assignment[run[0]], len(stage_of))
     graph = instance.fleet.graph
+    low_precision = instance.workload.weight_bits <= 8
     out = []
     for k, run in enumerate(runs):
         d = assignment[run[0]]
@@ -282,7 +292,7 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            costs=tuple(costs[i] for i in run), overhead_stage_us=t.fixed_overhead_us_per_stage,
                            overhead_layer_us=t.fixed_overhead_us_per_layer,
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
-                           flops_per_us=_rate(t.compute_flops, t.compute_efficiency),
+                           flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
                            layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run})))
     return out
