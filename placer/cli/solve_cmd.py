@@ -83,8 +83,15 @@ def print_progress(info) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the stage mapping as JSON.")
 @click.option("--stages", "show_stages", is_flag=True, help="Also print the stage table after the summary.")
 @click.option("--no-write", is_flag=True, hidden=True, help="Deprecated: solve writes only with -o.")
+@click.option("--min-user-tps", type=float, default=None, metavar="X",
+              help="Speed floor: only placements whose simulated per-user speed at --concurrency is at least "
+                   "X tokens/s (replicas added as needed).")
+@click.option("--max-itl-ms", type=float, default=None, metavar="MS",
+              help="The same floor as a longest inter-token latency: 1000 / MS tokens/s.")
+@click.option("--objective", type=click.Choice(["devices", "mw", "tokens-per-mw"]), default="devices",
+              show_default=True, help="With a speed floor: fewest devices, least power, or most tokens/s per MW.")
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
-                  output, as_json, show_stages, no_write, **kw):
+                  output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
@@ -93,6 +100,10 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     """
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
+    if min_user_tps is not None or max_itl_ms is not None:
+        return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
+                                time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
+                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=objective)
     opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=print_progress) \
         if method == "cpsat" else {}
     solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
@@ -174,3 +185,50 @@ def _print_stages(inst, doc) -> None:
                    f"{format_bytes(b['kv_reserve']):>10} {format_bytes(b['state']):>10} "
                    f"{format_bytes(b['free']):>10} {_fmt(s['max_concurrency']):>8} "
                    f"{format_duration_us(hop):>9}")
+
+
+def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limit, seed, workers, output, as_json,
+                     min_user_tps, max_itl_ms, objective) -> int:
+    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.speed.plan_for_speed`, printed."""
+    from ..errors import InvalidSpec
+    from ..mapping import build_mapping
+    from ..speed import floor_from, plan_for_speed
+
+    floor = floor_from(min_user_tps, max_itl_ms)
+    if pins:
+        raise InvalidSpec("--pin", "pins", "pins cannot be combined with a speed floor")
+    opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
+    plan = plan_for_speed(m, fleet, wl, min_user_tps=floor, objective=objective, mode=mode or "contiguous",
+                          granularity=granularity, method=method, progress=lambda msg: click.echo(msg, err=True),
+                          **opts)
+    doc = None
+    if plan.chosen is not None:
+        doc = build_mapping(plan.chosen.shape.instance, plan.chosen.shape.result)
+        if output:
+            from ..mapping import write_mapping
+            write_mapping(output, doc)
+    where = f"wrote {output} (one replica)" if output and doc else "mapping not written (-o FILE writes it)"
+    if as_json:
+        echo_json(dict(doc or {}, speed_target=plan.to_dict()))
+        click.echo(where, err=True)
+        return 0 if plan.feasible else 1
+    click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
+               f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
+               f"objective {objective}")
+    click.echo(workload_text(wl))
+    if plan.chosen is None:
+        click.echo(plan.message)
+        return 1
+    r = plan.chosen.row()
+    click.echo(plan.message)
+    click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}), "
+               f"{'-' if r['power_w'] is None else format(r['power_w'] / 1e3, ',.1f')} kW; per user "
+               f"{r['per_user_tokens_per_s']:,.1f} tokens/s at {r['load_per_replica']} live per replica; "
+               f"aggregate {r['aggregate_tokens_per_s']:,.0f} tokens/s; "
+               f"{'-' if r['tokens_per_s_per_mw'] is None else format(r['tokens_per_s_per_mw'], ',.0f')} "
+               f"tokens/s per MW; "
+               f"holds {r['held']} live requests at the floor")
+    click.echo(f"  every figure from a discrete-event run of the placement (continuous batching); "
+               f"{len(plan.candidates)} candidate(s) met the floor")
+    click.echo(where)
+    return 0

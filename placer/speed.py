@@ -1,0 +1,284 @@
+"""Plans for a speed: placements whose simulated per-user speed meets a floor.
+
+A pipeline's per-user speed falls as it serves more requests at once, so a speed floor caps the
+live requests one placement can hold at that speed. :func:`plan_for_speed` answers "serve ``C``
+live requests at no less than ``X`` tokens/s each, on this fleet, with the fewest devices (or the
+least power, or the most tokens/s per MW)":
+
+1. *shapes*: placements by the solver's public :func:`placer.algorithms.place` (through
+   :func:`placer.plan.min_devices`) for per-replica concurrency targets 1, 2, 4, ... (and ``C``)
+   up to the fleet's ceiling: a target of more live requests gives a placement with more KV
+   reserve per stage, so more devices and shorter stages;
+2. each shape's *held concurrency* at the floor (:func:`concurrency_at_speed`): the most live
+   requests whose simulated per-user speed still meets ``X``, by exponential then binary search
+   over discrete-event runs (the closed-form bound ``1 / unloaded token latency`` rules a shape
+   out without simulating);
+3. *candidates*: ``k = ceil(C / held)`` identical replicas of a shape on disjoint devices, each
+   serving ``ceil(C / k)`` requests (re-simulated at that load), when the fleet has ``k x D``
+   devices; the objective picks one.
+
+When no shape meets the floor even with one request, the plan says so and names the fastest
+shape with its single-request speed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .errors import InvalidSpec
+from .fleet import Fleet
+from .instance import Instance, make_instance
+from .model import LayerGraph
+from .placement import Result
+from .plan import min_devices
+from .workload import Workload
+
+__all__ = ["OBJECTIVES", "Shape", "Candidate", "SpeedPlan", "concurrency_at_speed", "plan_for_speed",
+           "floor_from"]
+
+OBJECTIVES = ("devices", "mw", "tokens-per-mw")
+
+
+def floor_from(min_user_tps: float | None = None, max_itl_ms: float | None = None) -> float:
+    """The per-user floor in tokens/s from ``--min-user-tps`` or ``--max-itl-ms`` (one of them)."""
+    if (min_user_tps is None) == (max_itl_ms is None):
+        raise InvalidSpec("--min-user-tps", "min_user_tps", "give --min-user-tps or --max-itl-ms, not both")
+    if min_user_tps is not None:
+        if not min_user_tps > 0 or not math.isfinite(min_user_tps):
+            raise InvalidSpec("--min-user-tps", "min_user_tps", "must be a positive number of tokens/s")
+        return float(min_user_tps)
+    if not max_itl_ms > 0 or not math.isfinite(max_itl_ms):
+        raise InvalidSpec("--max-itl-ms", "max_itl_ms", "must be a positive number of milliseconds")
+    return 1000.0 / max_itl_ms
+
+
+@dataclass
+class Shape:
+    """One placement (a replica) and what it does at the floor."""
+
+    target: int                      # concurrency the placement was solved for
+    instance: Instance
+    result: Result
+    devices: int
+    ceiling: int                     # live requests its KV reserve holds
+    power_w: float | None
+    alone_tokens_per_s: float        # closed form: one request, 1 / unloaded token latency
+    held: int = 0                    # most live requests at >= floor (0: not even one)
+    sim_at_held: object = None       # SimResult at ``held``
+
+
+@dataclass
+class Candidate:
+    shape: Shape
+    replicas: int
+    load: int                        # live requests per replica
+    sim: object                      # SimResult of one replica at ``load``
+
+    @property
+    def devices(self) -> int:
+        return self.replicas * self.shape.devices
+
+    @property
+    def power_w(self) -> float | None:
+        return None if self.shape.power_w is None else self.replicas * self.shape.power_w
+
+    @property
+    def aggregate_tokens_per_s(self) -> float:
+        return self.replicas * self.sim.aggregate_tokens_per_s
+
+    @property
+    def tokens_per_s_per_mw(self) -> float | None:
+        p = self.power_w
+        return self.aggregate_tokens_per_s / (p / 1e6) if p else None
+
+    @property
+    def held(self) -> int:
+        return self.replicas * self.shape.held
+
+    def row(self) -> dict:
+        s = self.sim
+        return dict(target=self.shape.target, devices_per_replica=self.shape.devices, replicas=self.replicas,
+                    devices=self.devices, load_per_replica=self.load, held_per_replica=self.shape.held,
+                    held=self.held, per_user_tokens_per_s=s.per_user_tokens_per_s,
+                    itl_p50_us=s.itl_p50_us, aggregate_tokens_per_s=self.aggregate_tokens_per_s,
+                    power_w=self.power_w, tokens_per_s_per_mw=self.tokens_per_s_per_mw,
+                    joules_per_token=(self.power_w / self.aggregate_tokens_per_s
+                                      if self.power_w and self.aggregate_tokens_per_s else None))
+
+
+@dataclass
+class SpeedPlan:
+    floor_tokens_per_s: float
+    objective: str
+    concurrency: int                 # planned live requests (over all replicas)
+    chosen: Candidate | None
+    fastest: Shape | None            # the shape with the best single-request speed
+    candidates: list[Candidate] = field(default_factory=list)
+    shapes: list[Shape] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return self.chosen is not None
+
+    def to_dict(self) -> dict:
+        f = self.fastest
+        return dict(floor_tokens_per_s=self.floor_tokens_per_s, objective=self.objective,
+                    concurrency=self.concurrency, feasible=self.feasible, message=self.message,
+                    chosen=self.chosen.row() if self.chosen else None,
+                    fastest=None if f is None else dict(devices=f.devices, target=f.target,
+                                                        alone_tokens_per_s=f.alone_tokens_per_s),
+                    candidates=[c.row() for c in self.candidates])
+
+
+def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **sim):
+    from .simulate import simulate
+
+    return simulate(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
+
+
+def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: int, output_tokens: int = 16,
+                         alone: float | None = None, **sim) -> tuple[int, object]:
+    """The most live requests (at most ``cap``) whose simulated per-user speed is at least ``floor``
+    tokens/s, and the simulation at that load; ``(0, None)`` when not even one request reaches it.
+
+    ``alone`` (the closed-form single-request speed) rules the placement out without simulating.
+    Exponential then binary search, assuming the speed does not rise with the load (batching
+    more requests into a step never shortens it); the returned load's run meets the floor.
+    """
+    if cap < 1 or (alone is not None and alone < floor):
+        return 0, None
+    runs: dict[int, object] = {}
+
+    def ok(n: int) -> bool:
+        if n not in runs:
+            runs[n] = _simulate(instance, assignment, n, output_tokens, **sim)
+        v = runs[n].per_user_tokens_per_s
+        return v is not None and v >= floor
+
+    if not ok(1):
+        return 0, None
+    lo, hi = 1, None
+    n = 2
+    while n <= cap:
+        if ok(n):
+            lo, n = n, n * 2
+        else:
+            hi = n
+            break
+    if hi is None:
+        if lo == cap or ok(cap):
+            return cap, runs[cap]
+        hi = cap
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, runs[lo]
+
+
+def _targets(concurrency: int, top: int) -> list[int]:
+    out, t = [], 1
+    while t <= top:
+        out.append(t)
+        t *= 2
+    if concurrency <= top:
+        out.append(concurrency)
+    return sorted(set(out))
+
+
+def _better(objective: str):
+    if objective == "devices":
+        return lambda c: (c.devices, -(c.sim.per_user_tokens_per_s or 0.0))
+    if objective == "mw":
+        return lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices)
+    return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
+
+
+def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_user_tps: float,
+                   objective: str = "devices", mode: str = "contiguous", granularity: str | None = None,
+                   method: str | None = None, output_tokens: int = 16, max_concurrency: int | None = None,
+                   progress: Callable[[str], None] | None = None, **solver_options) -> SpeedPlan:
+    """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each.
+
+    ``objective``: ``devices`` (fewest, then fastest), ``mw`` (least power) or ``tokens-per-mw``
+    (most aggregate tokens/s per MW at the planned load). ``max_concurrency`` caps the shapes'
+    targets (default: the planned concurrency x 4). ``solver_options`` go to :func:`min_devices`
+    (time_limit, seed, workers). Every candidate's figures come from a discrete-event run.
+    """
+    if objective not in OBJECTIVES:
+        raise InvalidSpec("--objective", "objective", f"unknown objective {objective!r} "
+                                                      f"(choose from {', '.join(OBJECTIVES)})")
+    floor = floor_from(min_user_tps=min_user_tps)
+    total = workload.concurrency
+    if total < 1:
+        raise InvalidSpec("--concurrency", "concurrency", "a speed target needs at least 1 planned live request")
+    base = make_instance(model, fleet, workload, mode=mode,
+                         granularity=granularity or ("shards:4" if mode == "split" else "layer"))
+    available = len(base.devices)
+    top = max_concurrency if max_concurrency is not None else 4 * total
+    say = progress or (lambda _msg: None)
+    shapes: list[Shape] = []
+    seen: set[tuple] = set()
+    for t in _targets(total, top):
+        inst = base.with_concurrency(t)
+        r = min_devices(inst, method, **solver_options)
+        if not r.feasible:
+            say(f"target {t} live requests: no placement ({r.status})")
+            break                                   # more live requests only need more room
+        key = tuple(r.assignment)
+        if key in seen:
+            continue
+        seen.add(key)
+        from .simulate import segments_of
+
+        segs = segments_of(inst, r.assignment)
+        # one request at its shortest KV (the prompt): no run of this shape is faster
+        shortest = max(1, inst.workload.context_tokens - output_tokens)
+        latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
+        used = sorted(set(r.assignment))
+        powers = [inst.devices[d].type.power_w for d in used]
+        shape = Shape(target=t, instance=inst, result=r, devices=r.devices_used,
+                      ceiling=int(r.concurrency_ceiling or t),
+                      power_w=float(sum(powers)) if all(powers) else None, alone_tokens_per_s=1e6 / latency)
+        shape.held, shape.sim_at_held = concurrency_at_speed(
+            inst, r.assignment, floor, cap=shape.ceiling, output_tokens=output_tokens,
+            alone=shape.alone_tokens_per_s)
+        say(f"target {t}: {shape.devices} devices, {shape.alone_tokens_per_s:,.0f} tokens/s alone, "
+            f"holds {shape.held} live requests at {floor:,.0f} tokens/s each")
+        shapes.append(shape)
+    fastest = max(shapes, key=lambda s: s.alone_tokens_per_s, default=None)
+    candidates: list[Candidate] = []
+    for s in shapes:
+        if s.held < 1:
+            continue
+        k = -(-total // s.held)
+        if k * s.devices > available:
+            continue
+        load = -(-total // k)
+        sim = s.sim_at_held if load == s.held else _simulate(s.instance, s.result.assignment, load, output_tokens)
+        if sim.per_user_tokens_per_s is None or sim.per_user_tokens_per_s < floor:
+            continue                                # re-checked at the load it would serve
+        candidates.append(Candidate(shape=s, replicas=k, load=load, sim=sim))
+    chosen = min(candidates, key=_better(objective)) if candidates else None
+    if chosen is not None:
+        message = (f"{chosen.replicas} x {chosen.shape.devices} devices serve {total} live requests at "
+                   f"{chosen.sim.per_user_tokens_per_s:,.1f} tokens/s each (floor {floor:,.1f}); each replica "
+                   f"holds {chosen.shape.held} at the floor")
+    elif fastest is None:
+        message = "no placement of the model fits the fleet"
+    elif fastest.alone_tokens_per_s < floor:
+        message = (f"the floor of {floor:,.1f} tokens/s per user cannot be met on {fleet.name}: the fastest "
+                   f"placement ({fastest.devices} devices) gives {fastest.alone_tokens_per_s:,.1f} tokens/s to a "
+                   f"single request")
+    else:
+        best = max(shapes, key=lambda s: s.held * (available // max(s.devices, 1)))
+        message = (f"the floor of {floor:,.1f} tokens/s per user is met, but not for {total} live requests on "
+                   f"{fleet.name}: at most {best.held * (available // best.devices)} "
+                   f"({available // best.devices} replicas of {best.devices} devices)")
+    return SpeedPlan(floor_tokens_per_s=floor, objective=objective, concurrency=total, chosen=chosen,
+                     fastest=fastest, candidates=candidates, shapes=shapes, message=message)
