@@ -257,7 +257,7 @@ class ReplicaPlan:
 
 
 def plan_replicas(instance: Instance, total_concurrency: int, *, method: str | None = None,
-                  solve=None, **options) -> ReplicaPlan:
+                  solve=None, progress=None, **options) -> ReplicaPlan:
     """Fewest total devices holding ``total_concurrency`` live requests with ``k`` identical replicas.
 
     For ``k = 1, 2, ...`` each replica holds ``ceil(N / k)`` requests and needs ``m(ceil(N / k))``
@@ -267,6 +267,7 @@ def plan_replicas(instance: Instance, total_concurrency: int, *, method: str | N
     replica count has stopped falling. The replicas are taken to run on interchangeable devices
     (each replica is solved on the whole fleet; the total is then checked against the fleet size).
     ``solve(instance) -> Result`` replaces :func:`min_devices` (used by the sweep to share solves).
+    ``progress(option)`` is called with each :class:`ReplicaOption` as it is solved.
     """
     if total_concurrency < 1:
         raise InvalidSpec("--total-concurrency", "total_concurrency", "must be at least 1")
@@ -304,6 +305,8 @@ def plan_replicas(instance: Instance, total_concurrency: int, *, method: str | N
             break
         opt = _option(k, c, m(c), n_dev)
         options_out.append(opt)
+        if progress is not None:
+            progress(opt)
         if opt.total_devices is not None and opt.fits_fleet and (
                 best is None or opt.total_devices < best.total_devices):
             best = opt

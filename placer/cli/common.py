@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 
@@ -15,7 +16,8 @@ from ..workload import Workload, workload_for
 
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
-           "output_file", "input_file", "threads_option", "jobs_option", "renamed", "granularity_option"]
+           "output_file", "input_file", "threads_option", "jobs_option", "renamed", "granularity_option",
+           "Progress", "quiet_option", "stderr_is_terminal"]
 
 
 class _Tokens(click.ParamType):
@@ -185,3 +187,62 @@ def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurr
 
 def echo_json(doc) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=False))
+
+
+def stderr_is_terminal() -> bool:
+    """Whether a person watches stderr (progress bars are drawn only then)."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def quiet_option(f):
+    """``--quiet``: no progress bar or progress lines on stderr (they are off anyway when stderr is
+    not a terminal)."""
+    return click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")(f)
+
+
+class Progress:
+    """A progress bar on stderr (tqdm): items done of ``total`` (None: unknown), failures, rate and
+    ETA; nothing at all when ``quiet`` or stderr is not a terminal. Use as a context manager."""
+
+    def __init__(self, total: int | None, unit: str, *, quiet: bool = False, desc: str = "",
+                 failures: bool = True):
+        self.failed = 0
+        self.failures = failures
+        self.bar = None
+        if not quiet and stderr_is_terminal():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=f" {unit}", desc=desc, file=sys.stderr,
+                            dynamic_ncols=True, leave=True, smoothing=0.1,
+                            bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{unit} "
+                                       "[{elapsed}<{remaining}, {rate_fmt}]{postfix}"
+                            if total else "{desc}{n_fmt}{unit} [{elapsed}, {rate_fmt}]{postfix}")
+            if failures:
+                self.bar.set_postfix_str("0 failed", refresh=False)
+
+    def step(self, *, failed: bool = False, desc: str | None = None) -> None:
+        """One more item done (``failed``: it ended without an answer)."""
+        self.failed += bool(failed)
+        if self.bar is not None:
+            if desc is not None:
+                self.bar.set_description_str(desc, refresh=False)
+            if self.failures:
+                self.bar.set_postfix_str(f"{self.failed} failed", refresh=False)
+            self.bar.update(1)
+
+    def describe(self, desc: str) -> None:
+        """What is being worked on now."""
+        if self.bar is not None:
+            self.bar.set_description_str(desc)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

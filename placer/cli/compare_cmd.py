@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import click
 
-from ..compare import compare
+from ..compare import COMPARE_ROWS, compare
 from ..units import format_duration_us
 from .common import (
+    Progress,
     echo_json,
     granularity_option,
     hardware_option,
     load_inputs,
+    quiet_option,
     renamed,
     threads_option,
     workload_doc,
@@ -37,19 +39,27 @@ def _cell(value) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...]}.')
-def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, as_json, **kw):
+@quiet_option
+def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, as_json, quiet,
+                    **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds."""
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
 
-    def progress(method, mode):
-        if not as_json:
-            click.echo(f"solving {method} / {mode} ...", err=True)
+    with Progress(len(COMPARE_ROWS), "rows", quiet=quiet, desc="compare ", failures=False) as bar:
+        started = []
 
-    doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
-                  progress=progress)
+        def progress(method, mode):
+            if started:
+                bar.step()
+            started.append((method, mode))
+            bar.describe(f"compare: {method} / {mode} ")
+
+        doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
+                      progress=progress)
+        bar.step()
     doc["workload"] = workload_doc(wl)
     if as_json:
         echo_json(doc)

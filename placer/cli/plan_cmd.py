@@ -6,11 +6,13 @@ from ..compare import granularity_for
 from ..instance import make_instance
 from ..plan import plan_replicas
 from .common import (
+    Progress,
     context_type,
     echo_json,
     granularity_option,
     hardware_option,
     load_inputs,
+    quiet_option,
     workload_doc,
     workload_text,
 )
@@ -31,13 +33,17 @@ from .common import (
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
 @click.option("--json", "as_json", is_flag=True)
+@quiet_option
 def plan_command(model, hardware, total_concurrency, context, mode, granularity, method, time_limit,
-                 weight_bits, kv_bits, racks, as_json):
+                 weight_bits, kv_bits, racks, as_json, quiet):
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k."""
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
                                racks=racks)
     inst = make_instance(m, fleet, wl, mode=mode, granularity=granularity_for(mode, granularity))
-    plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit)
+    with Progress(None, "replica counts", quiet=quiet, desc="plan ") as bar:
+        plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit,
+                             progress=lambda o: bar.step(failed=o.total_devices is None,
+                                                         desc=f"plan: {o.replicas} replica(s) "))
     if as_json:
         echo_json({**plan.to_dict(), "workload": workload_doc(wl.replace(concurrency=total_concurrency))})
         return

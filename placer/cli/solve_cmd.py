@@ -12,6 +12,7 @@ from .common import (
     hardware_option,
     load_inputs,
     output_file,
+    quiet_option,
     renamed,
     threads_option,
     workload_doc,
@@ -90,8 +91,9 @@ def print_progress(info) -> None:
               help="The same floor as a longest inter-token latency: 1000 / MS tokens/s.")
 @click.option("--objective", type=click.Choice(["devices", "mw", "tokens-per-mw"]), default="devices",
               show_default=True, help="With a speed floor: fewest devices, least power, or most tokens/s per MW.")
+@quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
-                  output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, **kw):
+                  output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, quiet, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
@@ -104,7 +106,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
                                 min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=objective)
-    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=print_progress) \
+    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress) \
         if method == "cpsat" else {}
     solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
     inst, r, doc = solved.instance, solved.result, solved.mapping

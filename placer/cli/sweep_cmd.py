@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import sys
+import contextlib
 
 import click
 
@@ -10,12 +10,14 @@ from ..errors import InvalidSpec
 from ..sweep import Grid, SweepSettings, run_sweep
 from ..units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 from .common import (
+    Progress,
     echo_json,
     granularity_option,
     hardware_option,
     jobs_option,
     load_inputs,
     output_file,
+    quiet_option,
     renamed,
     warn,
     workload_doc,
@@ -23,6 +25,8 @@ from .common import (
     workload_text,
 )
 
+# a row's status when the point has no answer (the progress bar counts these as failed)
+FAILED_STATUSES = ("error", "unknown")
 METHODS = PLACING_METHODS
 
 
@@ -92,9 +96,10 @@ def _modes(text):
 @click.option("--reference", "references", multiple=True, metavar="LABEL=N",
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@quiet_option
 def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, replicas, simulate,
-                  sim_tokens, retry_failed, out, plot_path, references, as_json):
+                  sim_tokens, retry_failed, out, plot_path, references, as_json, quiet):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
@@ -109,24 +114,24 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
                              granularity=granularity_for("split", granularity), solver_workers=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
                              concurrency_cap=cap, base_workload=base)
-    bar = None
+    bar = Progress(None, "points", quiet=True)     # replaced once the sweep knows its size
 
     def on_start(todo, reused):
         nonlocal bar
-        if reused:
+        if reused and not quiet:
             click.echo(f"{reused} point(s) already in {out}; solving {todo}", err=True)
         if todo:
-            bar = click.progressbar(length=todo, label=f"sweep ({todo} points)", file=sys.stderr,
-                                    show_eta=True, show_pos=True)
-            bar.__enter__()
+            bar = Progress(todo, "points", quiet=quiet, desc="sweep ")
 
-    try:
-        report = run_sweep(m, fleet, grid, settings, out=out, workers=renamed("--jobs", jobs, workers_deprecated), backend=backend, address=address,
-                           retry_failed=retry_failed, on_start=on_start,
-                           progress=lambda row, done, todo: bar.update(1))
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+    def on_point(row, done, todo):
+        # a point without an answer: an error, or no placement proven or found in the time limit
+        bar.step(failed=row.get("status") in FAILED_STATUSES)
+
+    with contextlib.ExitStack() as stack:
+        stack.callback(lambda: bar.close())
+        report = run_sweep(m, fleet, grid, settings, out=out, workers=renamed("--jobs", jobs, workers_deprecated),
+                           backend=backend, address=address, retry_failed=retry_failed, on_start=on_start,
+                           progress=on_point)
     if plot_path:
         from ..plotting import plot_frontiers, save
 
