@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InvalidSpec
 from ..mapping import read_mapping
 from ..validate import validate_mapping
-from .common import echo_json, input_file, workload_text
+from .common import echo_json, input_file, output_file, workload_text
 
 
 @click.command("validate")
@@ -13,18 +14,33 @@ from .common import echo_json, input_file, workload_text
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
+@click.option("--rebuild", is_flag=True,
+              help="Recompute every derived field (route, bytes, racks, next hops, stage order, summary) "
+                   "from the stages' devices and layers, check the result and write it to -o.")
+@click.option("-o", "--output", default=None, type=output_file,
+              help="With --rebuild: where to write the rebuilt mapping (only when it is valid).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"valid": bool, "violations": [{"kind", "message"}]}.')
-def validate_command(mapping, model_ref, hardware_ref, as_json):
+def validate_command(mapping, model_ref, hardware_ref, rebuild, output, as_json):
     """Check MAPPING against the specs it names, recomputing every byte.
 
     Exit 0 when valid, 1 when violations were found (all are listed), 2 when the mapping or a spec
-    cannot be read.
+    cannot be read. After a hand edit (moving layers, swapping devices), --rebuild -o FIXED
+    recomputes what follows from the stages, so only real violations remain.
     """
+    if rebuild:
+        return _rebuild(mapping, model_ref, hardware_ref, output, as_json)
+    if output:
+        raise InvalidSpec("-o", "output", "writes the rebuilt mapping: use it with --rebuild")
     doc = read_mapping(mapping)
     violations = validate_mapping(doc, model=model_ref, fleet=hardware_ref, source=mapping)
+    _report(mapping, doc, violations, as_json)
+    return 1 if violations else 0
+
+
+def _report(mapping, doc, violations, as_json, **extra) -> None:
     if as_json:
         echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
-                   "workload": doc.get("workload")})
+                   "workload": doc.get("workload"), **extra})
     elif violations:
         click.echo(f"{mapping}: {len(violations)} violation(s)")
         click.echo(workload_text(doc["workload"]))
@@ -35,4 +51,38 @@ def validate_command(mapping, model_ref, hardware_ref, as_json):
         click.echo(f"{mapping}: valid ({doc['model']['name']} on {doc['hardware']['name']}, {doc['mode']}, "
                    f"{s['devices_used']} devices, {s['hops']} hops, concurrency ceiling {s['concurrency_ceiling']})")
         click.echo(workload_text(doc["workload"]))
+
+
+def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:
+    from ..mapping import write_mapping
+    from ..rebuild import read_stages, rebuild_mapping
+
+    if not output:
+        raise InvalidSpec("--rebuild", "output", "needs -o FIXED, the file to write the rebuilt mapping to")
+    doc = read_stages(mapping)
+    rebuilt = rebuild_mapping(doc, model=model_ref, hardware=hardware_ref)
+    if rebuilt.mapping is None:
+        violations, fixed = list(rebuilt.problems), doc
+    else:
+        fixed = rebuilt.mapping
+        violations = validate_mapping(fixed, model=model_ref, fleet=hardware_ref, source=mapping)
+    written = None
+    if not violations:
+        write_mapping(output, fixed)
+        written = str(output)
+    if as_json:
+        _report(mapping, fixed, violations, True, rebuilt=rebuilt.mapping is not None,
+                placement_changed=rebuilt.placement_changed, written=written)
+        return 1 if violations else 0
+    if rebuilt.mapping is None:
+        click.echo(f"{mapping}: the stages cannot be read as a placement, so nothing was rebuilt")
+    else:
+        click.echo(f"{mapping}: route, stage bytes, racks, next hops, stage order and summary rebuilt from the "
+                   f"stages")
+        if rebuilt.placement_changed:
+            click.echo("  the stages are not the placement the method wrote: its claims (status, proof, bounds) "
+                       "are dropped (method edited, status heuristic)")
+    _report(mapping, fixed, violations, False)
+    click.echo(f"wrote {written}" if written else f"{output} not written: fix the stages in {mapping} and "
+                                                  f"run again")
     return 1 if violations else 0
