@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from .algorithms import default_mode, place
+from .algorithms.deadline import interrupted
 from .fleet import Fleet
 from .instance import Instance, make_instance
 from .model import LayerGraph
@@ -96,20 +97,26 @@ def row_of(result: Result, **extra) -> dict:
 def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: float = 30.0, seed: int = 0,
             workers: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
     """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
-    (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved."""
+    (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved. After
+    Ctrl-C the rows so far come back with ``"interrupted": True``."""
     out = []
     instances: dict[str, Instance] = {}
     for method, mode in rows:
-        if mode not in instances:
-            instances[mode] = make_instance(model, fleet, workload, mode=mode,
-                                            granularity=_granularity(mode, granularity))
-        if progress is not None:
-            progress(method, mode)
-        opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
-        t0 = perf_counter()
-        result = place(instances[mode], method, **opts)
+        try:
+            if mode not in instances:
+                instances[mode] = make_instance(model, fleet, workload, mode=mode,
+                                                granularity=_granularity(mode, granularity))
+            if progress is not None:
+                progress(method, mode)
+            opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
+            t0 = perf_counter()
+            result = place(instances[mode], method, **opts)
+        except KeyboardInterrupt:   # Ctrl-C outside the solver's search: the rows so far
+            return {"rows": out, "interrupted": True}
         result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
         out.append(row_of(result, granularity=instances[mode].model.granularity))
+        if interrupted():   # Ctrl-C during the search: this row holds its best so far; start no other
+            return {"rows": out, "interrupted": True}
     return {"rows": out}
 
 

@@ -14,8 +14,11 @@ Everything solver-version-specific lives here, each workaround with the issue th
   objective != bound (``sat_parameters.proto``: "one can check the best objective bound to see the
   actual gap"). Placer sets both gap limits to 0 and still decides "proven" from objective == bound.
 * Ctrl-C: ``catch_sigint_signal`` is switched off and the search runs in a worker thread, so the
-  main thread receives :class:`KeyboardInterrupt`, calls ``stop_search`` and keeps the best solution
-  found so far.
+  main thread receives :class:`KeyboardInterrupt`, calls ``stop_search``, keeps the best solution
+  found so far and records the interrupt (:func:`placer.algorithms.deadline.note_interrupt`) so
+  that no later phase starts. The main thread waits on an Event, not in ``Thread.join``: a
+  KeyboardInterrupt inside ``join`` can leave the thread reported dead while the C++ search still
+  runs (python/cpython#90882), and exiting then aborts the process (``std::terminate``).
 * Assumptions: ``keep_all_feasible_solutions_in_presolve`` is set when assumptions are used, as
   CPMpy does (google/or-tools#2649).
 """
@@ -29,6 +32,8 @@ from dataclasses import dataclass, field
 
 import ortools
 from ortools.sat.python import cp_model
+
+from .deadline import note_interrupt
 
 __all__ = ["ORTOOLS_VERSION", "SolveOutcome", "parameters", "solve", "status_name"]
 
@@ -182,23 +187,29 @@ def solve(model: cp_model.CpModel, watch: dict, *, params: dict, progress=None, 
     t0 = time.monotonic() if t0 is None else t0
     watcher = _Watcher(watch, progress, target, t0, report_offset, report_scale)
     box: dict = {}
+    done = threading.Event()
 
     def work():
         try:
             box["status"] = solver.solve(model, watcher)
         except BaseException as exc:   # surfaced in the calling thread
             box["error"] = exc
+        finally:
+            done.set()
 
     start = time.monotonic()
     thread = threading.Thread(target=work, name="placer-cpsat", daemon=True)
-    thread.start()
     interrupted = False
-    while thread.is_alive():
+    thread.start()
+    # an Event, not Thread.join (see the module docstring); every Ctrl-C stops the search
+    while not done.is_set():
         try:
-            thread.join(0.05)
+            done.wait(0.05)
         except KeyboardInterrupt:
             interrupted = True
+            note_interrupt()
             solver.stop_search()
+    thread.join()
     wall = time.monotonic() - start
     if "error" in box:
         raise box["error"]

@@ -127,6 +127,9 @@ def _click_error(exc: click.ClickException) -> str:
 
 
 def main(argv=None):
+    from ..algorithms.deadline import clear_interrupt
+
+    clear_interrupt()   # a Ctrl-C belongs to the command it interrupted
     try:
         rv = cli.main(args=argv, prog_name="placer", standalone_mode=False)
     except PlacerError as exc:

@@ -1,0 +1,84 @@
+"""One time budget shared by every phase of a solve, and the Ctrl-C that ends it early.
+
+A :class:`Deadline` is a point on the monotonic clock. The caller that owns the user's time limit
+(``placer solve --time-limit``) makes one and passes it down; every phase (bounds, heuristics,
+each CP-SAT level, the infeasibility explanation, the bisections for the largest concurrency or
+context that fits) asks it how long it may still run, so the phases together stay within the
+limit instead of each taking a fresh one.
+
+Ctrl-C is process-wide by nature: the CP-SAT adapter catches the :class:`KeyboardInterrupt`, stops
+the search and calls :func:`note_interrupt`; from then on every deadline reports itself expired,
+so loops over phases or probes (``compare``'s rows, a bisection, the explanation) end at once with
+what they have instead of starting the next step. Commands call :func:`clear_interrupt` before
+they start.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+__all__ = ["Deadline", "note_interrupt", "interrupted", "clear_interrupt"]
+
+_INTERRUPT = threading.Event()
+
+
+def note_interrupt() -> None:
+    """Record that the user pressed Ctrl-C: every :class:`Deadline` is expired from now on."""
+    _INTERRUPT.set()
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C was pressed since the last :func:`clear_interrupt`."""
+    return _INTERRUPT.is_set()
+
+
+def clear_interrupt() -> None:
+    """Forget an earlier Ctrl-C (a command calls this before it starts)."""
+    _INTERRUPT.clear()
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The monotonic time (``time.monotonic()`` seconds) by which the work must end; ``inf``: never."""
+
+    end: float = math.inf
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        """A deadline ``seconds`` from now (None: no limit). Raises ValueError for a negative budget."""
+        if seconds is None:
+            return cls()
+        if seconds != seconds or seconds < 0:
+            raise ValueError(f"a time budget must be a non-negative number of seconds, got {seconds!r}")
+        return cls(time.monotonic() + float(seconds))
+
+    @classmethod
+    def of(cls, deadline: Deadline | None, seconds: float | None = None) -> Deadline:
+        """``deadline`` itself, or (None) a new one ``seconds`` from now; with both, the earlier end."""
+        if deadline is None:
+            return cls.after(seconds)
+        return deadline if seconds is None else deadline.within(seconds)
+
+    def remaining(self) -> float:
+        """Seconds left (0.0 once passed or after Ctrl-C; ``inf`` without a limit)."""
+        if _INTERRUPT.is_set():
+            return 0.0
+        if self.end == math.inf:
+            return math.inf
+        return max(0.0, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        """No time left (the end has passed, or Ctrl-C was pressed)."""
+        return self.remaining() <= 0.0
+
+    def within(self, seconds: float) -> Deadline:
+        """A deadline at most ``seconds`` from now and never after this one (a phase's own cap)."""
+        return Deadline(min(self.end, time.monotonic() + max(0.0, float(seconds))))
+
+    def budget(self, cap: float | None = None) -> float:
+        """Seconds a phase starting now may use: what is left, at most ``cap``."""
+        left = self.remaining()
+        return left if cap is None else min(left, cap)
