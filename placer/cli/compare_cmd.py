@@ -61,9 +61,12 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                       progress=progress)
         bar.step()
     doc["workload"] = workload_doc(wl)
+    done = 130 if doc.get("interrupted") else 0    # Ctrl-C: the rows so far, then exit 130
+    if done:
+        click.echo("interrupted: the rows solved so far", err=as_json)
     if as_json:
         echo_json(doc)
-        return 0
+        return done
     click.echo(f"{m.name} on {fleet.name}: every method in every mode it places in")
     click.echo(workload_text(wl))
     # "proven": devices and hop latency both proven; "devices" column marks a proven count with "*"
@@ -86,4 +89,4 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                "proven = devices and hop latency both proven")
     for note in notes:
         click.echo(note)
-    return 0
+    return done

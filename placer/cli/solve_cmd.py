@@ -3,6 +3,7 @@ from __future__ import annotations
 import click
 
 from ..algorithms import PLACING_METHODS
+from ..algorithms.deadline import interrupted
 from ..compare import node_ranges, solve
 from ..instance import MODES
 from ..units import format_bytes, format_duration_us
@@ -110,6 +111,11 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         if method == "cpsat" else {}
     solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
     inst, r, doc = solved.instance, solved.result, solved.mapping
+    # Ctrl-C: the best placement so far is printed and written as usual, then exit 130
+    done = 130 if r.interrupted or interrupted() else 0
+    if done:
+        click.echo("interrupted: " + ("best placement so far" if doc is not None else "no placement found yet"),
+                   err=as_json)
     if doc is None:
         if as_json:
             echo_json({"status": str(r.status), "message": r.message, "max_concurrency": r.max_concurrency,
@@ -127,7 +133,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                 if r.max_concurrency is not None:
                     click.echo(f"largest feasible concurrency: {r.max_concurrency} "
                                f"(asked for {wl.concurrency})")
-        return 1
+        return done or 1
     if output:
         from ..mapping import write_mapping
         write_mapping(output, doc)
@@ -135,7 +141,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     if as_json:
         echo_json(doc)
         click.echo(where, err=True)
-        return 0
+        return done
     sm = doc["summary"]
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
@@ -159,7 +165,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     else:
         click.echo(f"{len(doc['stages'])} stages (--stages prints the table)")
     click.echo(where)
-    return 0
+    return done
 
 
 def _level_value(name: str, value, missing: str = "-") -> str:
