@@ -35,7 +35,7 @@ NOT_YET_IMPORTED = {
     "meta-llama--Llama-4-Scout-17B-16E-Instruct", "meta-llama--Llama-4-Maverick-17B-128E-Instruct",
     "mistralai--Mixtral-8x7B-v0.1", "mistralai--Mixtral-8x22B-v0.1",
     "moonshotai--Kimi-K2.5", "nvidia--Kimi-K2.6-NVFP4", "moonshotai--Kimi-K3",
-    "zai-org--GLM-5", "zai-org--GLM-5-FP8", "nvidia--GLM-5.1-NVFP4",
+    "zai-org--GLM-4.5-Air", "zai-org--GLM-5", "zai-org--GLM-5-FP8", "nvidia--GLM-5.1-NVFP4",
     "nvidia--Llama-3_3-Nemotron-Super-49B-v1",
     "nvidia--Nemotron-H-56B-Base-8K", "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
     "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
