@@ -35,6 +35,7 @@ COMMANDS = {
     "sweep": "sweep_cmd",
     "plot": "plot_cmd",
     "plan": "plan_cmd",
+    "frontier": "frontier_cmd",
 }
 
 

@@ -14,8 +14,10 @@ if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "ps", "cairo", 
 from .plot_frontier import plot_frontier  # noqa: E402
 from .plot_frontiers import plot_frontiers  # noqa: E402
 from .plot_layout import plot_layout  # noqa: E402
+from .plot_speed_frontier import plot_speed_frontier  # noqa: E402
+from .plot_speed_frontiers import plot_speed_frontiers  # noqa: E402
 
-__all__ = ["plot_layout", "plot_frontier", "plot_frontiers", "save"]
+__all__ = ["plot_layout", "plot_frontier", "plot_frontiers", "plot_speed_frontier", "plot_speed_frontiers", "save"]
 
 
 def save(fig, path) -> None:

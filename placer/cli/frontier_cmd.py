@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InvalidSpec
+from ..fleet import load_fleet
+from ..instance import MODES
+from .common import context_type, echo_json, granularity_option, jobs_option, output_file, renamed
+
+
+def _speeds(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InvalidSpec("--speeds", "speeds", f"cannot read {text!r}: give tokens/s per user, e.g. 1000,500,100") \
+            from None
+    if any(not v > 0 for v in vals):
+        raise InvalidSpec("--speeds", "speeds", "every speed must be a positive number of tokens/s")
+    return vals
+
+
+@click.command("frontier")
+@click.argument("model")
+@click.option("--hardware", "-H", "hardware", required=True, metavar="A,B,...",
+              help="Fleets to compare, comma-separated catalog names or spec files.")
+@click.option("--context", type=context_type, default=None, help="Tokens per request (default: the model's).")
+@click.option("--weight-bits", type=click.IntRange(1, 64), default=None)
+@click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
+@click.option("--speeds", default="1000,500,100", show_default=True,
+              help="Per-user speed floors (tokens/s) to compare the platforms at.")
+@click.option("--mode", type=click.Choice(MODES), default="contiguous", show_default=True)
+@granularity_option
+@click.option("--method", default=None, help="Placement method (default: dp for contiguous, cpsat otherwise).")
+@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+              help="CP-SAT time limit per placement.")
+@click.option("--threads", type=click.IntRange(1, 256), default=None, help="CP-SAT search threads per solve (default 2).")
+@jobs_option
+@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
+              help="Tokens each simulated request generates.")
+@click.option("-o", "--output", type=output_file, default="frontier.csv", show_default=True,
+              help="CSV of every simulated point (Pareto points marked).")
+@click.option("--plot", type=output_file, default="frontier.png", show_default=True,
+              help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
+@click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
+def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mode, granularity, method, time_limit,
+                     threads, jobs, workers_deprecated, output_tokens, output, plot, as_json):
+    """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
+    placements, replicas and live requests, each point a validated placement and its simulation;
+    writes the CSV and the PNG and says, per requested speed, which platform is ahead and by what ratio."""
+    from ..frontier import speed_frontier, write_csv
+    from ..model import load_model
+    from ..workload import workload_for
+
+    floors = _speeds(speeds)
+    refs = [h.strip() for h in hardware.split(",") if h.strip()]
+    if not refs:
+        raise InvalidSpec("--hardware", "hardware", "name at least one fleet")
+    m = load_model(model)
+    fleets = [load_fleet(h) for h in refs]
+    wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
+    opts = dict(time_limit=time_limit, workers=threads or 2)     # min_devices passes them to CP-SAT only
+    jobs = renamed("--jobs", jobs, workers_deprecated)
+    from tqdm import tqdm
+    bar = tqdm(total=0, desc="frontier points", unit="point", file=sys.stderr, disable=as_json or None)
+
+    def progress(done, total):
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
+
+    try:
+        rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
+                             output_tokens=output_tokens, jobs=jobs, progress=progress, **opts)
+    finally:
+        bar.close()
+    write_csv(output, rep.rows)
+    from ..plotting import plot_speed_frontiers, save
+
+    save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
+                                                              f"{wl.weight_bits}-bit weights"), plot)
+    if as_json:
+        echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
+                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows, csv=str(output), png=str(plot)))
+        return 0
+    n_front = sum(1 for r in rep.rows if r.get("pareto"))
+    click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
+               f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
+    for p in rep.platforms:
+        front = sorted((r for r in rep.rows if r["platform"] == p and r.get("pareto")),
+                       key=lambda r: -r["per_user_tokens_per_s"])
+        for r in front[:1] + front[-1:] if len(front) > 1 else front:
+            click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user, "
+                       f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW, {r['tokens_per_s_per_device']:,.0f} per "
+                       f"device ({r['devices']} devices, {r['live_per_replica']} live, {r['replicas']} replicas fit)")
+    for s in rep.sentences:
+        click.echo(s)
+    for n in rep.notes:
+        click.echo(f"note: {n}")
+    click.echo(f"wrote {output} and {plot}")
+    return 0

@@ -1,0 +1,54 @@
+"""Speed frontiers of several platforms: aggregate efficiency against tokens/s per user."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from matplotlib.axes import Axes
+
+__all__ = ["plot_speed_frontier"]
+
+_LABELS = {"tokens_per_s_per_mw": "aggregate tokens/s per MW",
+           "tokens_per_s_per_device": "aggregate tokens/s per device"}
+
+
+def plot_speed_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, y: str = "tokens_per_s_per_mw",
+                        speeds: Sequence[float] = (), title: str | None = None, legend: bool = True) -> Axes:
+    """One curve per platform through its Pareto points (``pareto`` true): ``y`` (tokens/s per MW by
+    default, or ``tokens_per_s_per_device``) against tokens/s per user, both on log axes; every
+    other simulated point as a faint dot; ``speeds`` as dashed vertical floors. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    platforms = list(dict.fromkeys(r["platform"] for r in rows))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, p in enumerate(platforms):
+        c = colours[i % len(colours)]
+        pts = [r for r in rows if r["platform"] == p and r.get("per_user_tokens_per_s") and r.get(y)]
+        ax.scatter([r["per_user_tokens_per_s"] for r in pts], [r[y] for r in pts], s=8, color=c, alpha=0.25,
+                   linewidths=0)
+        front = sorted((r for r in pts if r.get("pareto")), key=lambda r: r["per_user_tokens_per_s"])
+        # the curve: the best y at each speed, from the fastest point down (a staircase of the set)
+        curve, best = [], -1.0
+        for r in reversed(front):
+            if r[y] > best:
+                best = r[y]
+                curve.append(r)
+        curve.reverse()
+        ax.plot([r["per_user_tokens_per_s"] for r in curve], [r[y] for r in curve], "-o", color=c, ms=3.5, lw=1.6,
+                label=f"{p} ({len(curve)} points)")
+    for x in speeds:
+        ax.axvline(x, color="0.3", ls="--", lw=0.9)
+        ax.annotate(f"{x:,.0f} tok/s per user", (x, 1), xycoords=("data", "axes fraction"), rotation=90,
+                    va="top", ha="right", fontsize=7, color="0.3")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens/s per user (one request's decode speed)")
+    ax.set_ylabel(_LABELS.get(y, y))
+    ax.grid(True, which="both", alpha=0.25)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if legend and platforms:
+        ax.legend(fontsize=8)
+    return ax

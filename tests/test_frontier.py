@@ -1,0 +1,117 @@
+"""Speed frontiers on a small hand-made model and two fleets: every point is a placement that
+validates and whose simulation gives the row's figures; the Pareto sets and the comparison
+sentences follow from the rows by hand."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+
+from placer.fleet import fleet_from_dict
+from placer.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
+from placer.instance import make_instance
+from placer.model import model_from_dict
+from placer.simulate import simulate
+from placer.validate import validate_mapping
+from placer.workload import Workload
+
+MODEL = {"name": "small", "layers": [
+    {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
+    {"kind": "linear_attention", "weight_bytes": 2_000_000, "state_bytes_per_request": 10_000},
+    {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
+    {"kind": "linear_attention", "weight_bytes": 2_000_000, "state_bytes_per_request": 10_000},
+]}
+
+
+def _hw(name, bw, power, overhead):
+    return {"name": name, "device": {"memory": "8 MB", "memory_bandwidth": bw, "compute": "100 TFLOPS",
+                                     "power": power, "kind": "gpu",
+                                     "perf": {"fixed_overhead_us_per_layer": overhead, "bandwidth_efficiency": 0.5,
+                                              "compute_efficiency": 0.5}},
+            "fleet": {"racks": 2, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 4}}
+
+
+FAST, SLOW = _hw("fast", "10 TB/s", "20 kW", 1.0), _hw("slow", "1 TB/s", "1 kW", 10.0)
+
+
+@pytest.fixture(scope="module")
+def report():
+    model = model_from_dict(MODEL)
+    fleets = [fleet_from_dict(FAST), fleet_from_dict(SLOW)]
+    return model, fleets, speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000),
+                                         method="dp", output_tokens=8, jobs=1)
+
+
+def test_every_point_is_a_valid_placement_with_its_simulation(report):
+    model, fleets, rep = report
+    by_name = {f.name: f for f in fleets}
+    assert {r["platform"] for r in rep.rows} == {"fast", "slow"}
+    for r in rep.rows:
+        assert r["valid"] is True
+        fleet = by_name[r["platform"]]
+        inst = make_instance(model, fleet, Workload(context_tokens=1000, concurrency=r["target"]))
+        route = [inst.device_index[d] for d in r["route"].split()]
+        from placer.mapping import build_mapping
+        from placer.placement import Result
+        doc = build_mapping(inst, Result(method="check", mode="contiguous", status="feasible", assignment=route,
+                                         devices_used=len(set(route))))
+        assert validate_mapping(doc, model=model, fleet=fleet) == []
+        assert len(set(route)) == r["devices"] and r["replicas"] == 8 // r["devices"]
+        sim = simulate(inst, route, requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8)
+        assert sim.per_user_tokens_per_s == pytest.approx(r["per_user_tokens_per_s"], rel=1e-12)
+        assert r["tokens_per_s_per_mw"] == pytest.approx(sim.aggregate_tokens_per_s / (sim.power_w / 1e6))
+        assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])
+        assert r["live_total"] == r["live_per_replica"] * r["replicas"]
+
+
+def test_pareto_marks_follow_from_the_rows(report):
+    _m, _f, rep = report
+    for name in ("fast", "slow"):
+        mine = [r for r in rep.rows if r["platform"] == name]
+        keys = ("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
+        assert any(r["pareto"] for r in mine)
+        for r in mine:
+            dominated = any(all(o[k] >= r[k] for k in keys) and any(o[k] > r[k] for k in keys) for o in mine)
+            if r["pareto"]:
+                assert not dominated
+            else:       # dominated, or the same figures as a point already marked
+                assert dominated or any(o is not r and all(o[k] == r[k] for k in keys) and o["pareto"] for o in mine)
+    assert pareto([{"a": 1, "b": 2}, {"a": 2, "b": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}], keys=("a", "b")) == \
+        [True, True, False, False]
+
+
+def test_sentences_name_the_leader_and_the_ratio(report):
+    _m, _f, rep = report
+    for x, text in zip((20_000, 2_000), rep.sentences):
+        best = {}
+        for p in ("fast", "slow"):
+            ok = [r["tokens_per_s_per_mw"] for r in rep.rows if r["platform"] == p and r["per_user_tokens_per_s"] >= x]
+            best[p] = max(ok) if ok else None
+        lead = max((p for p in best if best[p]), key=lambda p: best[p])
+        assert f"{lead} is ahead with {best[lead]:,.0f} tokens/s per MW" in text
+        other = "slow" if lead == "fast" else "fast"
+        if best[other]:
+            assert f"{best[lead] / best[other]:.2f}x {other}" in text
+        else:
+            assert "short of the floor" in text
+    assert compare_at_speeds(rep, (1e12,))[0].startswith("At 1,000,000,000,000 tokens/s per user no platform")
+
+
+def test_frontier_command_writes_the_chart_and_the_table(tmp_path, run_cli):
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
+    for hw in (FAST, SLOW):
+        (tmp_path / f"{hw['name']}.yaml").write_text(yaml.safe_dump(hw))
+    png, table = tmp_path / "f.png", tmp_path / "f.csv"
+    code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "--hardware",
+                              f"{tmp_path / 'fast.yaml'},{tmp_path / 'slow.yaml'}", "--context", "1000",
+                              "--speeds", "20000,2000", "--jobs", 1, "--output-tokens", 8, "-o", table,
+                              "--plot", png])
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = list(csv.DictReader(table.open()))
+    assert rows and list(rows[0]) == COLUMNS and {r["platform"] for r in rows} == {"fast", "slow"}
+    assert out.count("At ") >= 2 and "tokens/s per MW" in out
+    code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "--hardware", "fast", "--speeds", "x"])
+    assert code == 2 and err.startswith("error: --speeds: speeds:")
