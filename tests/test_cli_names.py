@@ -31,6 +31,7 @@ NAME_RUNS = {
                ["export", MAPPING, "--format", "json", "-H", "{h}"]],
     "run": [["run", MAPPING, "--model", "{m}"], ["run", MAPPING, "-H", "{h}"]],
     "plot": [["plot", MAPPING, "-o", "{out}", "-H", "{h}"]],
+    "frontier": [["frontier", "{m}", "-H", "wse-3t"], ["frontier", "kimi-k3", "-H", "wse-3t,{h}"]],
 }
 # commands that take no catalog name (import-hf reads a config.json file)
 NO_NAMES = {"models", "hardware", "schema", "import-hf"}

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
-import sys
-
 import click
 
 from ..errors import InvalidSpec
 from ..fleet import load_fleet
 from ..instance import MODES
-from .common import context_type, echo_json, granularity_option, jobs_option, output_file, renamed
+from .common import (
+    Progress,
+    context_type,
+    echo_json,
+    granularity_option,
+    jobs_option,
+    output_file,
+    quiet_option,
+    renamed,
+)
 
 
 def _speeds(text: str) -> tuple[float, ...]:
@@ -44,8 +51,9 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--plot", type=output_file, default="frontier.png", show_default=True,
               help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
+@quiet_option
 def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mode, granularity, method, time_limit,
-                     threads, jobs, workers_deprecated, output_tokens, output, plot, as_json):
+                     threads, jobs, workers_deprecated, output_tokens, output, plot, as_json, quiet):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, replicas and live requests, each point a validated placement and its simulation;
     writes the CSV and the PNG and says, per requested speed, which platform is ahead and by what ratio."""
@@ -62,20 +70,19 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     opts = dict(time_limit=time_limit, workers=threads or 2)     # min_devices passes them to CP-SAT only
     jobs = renamed("--jobs", jobs, workers_deprecated)
-    from tqdm import tqdm
-    bar = tqdm(total=0, desc="frontier points", unit="point", file=sys.stderr, disable=as_json or None)
+    bar = [None]                 # the CLI's progress bar, made once the points are known
 
     def progress(done, total):
-        if bar.total != total:
-            bar.total = total
-            bar.refresh()
-        bar.update(done - bar.n)
+        if bar[0] is None:
+            bar[0] = Progress(total, "points", quiet=quiet, desc="frontier ", failures=False)
+        bar[0].step()
 
     try:
         rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
                              output_tokens=output_tokens, jobs=jobs, progress=progress, **opts)
     finally:
-        bar.close()
+        if bar[0] is not None:
+            bar[0].close()
     write_csv(output, rep.rows)
     from ..plotting import plot_speed_frontiers, save
 
