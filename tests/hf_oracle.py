@@ -68,9 +68,12 @@ def _config(data: dict, where: str = ""):
     if model_type in CONFIG_MAPPING:
         return CONFIG_MAPPING[model_type].from_dict(data), f"{where}model_type {model_type}"
     archs = data.get("architectures") or []
-    by_class = {cls: mt for mt, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()}
-    if archs and archs[0] in by_class and by_class[archs[0]] in CONFIG_MAPPING:
-        mt = by_class[archs[0]]
+    # several model types may share a class (DeepseekV3ForCausalLM); prefer the one the class is named after
+    candidates = [mt for mt, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                  if archs and cls == archs[0] and mt in CONFIG_MAPPING]
+    if candidates:
+        named = [mt for mt in candidates if archs[0].lower().startswith(mt.replace("_", "").replace("-", ""))]
+        mt = (named or candidates)[0]
         return CONFIG_MAPPING[mt].from_dict(data), f"{where}architectures[0] {archs[0]} (model_type {mt})"
     for key in WRAPPER_KEYS:
         if isinstance(data.get(key), dict):
