@@ -16,7 +16,7 @@ from placer.fleet import fleet_from_dict
 from placer.instance import make_instance
 from placer.model import model_from_dict
 from placer.simulate import simulate
-from placer.simulate.cost import Collective, collective_time_us, segments_of
+from placer.simulate.cost import Collective, collective_time_us, expert_parallel, segments_of, tensor_parallel
 from placer.simulate.des import RUNTIME_MAX_BATCH
 from placer.workload import Workload
 
@@ -139,6 +139,14 @@ def test_collective_times():
                                               bandwidth_bytes_per_s=450e9),))
     extra = 2 * 2 * (2.0 + 4 * 8192 / 2 / 450_000)
     assert tp.time_us([1000] * 4) == pytest.approx(seg.time_us([1000] * 4) + extra, rel=1e-12)
+    # the usual groups: TP8 over 80 layers is 160 all-reduces; EP8 with 8 experts per token over 58
+    # MoE layers is 116 all-to-alls of 8 hidden states per token
+    t = tensor_parallel(8, 16384, 80, 2.0, 450e9)
+    assert (t.kind, t.count) == ("all_reduce", 160)
+    assert t.time_us(1) == pytest.approx(160 * 14 * (2.0 + 16384 / 8 / 450_000))
+    e = expert_parallel(8, 14336, 8, 58, 4.0, 50e9)
+    assert (e.kind, e.count, e.bytes_per_token) == ("all_to_all", 116, 8 * 14336)
+    assert e.time_us(2) == pytest.approx(116 * 7 * (4.0 + 2 * 8 * 14336 / 8 / 50_000))
 
 
 # 1-9 layers of 50 kB-1.5 MB on up to 8 devices (a placement holding more than a device's 10 MB is

@@ -5,11 +5,13 @@ contiguous placement has one per stage; a free placement that returns to a devic
 One decode step of a micro-batch of ``b`` requests with KV lengths ``c_1..c_b`` spends on a segment
 
     t = O_stage + O_layer * L + sum over its nodes n of [ R_n / (BW * eta_bw) + F_n / (C * eta_c) ]
+        + sum over the segment's collectives of their time (device groups: TP all-reduce, EP all-to-all)
 
 with the device type's ``perf`` constants (``fixed_overhead_us_per_stage`` O_stage,
 ``fixed_overhead_us_per_layer`` O_layer, ``bandwidth_efficiency`` eta_bw, ``compute_efficiency``
 eta_c; the hardware spec keeps them, calibrated in ``benchmarks/calibrate_simulator.py``),
-memory bandwidth BW and peak compute C, and L the model layers the segment runs: parts of one
+memory bandwidth BW and peak compute C (the dense 8-bit peak ``compute_fp8`` when the weights are
+8 bits or fewer and the spec gives it), and L the model layers the segment runs: parts of one
 layer (shards, mixer and expert groups after refining) on one device count once, a layer whose
 parts sit on two devices pays the overhead on each. The terms add (no overlap assumed):
 
@@ -23,7 +25,10 @@ parts sit on two devices pays the overhead on each. The terms add (no overlap as
   values) + 4 per recurrent-state element (decay, update, read-out).
 
 A hop costs the link's latency plus the activation bytes of the micro-batch over the link's
-bandwidth (when the fleet gives one). Everything is in microseconds.
+bandwidth (when the fleet gives one). A segment on a group of devices adds its collectives
+(:class:`Collective`, timed by :func:`collective_time_us`; :func:`tensor_parallel` and
+:func:`expert_parallel` build the usual ones); a segment on one device has none. Everything is
+in microseconds.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from .. import memory
 from ..instance import Instance
 
 __all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
-           "Collective", "COLLECTIVES"]
+           "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "compute_flops"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,22 @@ class Collective:
         """All ``count`` collectives of a step with ``b`` requests (one token each)."""
         return self.count * collective_time_us(self.kind, self.group_size, b * self.bytes_per_token,
                                                self.latency_us, self.bandwidth_bytes_per_s)
+
+
+def tensor_parallel(group_size: int, hidden_bytes_per_token: float, layers: int, latency_us: float,
+                    bandwidth_bytes_per_s: float | None) -> Collective:
+    """Megatron-style tensor parallelism over ``group_size`` devices: two all-reduces of the hidden
+    state per layer (after attention and after the MLP), each ``hidden_bytes_per_token`` per token."""
+    return Collective("all_reduce", group_size, hidden_bytes_per_token, count=2 * layers, latency_us=latency_us,
+                      bandwidth_bytes_per_s=bandwidth_bytes_per_s)
+
+
+def expert_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_token: int, moe_layers: int,
+                    latency_us: float, bandwidth_bytes_per_s: float | None) -> Collective:
+    """Expert parallelism over ``group_size`` devices: per MoE layer a dispatch and a combine
+    all-to-all, each moving the hidden state once per routed expert (``experts_per_token``)."""
+    return Collective("all_to_all", group_size, hidden_bytes_per_token * experts_per_token, count=2 * moe_layers,
+                      latency_us=latency_us, bandwidth_bytes_per_s=bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
