@@ -183,3 +183,12 @@ def test_continuous_never_worse_than_micro_batch_1(layers, cuts, requests, out, 
     # every user waits no longer for the whole answer on average (the gap between two tokens may
     # grow: a batch step reads more than a single request's)
     assert cont.completion_mean_us <= mb1.completion_mean_us * (1 + 1e-9)
+
+
+def test_a_poisson_stream_is_served_at_its_rate_under_the_bound():
+    rate, out = 2000.0, 20          # requests/s; batches form from whatever has arrived
+    res = simulate(_inst(LINEAR), ROUTE, arrival_rate=rate, duration_s=0.5, output_tokens=out, max_live=64, seed=3)
+    assert res.schedule == "continuous"
+    assert res.aggregate_tokens_per_s == pytest.approx(rate * out, rel=0.1)
+    assert res.aggregate_tokens_per_s <= res.pipeline_bound_tokens_per_s
+    assert 1 < res.batch_mean < 64

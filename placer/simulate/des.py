@@ -342,7 +342,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     env = simpy.Environment()
     free_at = {s.device: 0.0 for s in segs}
     busy = [0.0] * n_stages
-    steps = [0, 0]                                   # device steps, requests in them
+    steps = [0, 0, 0]                                # device steps, requests in them, largest batch
     intervals: list[Interval] | None = [] if trace else None
     waiting: deque[_Req] = deque()
     ready: deque[_Req] = deque()
@@ -454,6 +454,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
         if not is_prefill:
             steps[0] += 1
             steps[1] += b
+            steps[2] = max(steps[2], b)
         if intervals is not None:
             intervals.append(Interval(s.stage, start_t, start_t + dt, slot, is_prefill, b))
 
@@ -553,7 +554,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     window = end_us if end_us is not None else max((r.last for r in reqs if r.last is not None), default=0.0)
     set_live(0)
     if continuous and arrival_rate is not None:
-        step_batch = max(1, round(steps[1] / steps[0])) if steps[0] else 1   # what the stream made
+        step_batch = max(1, steps[2])          # the largest batch the stream made: still a bound
     elif continuous:
         live = min(requests, live_cap) if live_cap is not None else requests
         step_batch = int(min(live, batch_cap, -(-live // n_stages)))
