@@ -16,7 +16,7 @@ from ..workload import Workload, workload_for
 
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
-           "output_file", "input_file", "threads_option", "jobs_option", "renamed", "granularity_option",
+           "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal"]
 
 
@@ -57,7 +57,22 @@ class _InputFile(click.ParamType):
         return value
 
 
+class _ImageFile(_OutputFile):
+    """An image to write: a file path whose suffix is an image format (none: PNG)."""
+
+    def convert(self, value, param, ctx):
+        from ..plotting import image_format
+
+        value = super().convert(value, param, ctx)
+        try:
+            image_format(value)
+        except ValueError as exc:
+            raise InvalidSpec(str(value), None, str(exc)) from None
+        return value
+
+
 output_file = _OutputFile()
+image_file = _ImageFile()
 input_file = _InputFile()
 
 

@@ -4,7 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..spec_io import load_yaml_or_json
-from .common import input_file, output_file
+from .common import image_file, input_file
 
 
 def _check_mapping(doc, path):
@@ -24,8 +24,8 @@ def _check_mapping(doc, path):
 
 @click.command("plot")
 @click.argument("source", type=input_file)
-@click.option("-o", "--output", "out", required=True, type=output_file,
-              help="Image file to write (PNG, SVG or PDF by suffix).")
+@click.option("-o", "--output", "out", required=True, type=image_file,
+              help="Image file to write, exactly there (PNG, or SVG / PDF by suffix).")
 @click.option("--hardware", "-H", default=None, help="Fleet to draw (default: the hardware the mapping names).")
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize that fleet.")
 @click.option("--racks-per-row", type=click.IntRange(1, 1000), default=None)
@@ -55,5 +55,4 @@ def plot_command(source, out, hardware, racks, racks_per_row, title, references)
 
             fleet = load_fleet(hardware, racks=racks)
         figure = plot_layout(doc, fleet=fleet, racks_per_row=racks_per_row, title=title).figure
-    save(figure, out)
-    click.echo(f"wrote {out}")
+    click.echo(f"wrote {save(figure, out)}")

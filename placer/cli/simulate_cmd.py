@@ -16,8 +16,8 @@ from .common import (
     echo_json,
     granularity_option,
     hardware_option,
+    image_file,
     load_inputs,
-    output_file,
     warn,
     workload_notes,
     workload_text,
@@ -60,7 +60,8 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--max-live", type=click.IntRange(1, 10**9), default=None, help="Cap on live requests.")
 @click.option("--prefill", is_flag=True, help="Model each prompt's prefill on the same devices (gives TTFT).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gantt", type=output_file, default=None, help="Draw stage occupancy to FILE.png.")
+@click.option("--gantt", type=image_file, default=None, metavar="FILE",
+              help="Draw stage occupancy to exactly FILE (PNG, or SVG / PDF by suffix).")
 @click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat",
               show_default=True, help="Placement method for --compare.")
 @granularity_option
@@ -109,7 +110,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                            max_live=max_live, seed=seed, prefill=prefill, trace=gantt is not None)
     if gantt:
         from ..simulate.gantt import save_gantt
-        save_gantt(res, gantt)
+        gantt = save_gantt(res, gantt)
     if as_json:
         echo_json({**res.to_dict(), "workload": mapping["workload"]})
         return 0

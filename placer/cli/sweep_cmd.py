@@ -14,6 +14,7 @@ from .common import (
     echo_json,
     granularity_option,
     hardware_option,
+    image_file,
     jobs_option,
     load_inputs,
     output_file,
@@ -92,7 +93,8 @@ def _modes(text):
 @click.option("--retry-failed", is_flag=True, help="Solve again points recorded as error or unknown.")
 @click.option("-o", "--output", "out", default=None, type=output_file,
               help="Results CSV; rows are appended as points finish and a re-run resumes.")
-@click.option("--plot", "plot_path", default=None, type=output_file, help="Write a frontier PNG.")
+@click.option("--plot", "plot_path", default=None, type=image_file, metavar="FILE",
+              help="Draw the frontier to exactly FILE (PNG, or SVG / PDF by suffix).")
 @click.option("--reference", "references", multiple=True, metavar="LABEL=N",
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -135,8 +137,9 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
     if plot_path:
         from ..plotting import plot_frontiers, save
 
-        save(plot_frontiers(report.rows, fleet_devices=len(fleet.available), references=parse_references(references),
-                            title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
+        plot_path = save(plot_frontiers(report.rows, fleet_devices=len(fleet.available),
+                                        references=parse_references(references),
+                                        title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
     if as_json:
         echo_json({"rows": report.rows, "workload": workload_doc(base), "solved": report.solved, "reused": report.reused,
                    "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers,
@@ -148,7 +151,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
                f"({report.backend}, {report.workers} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"
-               + (f"; results in {out}" if out else ""))
+               + (f"; results in {out}" if out else "") + (f"; frontier drawn to {plot_path}" if plot_path else ""))
 
 
 def _varied(grid: Grid) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
         key = (r.get("mode"), r["context_tokens"], r.get("weight_bits"), r.get("kv_bits"))
         groups.setdefault(key, []).append(r)
     mode_rank = {m: i for i, m in enumerate(_MODE_STYLE)}
+    seen = {"proven": False, "unproven": False, "pareto": False}
 
     def order(key):
         mode, ctx, wb, kb = key
@@ -64,11 +65,14 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
         ax.plot(xs, ys, linestyle=style, color=colour[ctx], lw=width[ctx], label=label,
                 drawstyle="steps-post" if x == "concurrency" else "default", solid_capstyle="butt")
         proven = [bool(r.get("devices_proven", r.get("proven_optimal"))) for r in members]
+        seen["proven"] |= any(proven)
+        seen["unproven"] |= not all(proven)
         ax.scatter([a for a, p in zip(xs, proven) if p], [b for b, p in zip(ys, proven) if p], marker=marker,
                    s=16, color=colour[ctx], zorder=3)
         ax.scatter([a for a, p in zip(xs, proven) if not p], [b for b, p in zip(ys, proven) if not p],
                    marker=marker, s=16, facecolors="white", edgecolors=colour[ctx], zorder=3)
         front = [r for r in members if r.get("pareto")]
+        seen["pareto"] |= bool(front)
         if front:
             ax.scatter([r[x] for r in front], [r[y] for r in front], marker="o", s=55, facecolors="none",
                        edgecolors="black", lw=0.9, zorder=4)
@@ -89,7 +93,23 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
     ax.set_ylabel({"devices_used": "devices"}.get(y, y))
     ax.grid(True, which="major", alpha=0.3)
     if groups and legend:
-        ax.legend(fontsize=8, ncol=2 if len(groups) > 4 else 1)
+        from matplotlib.lines import Line2D
+
+        lines, labels = ax.get_legend_handles_labels()
+        marker = _MODE_MARKER.get(next(iter(groups))[0], "o") if one_mode else "o"
+        extra = []
+        if seen["proven"]:
+            extra.append(Line2D([], [], ls="none", marker=marker, color="#444", markersize=5,
+                                label="filled: device count proven"))
+        if seen["unproven"]:
+            extra.append(Line2D([], [], ls="none", marker=marker, markerfacecolor="white", color="#444",
+                                markersize=5, label="hollow: not proven"))
+        if seen["pareto"]:
+            extra.append(Line2D([], [], ls="none", marker="o", markerfacecolor="none", markeredgecolor="black",
+                                markersize=8, label="ring: Pareto-optimal"))
+        extra.append(Line2D([], [], ls="none", label="number at a line's end: most live requests placed"))
+        ax.legend(handles=lines + extra, labels=labels + [h.get_label() for h in extra], fontsize=7,
+                  ncol=2 if len(lines) + len(extra) > 7 else 1)
     if title:
         ax.set_title(title)
     return ax

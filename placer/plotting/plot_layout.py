@@ -6,6 +6,7 @@ import math
 import re
 
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 __all__ = ["plot_layout", "KIND_COLORS", "MEMORY_COLORS"]
@@ -105,9 +106,22 @@ def _model_kinds(doc: dict, model) -> dict[str, str]:
     return {x.name: x.kind for x in model.layers}
 
 
+_ENDS = {"embedding": "emb", "lm_head": "head"}
+
+
 def _short_range(layers: list) -> str:
-    """'3-4' for layers.3 and layers.4; the first and last name otherwise."""
+    """'L3-4' for layers.3 and layers.4 (with 'emb+' / '+head' for the embedding and the LM head);
+    the first and last name otherwise."""
     names = [x if isinstance(x, str) else str(x.get("name", x)) if isinstance(x, dict) else str(x) for x in layers]
+    head = [n for n in names if n in _ENDS]
+    body = [n for n in names if n not in _ENDS]
+    if head and body:
+        inner = _short_range(body)
+        before = "emb+" if "embedding" in head else ""
+        after = "+head" if "lm_head" in head else ""
+        return f"{before}{inner}{after}"
+    if head:
+        return "+".join(_ENDS[n] for n in head)
     idx = []
     for n in names:
         m = re.match(r"^layers\.(\d+)", n)
@@ -149,6 +163,8 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     if racks_per_row is None:
         racks_per_row = max(1, min(n_racks, math.ceil(math.sqrt(n_racks * 2.2 * per_rack / 3))))
     rows = math.ceil(n_racks / racks_per_row)
+    # as many racks on every row as the rows allow: no near-empty last row (8 racks: 4 + 4, not 7 + 1)
+    racks_per_row = math.ceil(n_racks / rows)
     box_w, box_h = 1.0, 0.78
     rack_w, rack_h = box_w + 0.3, per_rack * (box_h + 0.12) + 0.4
     if ax is None:
@@ -162,6 +178,7 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
         for j, d in enumerate(sorted((d for d in devices if d[1] == r), key=lambda d: d[2])):
             slot_rank[d[0]] = j
     centers = {}
+    labels = []         # (text, left, right): stage labels to fit inside their box
     font = 6.5 if racks_per_row >= 8 else 8
     for r in racks:
         x0, y0 = rack_pos[r]
@@ -192,8 +209,11 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
             ax.add_patch(Rectangle((x, by + box_h - band_h), w, band_h, lw=0,
                                    facecolor=KIND_COLORS.get(kind, KIND_COLORS["other"]), zorder=2))
             x += w
-        ax.text(bx + box_w / 2, by + box_h - band_h / 2, f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}",
-                ha="center", va="center", fontsize=font, color="white", fontweight="bold", zorder=3)
+        label = ax.text(bx + box_w / 2, by + box_h - band_h / 2,
+                        f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}",
+                        ha="center", va="center", fontsize=font, color="white", fontweight="bold", zorder=3,
+                        gid=f"label:{did}")
+        labels.append((label, bx, bx + box_w))
         # memory bar along the bottom of the box
         b = stage.get("bytes", {})
         parts = [(k, max(0, int(b.get(k) or 0))) for k in MEMORY_COLORS]
@@ -217,15 +237,39 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     handles += [Patch(facecolor=MEMORY_COLORS[k], edgecolor="#333", lw=0.5, label=MEMORY_LABELS[k])
                 for k in MEMORY_COLORS]
     handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", label="unused"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 9),
-              fontsize=font + 1, frameon=False)
+    if any(not d[3] for d in devices):
+        handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", hatch="////", label="unavailable"))
+    if show_path:
+        handles.append(Line2D([], [], color="#111", lw=0.9, marker=">", markersize=4, label="token path"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(len(handles), 6),
+              fontsize=font + 1, frameon=False,
+              title="device box: stage and layers on a band coloured by layer kind; below, its memory",
+              title_fontsize=font + 1)
     width = racks_per_row * (rack_w + 0.25)
     ax.set_xlim(-0.2, width)
     ax.set_ylim(-rows * (rack_h + 0.35) + 0.1, 0.2)
     ax.set_aspect("equal")
-    ax.axis("off")
+    # a diagram, not a chart: the axes name what runs along them, without ticks or frame
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlabel("racks, left to right and row by row")
+    ax.set_ylabel("devices of each rack, slot 0 at the top")
     ax.set_title(title or _title(doc), fontsize=font + 3)
+    _fit_labels(ax, labels)
     return ax
+
+
+def _fit_labels(ax, labels, margin: float = 0.04) -> None:
+    """Shrink each stage label until it fits inside its box (measured on the drawn figure)."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    for text, left, right in labels:
+        (x0, _), (x1, _) = ax.transData.transform([(left + margin, 0), (right - margin, 0)])
+        room = x1 - x0
+        while text.get_fontsize() > 3.5 and text.get_window_extent(renderer).width > room:
+            text.set_fontsize(text.get_fontsize() - 0.25)
 
 
 def _draw_path(ax, doc, centers, stages, half_w: float) -> None:
@@ -251,12 +295,12 @@ def _draw_path(ax, doc, centers, stages, half_w: float) -> None:
 
 
 def _title(doc: dict) -> str:
-    from ..units import format_tokens
+    from ..units import format_duration_us, format_tokens
 
     s = doc.get("summary", {})
     w = doc.get("workload", {})
-    parts = [doc.get("model", {}).get("name", "model"), "on", doc.get("hardware", {}).get("name", "fleet"),
-             f"({doc.get('mode', '?')})"]
+    parts = ["stage layout:", doc.get("model", {}).get("name", "model"), "on",
+             doc.get("hardware", {}).get("name", "fleet"), f"({doc.get('mode', '?')})"]
     text = " ".join(parts)
     details = []
     if w.get("context_tokens"):
@@ -268,5 +312,5 @@ def _title(doc: dict) -> str:
     if s.get("hops") is not None:
         details.append(f"{s['hops']} hops")
     if s.get("hop_latency_us") is not None:
-        details.append(f"{s['hop_latency_us']:g} us")
+        details.append(f"hop latency {format_duration_us(s['hop_latency_us'])}")
     return text + ("\n" + ", ".join(details) if details else "")
