@@ -64,6 +64,14 @@ def test_plan_and_compare_show_progress(run_cli, terminal, write):
     assert code == 0 and err == ""
 
 
+def test_compare_logs_one_line_per_row_without_a_terminal(run_cli):
+    code, _, err = run_cli(["compare", TINY, "-H", TINYHW, "--time-limit", "2"])
+    assert code == 0
+    lines = err.splitlines()
+    assert lines[0] == "solving typepack / free ..." and lines[-1] == "solving bound / split ..."
+    assert len(lines) == 10
+
+
 def test_solve_quiet_drops_the_progress_lines(run_cli):
     code, _, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--threads", "1"])
     assert code == 0 and "cpsat, hop latency level:" in err

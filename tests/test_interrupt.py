@@ -50,7 +50,7 @@ def test_sigint_prints_and_writes_the_best_placement(tmp_path):
     the latency level reports; Ctrl-C then ends the run with that placement, written to -o."""
     out_file = tmp_path / "kimi.json"
     code, out, err = _run_and_interrupt(
-        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--workers", "1", "--seed", "0",
+        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1", "--seed", "0",
          "-o", str(out_file)],
         ready=_latency_level_reported)
     assert code == 130, (out, err)
@@ -69,7 +69,7 @@ def test_sigint_prints_and_writes_the_best_placement(tmp_path):
 def test_sigint_json_still_prints_the_mapping(tmp_path):
     """With --json the mapping goes to stdout (parseable), the interruption to stderr, exit 130."""
     code, out, err = _run_and_interrupt(
-        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--workers", "1", "--seed", "0",
+        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1", "--seed", "0",
          "--json", "--no-write"],
         ready=_latency_level_reported)
     assert code == 130, (out, err)
@@ -83,7 +83,7 @@ def test_sigint_in_compare_keeps_the_rows_so_far():
     """Ctrl-C while compare works on the free-mode CP-SAT row: the rows before it are printed, no
     other row is started, exit 130."""
     code, out, err = _run_and_interrupt(
-        ["compare", "kimi-k3", "-H", "wse-3t", "--time-limit", "120", "--workers", "1"],
+        ["compare", "kimi-k3", "-H", "wse-3t", "--time-limit", "120", "--threads", "1"],
         ready=lambda line: line.startswith("solving cpsat / free"))
     assert code == 130, (out, err)
     assert out.startswith("interrupted: the rows solved so far")

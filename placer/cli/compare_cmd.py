@@ -56,6 +56,9 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                 bar.step()
             started.append((method, mode))
             bar.describe(f"compare: {method} / {mode} ")
+            if bar.bar is None and not quiet and not as_json:
+                # no terminal to draw a bar on (a log, a pipe): one line per row as it starts
+                click.echo(f"solving {method} / {mode} ...", err=True)
 
         doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
                       progress=progress)
