@@ -21,13 +21,12 @@ command calls it when a method returns ``infeasible``). It reports, in exact byt
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 
 from . import memory
+from .algorithms.deadline import Deadline
 from .algorithms.search import largest_true
 from .instance import Instance
-from .placement import Status
 from .units import format_tokens
 
 __all__ = ["Explanation", "diagnose", "explain_infeasible", "largest_feasible"]
@@ -87,34 +86,23 @@ class Explanation:
 class _Oracle:
     """Decides whether an instance has a placement: True, False, or None (undecided in time)."""
 
-    def __init__(self, budget_s: float, probe_limit_s: float):
-        self.deadline = time.monotonic() + budget_s
+    def __init__(self, deadline: Deadline, probe_limit_s: float):
+        self.deadline = deadline
         self.probe_limit_s = probe_limit_s
         self.undecided = 0
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.deadline.remaining()
 
     def __call__(self, instance: Instance) -> bool | None:
-        from .algorithms import place
+        from .algorithms import decide_feasible
 
-        fast = "ffd" if instance.mode == "free" else "dp"
-        r = place(instance, fast)
-        if r.feasible:
-            return True
-        if r.status == Status.INFEASIBLE:       # proven (the cheap checks, or the DP's proof)
-            return False
-        left = self.remaining()
-        if left <= 0.05:
+        # past the deadline (or after Ctrl-C) nothing more is tried: the probe stays undecided
+        v = None if self.deadline.expired() else \
+            decide_feasible(instance, time_limit=self.deadline.budget(self.probe_limit_s))
+        if v is None:
             self.undecided += 1
-            return None
-        r = place(instance, "cpsat", time_limit=max(0.05, min(self.probe_limit_s, left)), seed=0, workers=1)
-        if r.feasible:
-            return True
-        if r.status == Status.INFEASIBLE:
-            return False
-        self.undecided += 1
-        return None
+        return v
 
 
 def largest_feasible(decide, lo: int, hi: int) -> tuple[int | None, bool]:
@@ -246,6 +234,14 @@ def _fleet_culprit(instance: Instance) -> tuple[str, int] | None:
             f"{instance.n_devices} available", lb)
 
 
+def _reach_culprit(instance: Instance) -> str | None:
+    """Words when the fleet is cut into pieces that cannot each hold what must sit together."""
+    from .algorithms import infeasibility
+    from .algorithms.reach import reachability_infeasibility
+
+    return reachability_infeasibility(instance, infeasibility)
+
+
 def _ranges(instance: Instance, nodes) -> str:
     """``layers.0..layers.3, lm_head``: consecutive node indices as ranges."""
     nodes = sorted(nodes)
@@ -342,23 +338,31 @@ def _min_racks(instance: Instance, decide, lower_bound_devices: int, max_racks: 
     return good
 
 
-def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float = 2.0) -> Explanation:
+def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float = 2.0,
+             deadline: Deadline | None = None) -> Explanation:
     """An :class:`Explanation` of why ``instance`` has no placement (see the module docstring).
 
-    ``time_limit`` bounds the whole diagnosis (seconds of solver time); ``probe_limit`` one CP-SAT
-    probe of the searches. Pure: reads ``instance`` only.
+    ``time_limit`` bounds the whole diagnosis (wall seconds), ``deadline`` (shared with the solve
+    before it) too: it ends by the earlier; ``probe_limit`` bounds one CP-SAT probe of the
+    searches. Pure: reads ``instance`` only.
     """
-    decide = _Oracle(time_limit, probe_limit)
+    decide = _Oracle(Deadline.of(deadline, time_limit), probe_limit)
     culprits = _node_culprits(instance) + _pin_culprits(instance)
     fleet = _fleet_culprit(instance)
     if fleet is not None and not culprits:
         culprits.append(fleet[0])
+    if not culprits:
+        cut = _reach_culprit(instance)
+        if cut is not None:
+            culprits.append(cut)
     if not culprits and decide(instance):
         return Explanation(headline=f"a placement of {instance.model.name} on {instance.fleet.name} exists "
                                     f"({instance.mode} mode); nothing to explain", feasible=True)
     core, core_note = ([], "")
     if not culprits:
-        core, core_note = _core(instance, max(1.0, decide.remaining() / 2))
+        left = decide.remaining()
+        core, core_note = _core(instance, left / 2) if left > 0.1 else \
+            ([], "no unsatisfiable core computed (the time limit was reached)")
     # what would fit
     per_node = [r > 0 for r in instance.request_bytes]
     weights_alone = any(w > max(instance.capacity_bytes) for w in instance.weight_bytes)
@@ -372,13 +376,16 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
             ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
             hi = min(ceiling, max(asked_c - 1, 0)) if asked_c > 0 else ceiling
             found, max_c_proven = largest_feasible(lambda c: decide(instance.with_concurrency(c)), 0, hi)
-            max_c = -1 if found is None else found
+            # nothing found: "none fits" only when every probe was decided, else unknown (None)
+            max_c = found if found is not None else (-1 if max_c_proven else None)
     context_matters = any(instance.kv_request_bytes) and asked_c > 0 and max_c != -1
     max_t, max_t_proven = None, True
     if context_matters:
         asked_t = instance.workload.context_tokens
         max_t, max_t_proven = largest_feasible(lambda t: decide(_with_context(instance, t)), 1,
                                                max(1, asked_t - 1))
+        if max_t is None and not max_t_proven:
+            context_matters = False     # undecided, not "no context fits": the notes say so
     racks = None
     if fleet is not None and decide.remaining() > 0:
         racks = _min_racks(instance, decide, fleet[1])
@@ -392,6 +399,6 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
                        context_matters=context_matters, min_racks=racks, notes=tuple(notes))
 
 
-def explain_infeasible(instance: Instance, *, time_limit: float = 20.0) -> str:
+def explain_infeasible(instance: Instance, *, time_limit: float = 20.0, deadline: Deadline | None = None) -> str:
     """Several lines saying why ``instance`` has no placement and what would fit (see :func:`diagnose`)."""
-    return diagnose(instance, time_limit=time_limit).text()
+    return diagnose(instance, time_limit=time_limit, deadline=deadline).text()

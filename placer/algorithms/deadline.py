@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["Deadline", "note_interrupt", "interrupted", "clear_interrupt"]
+__all__ = ["Deadline", "DeadlineReached", "note_interrupt", "interrupted", "clear_interrupt"]
 
 _INTERRUPT = threading.Event()
 
@@ -38,6 +38,11 @@ def interrupted() -> bool:
 def clear_interrupt() -> None:
     """Forget an earlier Ctrl-C (a command calls this before it starts)."""
     _INTERRUPT.clear()
+
+
+class DeadlineReached(Exception):
+    """Raised by work that cannot stop half-way (building a large model) when the deadline passes;
+    the caller returns the best it has."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,11 @@ class Deadline:
     def within(self, seconds: float) -> Deadline:
         """A deadline at most ``seconds`` from now and never after this one (a phase's own cap)."""
         return Deadline(min(self.end, time.monotonic() + max(0.0, float(seconds))))
+
+    def check(self) -> None:
+        """Raise :class:`DeadlineReached` when no time is left."""
+        if self.expired():
+            raise DeadlineReached()
 
     def budget(self, cap: float | None = None) -> float:
         """Seconds a phase starting now may use: what is left, at most ``cap``."""

@@ -12,13 +12,16 @@ bound, and attaches the bounds.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..errors import InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
 from .bound import bounds
 from .check import PlacementBug, check_placement
+from .deadline import Deadline, interrupted
 from .pins import PinConflict, pin_groups
+from .reach import reachability_infeasibility
 from .registry import method as method_row
 from .search import largest_true
 
@@ -35,7 +38,8 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     Returns (reason, weights_alone): ``weights_alone`` is true when even zero live requests would
     not fit, so lowering the concurrency cannot help. Cheap: per-node and per-pin checks, then the
     lower bound (``named``: :func:`placer.algorithms.bound.bounds`, when already computed) against
-    the fleet size.
+    the fleet size, then the pieces of a fleet cut by unavailable devices
+    (:func:`placer.algorithms.reach.reachability_infeasibility`).
     """
     caps = instance.capacity_bytes
     cmax = max(caps)
@@ -70,6 +74,9 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
         which = max(named, key=named.get)
         return (f"at least {lb} devices are needed ({which} bound); the fleet has {instance.n_devices} "
                 f"available", False)
+    cut = reachability_infeasibility(instance, infeasibility)
+    if cut is not None:
+        return cut, False
     return None
 
 
@@ -92,6 +99,9 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
     t0 = time.perf_counter()
     row = _check_method(instance, method)
     options = row.parse_options(opts)
+    if options is not None and hasattr(options, "deadline"):
+        # one deadline for the method and the concurrency search after it (not a fresh limit each)
+        options = replace(options, deadline=Deadline.of(options.deadline, options.time_limit))
     named = bounds(instance)
     lb = max(named.values())
     why = infeasibility(instance, named)
@@ -131,6 +141,9 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
 
 
 def _budget(options) -> float:
+    deadline = getattr(options, "deadline", None)
+    if deadline is not None:
+        return deadline.remaining()
     return float(getattr(options, "time_limit", None) or 10.0)
 
 
@@ -183,10 +196,12 @@ def largest_feasible_concurrency(instance: Instance, method: str | None = None, 
         _check_method(instance, method)
     cmax = max(instance.capacity_bytes)
     per_node = [(cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0]
-    deadline = time.monotonic() + budget
+    stop = Deadline.after(max(budget, 0.0))
 
     def decide(c: int) -> bool | None:
-        left = deadline - time.monotonic()
+        if interrupted():       # Ctrl-C: no further probes; what is known stands (a lower bound)
+            return None
+        left = stop.remaining()
         return decide_feasible(instance.with_concurrency(c), time_limit=min(left, max(PROBE_SECONDS, left / 4)),
                                method=method)
 

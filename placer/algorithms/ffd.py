@@ -15,6 +15,7 @@ from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
 from .packing import first_fit_decreasing
 from .pins import PinConflict, pin_groups
+from .reach import in_pieces, pieces
 
 __all__ = ["ffd"]
 
@@ -31,6 +32,8 @@ def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:
 
     if instance.mode != "free":
         return give_up("ffd ignores the pipeline order: it places in free mode only")
+    if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other
+        return in_pieces(instance, ffd, lb)
     try:
         groups = pin_groups(instance, contiguous=False)
     except PinConflict as exc:

@@ -26,7 +26,9 @@ class CpsatOptions:
 
     ``time_limit``: seconds for the whole call; ``seed``, ``workers``: CP-SAT's; ``progress``: a
     callable given ``dict(best, bound, elapsed, phase)``; ``hint``: a Result or an assignment to
-    start from; ``objective``: one of :data:`OBJECTIVES`.
+    start from; ``objective``: one of :data:`OBJECTIVES`; ``deadline``: a
+    :class:`~placer.algorithms.deadline.Deadline` shared with the caller's other phases (the call
+    ends by the earlier of it and ``time_limit``).
     """
 
     time_limit: float = 30.0
@@ -35,6 +37,7 @@ class CpsatOptions:
     progress: Any = None
     hint: Any = None
     objective: str = "lex"
+    deadline: Any = None
 
     def __post_init__(self):
         if self.time_limit is None or not self.time_limit > 0:

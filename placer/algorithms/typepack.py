@@ -14,6 +14,7 @@ from time import perf_counter
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
+from .reach import in_pieces, pieces
 
 __all__ = ["typepack"]
 
@@ -32,6 +33,8 @@ def typepack(instance: Instance, *, lower_bound: int | None = None) -> Result:
         return give_up("typepack ignores the pipeline order: it places in free mode only")
     if instance.pins:
         return give_up("typepack follows the published rule, which has no pins; use ffd or cpsat")
+    if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other
+        return in_pieces(instance, typepack, lb)
     demand = instance.demand_bytes
     caps = instance.capacity_bytes
     devices = iter(sorted(range(instance.n_devices), key=lambda d: (-caps[d], d)))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import click
 
 from ..algorithms import PLACING_METHODS
-from ..algorithms.deadline import interrupted
+from ..algorithms.deadline import Deadline, interrupted
 from ..compare import node_ranges, solve
 from ..instance import MODES
 from ..units import format_bytes, format_duration_us
@@ -77,7 +77,7 @@ def print_progress(info) -> None:
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="CP-SAT time limit in seconds.")
+              help="Time limit in seconds for the whole solve (bounds, search, the explanation).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
 @click.option("-o", "--output", type=output_file, default=None,
@@ -101,14 +101,15 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
     reason and the largest concurrency that fits, writes nothing and exits 1.
     """
+    deadline = Deadline.after(time_limit)   # every phase below shares it, the explanation too
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     if min_user_tps is not None or max_itl_ms is not None:
         return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
                                 min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=objective)
-    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress) \
-        if method == "cpsat" else {}
+    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress,
+                deadline=deadline) if method == "cpsat" else {}
     solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
     inst, r, doc = solved.instance, solved.result, solved.mapping
     # Ctrl-C: the best placement so far is printed and written as usual, then exit 130
@@ -127,7 +128,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
             if r.status == "infeasible":
                 # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
                 from ..explain import explain_infeasible
-                click.echo(explain_infeasible(inst, time_limit=min(time_limit, 20.0)))
+                click.echo(explain_infeasible(inst, time_limit=20.0, deadline=deadline))
             else:
                 click.echo(f"{r.status}: {r.message or 'no placement found'}")
                 if r.max_concurrency is not None:

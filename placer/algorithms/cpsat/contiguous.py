@@ -6,6 +6,7 @@ fleet a second DP over runs of stages inside one rack bounds the rack changes fr
 from __future__ import annotations
 
 import math
+import time
 
 from ...instance import Instance
 from ...placement import Result, Status
@@ -13,6 +14,7 @@ from ..chain import chain_min_devices, min_group_runs, next_fit
 from ..check import stage_order
 from ..dp import dp
 from ..greedy import greedy
+from ..pathwalk import walk_paths
 from .core import explain_infeasible
 from .fleet import min_groups_covering
 from .models import ContiguousModel, fix_latency
@@ -48,8 +50,13 @@ def contiguous(run: Run) -> Result:
         if count != "unknown":
             bound_bytes = max(bound_bytes, count)
             dp_segments = (segs, classes)
+    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
+    if walked is not None and walked.proven:     # a path- or cycle-shaped fleet: every arc was cut
+        bound_bytes = max(bound_bytes, len(walked.order))
     run.record("bound", devices=bound_bytes)
-    start = _contiguous_hints(run, dp_segments)
+    start = _contiguous_hints(run, dp_segments, walked)
+    if start is not None:
+        run.record("start", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
     model = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
     if want_latency and not model.latency_supported:
@@ -199,13 +206,16 @@ def _realize_runs(instance: Instance, trail, kinds, groups):
     return assignment, order
 
 
-def _contiguous_hints(run: Run, dp_segments):
+def _contiguous_hints(run: Run, dp_segments, walked=None):
     """The best valid contiguous start: the user's hint, the Pareto DP's cover laid on a fleet path,
-    or the dp / greedy baselines. Returns (assignment, order) or None."""
+    the path walk's placement (:mod:`placer.algorithms.pathwalk`), or the dp / greedy baselines.
+    Returns (assignment, order) or None."""
     instance = run.instance
     candidates = []
     if run.user_hint is not None:
         candidates.append(run.user_hint)
+    if walked is not None:
+        candidates.append(walked.assignment(instance.n_nodes))
     if dp_segments is not None and not run.pins_any:
         laid = _lay_segments(instance, *dp_segments)
         if laid is not None:

@@ -46,23 +46,37 @@ import time
 from ...instance import Instance
 from ...placement import Result, Status
 from ..bound import lower_bound as device_lower_bound
+from ..deadline import Deadline, DeadlineReached
 from .contiguous import contiguous
 from .free import free
 from .identical_chain import identical_chain
-from .run import OBJECTIVES, Run, build_problem, finish, no_placement, user_hint
+from .run import (
+    OBJECTIVES,
+    Run,
+    bottleneck_value,
+    build_problem,
+    finish,
+    latency_value,
+    no_placement,
+    objective_levels,
+    user_hint,
+)
 
 __all__ = ["cpsat", "OBJECTIVES"]
 
 
 def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
-          hint=None, objective: str = "lex", lower_bound: int | None = None) -> Result:
+          hint=None, objective: str = "lex", lower_bound: int | None = None, deadline: Deadline | None = None
+          ) -> Result:
     """Place ``instance`` optimally (see the module docstring).
 
     ``time_limit`` (s, whole call), ``seed`` and ``workers`` go to CP-SAT; ``progress`` is called
     with ``dict(best, bound, elapsed, phase)`` from the solution callback; ``hint``: a Result or
     an assignment to start from; ``objective``: ``"devices"``, ``"lex"`` (default) or ``"lex3"``;
-    ``lower_bound``: a device lower bound already known. Ctrl-C stops the search and returns the
-    best placement found so far (FEASIBLE). Call it through :func:`placer.algorithms.place`, which
+    ``lower_bound``: a device lower bound already known; ``deadline``: a shared
+    :class:`~placer.algorithms.deadline.Deadline` (the call ends by it and by ``time_limit``, model
+    building included). Ctrl-C stops the search and returns the best placement found so far
+    (FEASIBLE). Call it through :func:`placer.algorithms.place`, which
     rules out the requests no placement can meet before any model is built.
     """
     if objective not in OBJECTIVES:
@@ -71,8 +85,11 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
         raise ValueError("time_limit must be positive")
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    run = Run(instance, time.monotonic(), float(time_limit), int(seed), int(workers), progress, objective)
+    t0 = time.monotonic()
+    run = Run(instance, t0, float(time_limit), int(seed), int(workers), progress, objective,
+              deadline=Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit))
     run.prob, run.quant = build_problem(instance)
+    run.prob.deadline = run.deadline
     run.pins_any = bool(run.prob.pins_to or run.prob.pins_same)
     run.stats.update(unit_bytes=run.quant.unit, unit_exact=run.quant.exact, unit_harmless=run.quant.harmless)
     run.lower = max(int(lower_bound) if lower_bound is not None else device_lower_bound(instance), 0)
@@ -89,5 +106,17 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
         if run.best is not None:
             return finish(run, *run.best)
         return no_placement(run, Status.UNKNOWN, "interrupted before any placement was found")
+    except DeadlineReached:     # a model too large to build in the time left
+        run.record("time limit", note="reached while building a model; the best placement so far stands")
+        if run.best is None:
+            return no_placement(run, Status.UNKNOWN, "no placement found within the time limit")
+        assignment, order, levels = run.best
+        want_latency, want_bottleneck = objective_levels(run)
+        levels = dict(levels)
+        if want_latency and "latency" not in levels:
+            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+        if want_bottleneck and "bottleneck" not in levels:
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, order, levels)
 
 

@@ -10,6 +10,7 @@ from .. import ortools_adapter as ora
 from ..chain import next_fit
 from ..ffd import ffd
 from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
+from ..pathwalk import walk_paths
 from .arcflow import solve_arcflow
 from .core import explain_infeasible
 from .models import FreeModel, fix_latency
@@ -54,6 +55,9 @@ def free(run: Run) -> Result:
     baseline = ffd(instance, lower_bound=run.lower)
     if baseline.assignment is not None:
         candidates.append(baseline.assignment)
+    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
+    if walked is not None:      # a contiguous pipeline along linked devices: a free placement with short hops
+        candidates.append(walked.assignment(instance.n_nodes))
     start = None
     for cand in candidates:
         if cand is None or not fits_bytes(instance, cand) or not reachable(prob, cand):

@@ -48,6 +48,7 @@ class Problem:
     pins_to: dict[int, int] = field(default_factory=dict)          # node -> device
     pins_same: list[list[int]] = field(default_factory=list)       # node groups on one device
     groups: list[list[int]] = field(default_factory=list)          # racks
+    deadline: object = None            # Deadline: large per-edge tables stop building past it
 
     @property
     def link(self) -> dict[tuple[int, int], int]:
@@ -278,19 +279,22 @@ class EdgeLatency:
 
     def _table(self, by_node):
         m, p = self.m, self.p
-        top = max((x for row in p.latency for x in row if x is not None), default=0)
-        check_row(max((sum(x for x in row if x is not None) for row in p.latency), default=0),
+        table = p.latency      # a view property: read once, not per term
+        top = max((x for row in table for x in row if x is not None), default=0)
+        check_row(max((sum(x for x in row if x is not None) for row in table), default=0),
                   "hop-latency row (latencies x scale)")
         self.edge_lat = []
         for u, v in p.edges:
+            if p.deadline is not None:
+                p.deadline.check()      # DeadlineReached: the caller keeps its best placement
             lat = m.new_int_var(0, top, "")
             xv = dict(by_node[v])
             for a, xa in by_node[u]:
-                far = [xb for b, xb in xv.items() if p.latency[a][b] is None]
+                row = table[a]
+                far = [xb for b, xb in xv.items() if row[b] is None]
                 if far:
                     m.add(sum(far) == 0).only_enforce_if(xa)
-                terms = [(p.latency[a][b], xb) for b, xb in xv.items()
-                         if b != a and p.latency[a][b] is not None and p.latency[a][b] > 0]
+                terms = [(row[b], xb) for b, xb in xv.items() if b != a and row[b] is not None and row[b] > 0]
                 if terms:
                     m.add(lat >= sum(w * xb for w, xb in terms)).only_enforce_if(xa)
             self.edge_lat.append(lat)

@@ -13,6 +13,7 @@ from ...instance import Instance
 from ...placement import Level, Result, Status, evaluate, hops_of
 from .. import ortools_adapter as ora
 from ..check import fits_bytes
+from ..deadline import Deadline
 from ..pins import pin_groups
 from ..quantize import Quantization, choose_unit
 from .fleet import FleetView, rack_groups
@@ -46,9 +47,11 @@ class Run:
     stats: dict = field(default_factory=dict)
     best: tuple | None = None       # (assignment, order, levels) of the best placement so far
     levels: dict = field(default_factory=dict)
+    deadline: Deadline | None = None  # shared with the caller's phases; None: time_limit alone
 
     def remaining(self) -> float:
-        return self.time_limit - (time.monotonic() - self.t0)
+        left = self.time_limit - (time.monotonic() - self.t0)
+        return left if self.deadline is None else min(left, self.deadline.remaining())
 
     def solve(self, phase: str, model, watch, *, target=None, scale: float = 1.0, assumptions=(),
               time_cap: float | None = None, light_presolve: bool = False):

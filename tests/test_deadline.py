@@ -1,0 +1,98 @@
+"""One deadline for every phase of a solve (issue 10, item 5).
+
+No test here measures time: each gives the code an already-expired deadline (or a Ctrl-C) and
+checks what it then does (start no probe, build no large model, claim no proof), which is what
+keeps the wall time within the limit. The wall-time figures are in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from placer.algorithms import place
+from placer.algorithms.deadline import (
+    Deadline,
+    DeadlineReached,
+    clear_interrupt,
+    interrupted,
+    note_interrupt,
+)
+from placer.algorithms.entry import largest_feasible_concurrency
+from placer.explain import diagnose
+from placer.placement import Status
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from generators import sparse_ring_instance  # noqa: E402
+
+
+def _passed() -> Deadline:
+    return Deadline(time.monotonic() - 1.0)
+
+
+def test_deadline_arithmetic():
+    assert Deadline().remaining() == math.inf and not Deadline().expired()
+    assert Deadline.after(None).end == math.inf
+    assert _passed().expired() and _passed().remaining() == 0.0
+    d = Deadline.after(1000)
+    assert 0 < d.remaining() <= 1000
+    assert d.within(5).end <= d.end and d.within(5).remaining() <= 5
+    assert _passed().within(100).expired()                 # a phase's cap never extends the deadline
+    assert Deadline.of(None, 3).remaining() <= 3 and Deadline.of(d) is d
+    assert d.budget(2.0) <= 2.0 and _passed().budget(2.0) == 0.0
+    with pytest.raises(DeadlineReached):
+        _passed().check()
+    with pytest.raises(ValueError):
+        Deadline.after(-1)
+
+
+def test_ctrl_c_expires_every_deadline():
+    d = Deadline.after(1000)
+    try:
+        note_interrupt()
+        assert interrupted() and d.expired() and Deadline().remaining() == 0.0
+    finally:
+        clear_interrupt()
+    assert not interrupted() and not d.expired()
+
+
+def test_no_concurrency_probe_after_ctrl_c():
+    """The concurrency search after an infeasible request starts no probe once Ctrl-C was pressed:
+    every probe is undecided, so the figure is not claimed as proven."""
+    inst = sparse_ring_instance(12, 30, 0, mode="free")
+    try:
+        note_interrupt()
+        value, proven = largest_feasible_concurrency(inst.with_concurrency(10**6), budget=100)
+    finally:
+        clear_interrupt()
+    assert not proven
+
+
+def test_explanation_past_the_deadline_runs_no_probe():
+    """With the shared deadline already spent by the solve, the explanation keeps its direct checks
+    and runs no solver probe: what it cannot decide it does not claim."""
+    # too many layers for the ring: the fleet bound rules it out (a direct check, no solver)
+    e = diagnose(sparse_ring_instance(12, 60, 0), deadline=_passed())
+    assert any("devices are needed" in c for c in e.culprits)
+    # nothing a direct check sees: no probe, no core, and no claim that nothing fits
+    e = diagnose(sparse_ring_instance(12, 30, 0), deadline=_passed())
+    assert e.core == () and "time limit was reached" in e.core_note
+    assert any("not decided" in n for n in e.notes)
+    assert e.max_concurrency is None and "largest feasible concurrency" not in e.text()
+    assert "not even 1 token" not in e.text()
+
+
+def test_latency_model_past_the_deadline_claims_no_proof():
+    """Free mode on a ring (no ultrametric, so the per-edge latency table is built): with the
+    deadline passed the table is not built, and the wanted latency level is reported unproven
+    rather than left out (which would make the result read as optimal)."""
+    inst = sparse_ring_instance(20, 40, 0, mode="free")
+    r = place(inst, "cpsat", time_limit=30, workers=1, deadline=_passed())
+    assert r.feasible
+    names = {lv.name: lv for lv in r.levels}
+    assert "latency" in names and not names["latency"].proven
+    assert r.status == Status.FEASIBLE and not r.proven_optimal
