@@ -22,7 +22,7 @@ from placer.model import model_from_dict
 from placer.workload import Workload
 
 __all__ = ["falkenauer_uniform", "falkenauer_triplets", "binpacking_instance", "cut_devices", "items_model",
-           "sparse_fleet_instance", "sparse_ring_instance"]
+           "sparse_fleet_instance", "sparse_ring_specs", "sparse_ring_instance"]
 
 
 def falkenauer_uniform(n: int, seed: int) -> tuple[list[int], int]:
@@ -99,11 +99,8 @@ def sparse_fleet_instance(racks: int, layers: int, seed: int):
                          Workload(concurrency=0, context_tokens=1))
 
 
-def sparse_ring_instance(racks: int, layers: int, seed: int, *, chords: bool = True, mode: str = "contiguous"):
-    """``layers`` layers of 14, 17, 20, 24 or 29 GB on a ring of ``racks`` single-device racks (each
-    device 44 GB or 64 GB at random, 3 us between neighbours) plus, with ``chords``, one random
-    chord per four racks (4-6 us). Sparse (every device has two or three links) and tight: the
-    pipeline needs most of the ring."""
+def sparse_ring_specs(racks: int, layers: int, seed: int, *, chords: bool = True) -> tuple[dict, dict]:
+    """(model spec, hardware spec) of :func:`sparse_ring_instance`, as ``placer solve`` reads them."""
     rng = random.Random(seed)
     types = [rng.choice("ab") for _ in range(racks)]
     groups, start = [], 0
@@ -120,9 +117,20 @@ def sparse_ring_instance(racks: int, layers: int, seed: int, *, chords: bool = T
             continue
         seen.add(pair)
         extra.append({"a": f"r{a}w0", "b": f"r{b}w0", "latency_us": rng.choice([4, 5, 6])})
-    spec = {"name": f"ring-{racks}", "device_types": {"a": {"memory": "44 GB"}, "b": {"memory": "64 GB"}},
-            "fleet": {"groups": groups, "intra_rack_latency_us": 1, "inter_rack_latency_us": 3,
-                      "inter_rack_topology": "ring", "extra_links": extra}}
+    hardware = {"name": f"ring-{racks}", "device_types": {"a": {"memory": "44 GB"}, "b": {"memory": "64 GB"}},
+                "fleet": {"groups": groups, "intra_rack_latency_us": 1, "inter_rack_latency_us": 3,
+                          "inter_rack_topology": "ring", "extra_links": extra}}
     sizes = [rng.choice([14, 17, 20, 24, 29]) * 10**9 for _ in range(layers)]
-    return make_instance(items_model(sizes, name=f"random-{layers}"), fleet_from_dict(spec),
+    model = {"name": f"random-{layers}",
+             "layers": [{"kind": "linear_attention", "weight_bytes": s, "state_bytes_per_request": 1} for s in sizes]}
+    return model, hardware
+
+
+def sparse_ring_instance(racks: int, layers: int, seed: int, *, chords: bool = True, mode: str = "contiguous"):
+    """``layers`` layers of 14, 17, 20, 24 or 29 GB on a ring of ``racks`` single-device racks (each
+    device 44 GB or 64 GB at random, 3 us between neighbours) plus, with ``chords``, one random
+    chord per four racks (4-6 us). Sparse (every device has two or three links) and tight: the
+    pipeline needs most of the ring."""
+    model, hardware = sparse_ring_specs(racks, layers, seed, chords=chords)
+    return make_instance(model_from_dict(model), fleet_from_dict(hardware),
                          Workload(concurrency=0, context_tokens=1), mode=mode)

@@ -115,7 +115,7 @@ def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: 
             return {"rows": out, "interrupted": True}
         result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
         out.append(row_of(result, granularity=instances[mode].model.granularity))
-        if interrupted():   # Ctrl-C during the search: this row holds its best so far; start no other
+        if result.interrupted or interrupted():   # Ctrl-C during the search: this row holds its best so far; start no other
             return {"rows": out, "interrupted": True}
     return {"rows": out}
 

@@ -92,3 +92,28 @@ def test_sigint_in_compare_keeps_the_rows_so_far():
     assert rows[:5] == [["typepack", "free", "59*"], ["ffd", "free", "59*"], ["greedy", "contiguous", "70*"],
                         ["dp", "contiguous", "70*"], ["cpsat", "contiguous", "70*"]]
     assert len(rows) <= 6 and all(r[1] != "split/shards:4" and r[0] != "bound" for r in rows)
+
+
+def test_ctrl_c_in_compare_keeps_the_rows_so_far():
+    """Ctrl-C as compare starts the free-mode CP-SAT row (the KeyboardInterrupt a SIGINT raises in
+    the main thread, here raised by the progress callback itself): the rows before it come back,
+    no other row is started, and the command maps it to exit 130."""
+    from placer.compare import compare
+    from placer.fleet import load_fleet
+    from placer.model import load_model
+    from placer.workload import workload_for
+
+    model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
+    started = []
+
+    def progress(method, mode):
+        started.append((method, mode))
+        if (method, mode) == ("cpsat", "free"):
+            raise KeyboardInterrupt
+
+    doc = compare(model, fleet, workload_for(model), time_limit=60, workers=1, progress=progress)
+    assert doc["interrupted"] is True
+    assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1] == [
+        ("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("dp", "contiguous"),
+        ("cpsat", "contiguous")]
+    assert [r["devices_used"] for r in doc["rows"]] == [59, 59, 70, 70, 70]

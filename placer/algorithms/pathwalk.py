@@ -34,7 +34,7 @@ from .deadline import Deadline
 __all__ = ["WalkFound", "walk_paths", "pathwalk"]
 
 DEFAULT_BUDGET = 400_000      # path extensions before the search settles for its best
-DEFAULT_SECONDS = 0.8         # wall-clock cap of one search (a first placement within a second)
+DEFAULT_SECONDS = 0.5         # wall-clock cap of one search (a first placement within a second)
 WALKS = 3                     # long walks whose arcs are cut exactly before the search
 
 

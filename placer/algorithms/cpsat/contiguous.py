@@ -41,6 +41,16 @@ def contiguous(run: Run) -> Result:
     classes = capacity_classes(instance)
     bound_bytes = run.lower
     dp_segments = None
+    # the path walk first: a placement within a second on any fleet graph, kept as the incumbent
+    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
+    if walked is not None:
+        used = len(walked.order)
+        proven = walked.proven or used <= run.lower     # proven: a path- or cycle-shaped fleet
+        run.best = (walked.assignment(instance.n_nodes), list(walked.order),
+                    {"devices": dict(value=used, bound=used if proven else run.lower, proven=proven)})
+        run.record("start", how="path walk", devices=used, elapsed=round(time.monotonic() - run.t0, 4))
+        if walked.proven:
+            bound_bytes = max(bound_bytes, used)
     if prob.is_chain:
         count, segs = chain_min_devices(instance.demand_bytes, classes)
         if count is None:
@@ -50,13 +60,10 @@ def contiguous(run: Run) -> Result:
         if count != "unknown":
             bound_bytes = max(bound_bytes, count)
             dp_segments = (segs, classes)
-    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
-    if walked is not None and walked.proven:     # a path- or cycle-shaped fleet: every arc was cut
-        bound_bytes = max(bound_bytes, len(walked.order))
     run.record("bound", devices=bound_bytes)
     start = _contiguous_hints(run, dp_segments, walked)
-    if start is not None:
-        run.record("start", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
+    if start is not None and walked is None:
+        run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
     model = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
     if want_latency and not model.latency_supported:

@@ -46,7 +46,7 @@ import time
 from ...instance import Instance
 from ...placement import Result, Status
 from ..bound import lower_bound as device_lower_bound
-from ..deadline import Deadline, DeadlineReached
+from ..deadline import Deadline, DeadlineReached, note_interrupt
 from .contiguous import contiguous
 from .free import free
 from .identical_chain import identical_chain
@@ -101,7 +101,8 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
         if instance.model.is_chain and identical and not run.pins_any:
             return identical_chain(run)
         return contiguous(run)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:     # outside a CP-SAT search (which the adapter stops itself)
+        note_interrupt()
         run.interrupted = True
         if run.best is not None:
             return finish(run, *run.best)
