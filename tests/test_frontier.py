@@ -113,5 +113,6 @@ def test_frontier_command_writes_the_chart_and_the_table(tmp_path, run_cli):
     rows = list(csv.DictReader(table.open()))
     assert rows and list(rows[0]) == COLUMNS and {r["platform"] for r in rows} == {"fast", "slow"}
     assert out.count("At ") >= 2 and "tokens/s per MW" in out
+    assert out.splitlines()[1].startswith("workload: context 1000 (1,000 tokens), concurrency per point")
     code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "--hardware", "fast", "--speeds", "x"])
     assert code == 2 and err.startswith("error: --speeds: speeds:")

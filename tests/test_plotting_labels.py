@@ -147,3 +147,21 @@ def test_an_unknown_image_format_is_refused_before_any_work(run_cli, tmp_path):
     code, out, err = run_cli(["plot", H100, "-o", tmp_path / "layout"])
     assert code == 0 and out == f"wrote {tmp_path / 'layout'}\n"
     assert (tmp_path / "layout").read_bytes()[:8] == PNG
+
+
+def test_speed_frontier_explains_its_lines_dots_and_floors():
+    from placer.plotting import plot_speed_frontiers
+
+    rows = [dict(platform=p, per_user_tokens_per_s=s, tokens_per_s_per_mw=m, tokens_per_s_per_device=d, pareto=f)
+            for p, s, m, d, f in (("a", 100, 5e6, 1e3, True), ("a", 50, 9e6, 2e3, True), ("a", 40, 4e6, 1e3, False),
+                                  ("b", 80, 7e6, 3e3, True))]
+    fig = plot_speed_frontiers(rows, speeds=(60,), title="m on a, b")
+    left, right = fig.axes
+    assert fig._suptitle.get_text() == "m on a, b"
+    assert left.get_title() == "tokens/s per MW against per-user speed"
+    assert right.get_title() == "tokens/s per device against per-user speed"
+    assert _legend_labels(left) == ["a (2 points)", "b (1 points)", "line: Pareto-optimal placements",
+                                    "faint dot: another simulated point", "dashed: a per-user speed floor"]
+    for ax in (left, right):
+        assert ax.get_xlabel() and ax.get_ylabel()
+    matplotlib.pyplot.close(fig)

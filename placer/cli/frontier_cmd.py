@@ -14,6 +14,10 @@ from .common import (
     output_file,
     quiet_option,
     renamed,
+    warn,
+    workload_doc,
+    workload_notes,
+    workload_text,
 )
 
 
@@ -68,6 +72,8 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
     m = load_model(model)
     fleets = [load_fleet(h) for h in refs]
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
+    for note in workload_notes(m, wl):
+        warn(note)
     opts = dict(time_limit=time_limit, workers=threads or 2)     # min_devices passes them to CP-SAT only
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
@@ -90,11 +96,13 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
                                                               f"{wl.weight_bits}-bit weights"), plot)
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
-                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows, csv=str(output), png=str(plot)))
+                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows, csv=str(output), png=str(plot),
+                       workload=workload_doc(wl)))
         return 0
     n_front = sum(1 for r in rep.rows if r.get("pareto"))
     click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
                f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
+    click.echo(workload_text(wl, concurrency="per point (the live loads swept)"))
     for p in rep.platforms:
         front = sorted((r for r in rep.rows if r["platform"] == p and r.get("pareto")),
                        key=lambda r: -r["per_user_tokens_per_s"])

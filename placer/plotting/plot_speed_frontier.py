@@ -50,5 +50,13 @@ def plot_speed_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, y: s
     if title:
         ax.set_title(title, fontsize=9)
     if legend and platforms:
-        ax.legend(fontsize=8)
+        from matplotlib.lines import Line2D
+
+        lines, labels = ax.get_legend_handles_labels()
+        extra = [Line2D([], [], ls="-", marker="o", color="0.4", ms=3.5, label="line: Pareto-optimal placements"),
+                 Line2D([], [], ls="none", marker="o", color="0.4", alpha=0.25, ms=3,
+                        label="faint dot: another simulated point")]
+        if speeds:
+            extra.append(Line2D([], [], ls="--", color="0.3", lw=0.9, label="dashed: a per-user speed floor"))
+        ax.legend(handles=lines + extra, labels=labels + [h.get_label() for h in extra], fontsize=7)
     return ax

@@ -17,6 +17,12 @@ def plot_speed_frontiers(rows: Sequence[Mapping], axes=None, *, speeds: Sequence
 
     if axes is None:
         _fig, axes = plt.subplots(1, 2, figsize=(13, 5), dpi=120)
-    plot_speed_frontier(rows, axes[0], y="tokens_per_s_per_mw", speeds=speeds, title=title)
-    plot_speed_frontier(rows, axes[1], y="tokens_per_s_per_device", speeds=speeds, title=title, legend=False)
-    return axes[0].figure
+    plot_speed_frontier(rows, axes[0], y="tokens_per_s_per_mw", speeds=speeds, title="tokens/s per MW against "
+                        "per-user speed")
+    plot_speed_frontier(rows, axes[1], y="tokens_per_s_per_device", speeds=speeds,
+                        title="tokens/s per device against per-user speed", legend=False)
+    fig = axes[0].figure
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
