@@ -139,10 +139,12 @@ def test_interrupt_returns_the_best_placement():
         calls.append(info)
         raise KeyboardInterrupt
 
-    weights = [5, 7, 3, 8, 2, 6]
-    fl = fleet(None, groups=[(10, 2, 2), (13, 1, 2)])
+    # a fleet whose cheapest path needs a search (links of several latencies, not an ultrametric)
+    weights = [2, 3, 4, 2, 6, 2, 6, 9, 8, 8]
+    extra = [("r0w0", "r1w1", 8), ("r1w0", "r0w1", 6), ("r1w0", "r2w1", 3), ("r2w0", "r0w1", 5)]
+    fl = fleet(None, groups=[(10, 2, 2), (13, 1, 2)], extra_links=extra, inter=5)
     inst = make_instance(chain_model(weights), fl, Workload(concurrency=0))
-    r = cpsat(inst, time_limit=20, progress=progress)
+    r = cpsat(inst, time_limit=20, progress=progress, workers=1)
     assert calls and {"best", "bound", "elapsed"} <= set(calls[0])
     assert r.assignment is not None
     assert r.status == Status.FEASIBLE and not r.proven_optimal
@@ -177,3 +179,16 @@ def test_kimi_k3_free_is_59_wafers_proven():
     r = cpsat(_kimi("free"), time_limit=60, objective="devices")
     assert r.devices_used == 59 and r.bound == 59
     assert r.proven_optimal and r.status == Status.OPTIMAL
+
+
+def test_model_invalid_is_a_bug_not_an_answer():
+    """A model CP-SAT refuses (here a coefficient that overflows int64) raises ModelInvalid with
+    CP-SAT's own reason, instead of reading as "no placement within the time limit"."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    x = m.new_int_var(0, 2**40, "x")
+    m.add(x * 2**40 <= 5)
+    m.minimize(x)
+    with pytest.raises(ora.ModelInvalid, match="refused"):
+        ora.solve(m, {"x": [x]}, params=ora.parameters(time_limit=5, seed=0, workers=1))

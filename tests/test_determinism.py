@@ -97,14 +97,15 @@ def test_cli_same_seed_same_mapping(run_cli, tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- honest status
 def test_time_limited_solve_reports_bound_and_gap_not_optimality():
-    """kimi-k3 contiguous: the device count (70) is proven by structure, the hop latency needs a search
-    of a 96-device circuit that 0.05 s does not finish; the result says so."""
+    """kimi-k3 free mode: the device count (59) is proven by the arc-flow model, the hop latency needs
+    a search that 0.05 s does not finish; the result says so. (Contiguous mode no longer serves:
+    its latency meets the path bound at once and is proven without a search.)"""
     m = load_model("kimi-k3")
-    inst = make_instance(m, load_fleet("wse-3t"), workload_for(m))
+    inst = make_instance(m, load_fleet("wse-3t"), workload_for(m), mode="free")
     r = place(inst, "cpsat", time_limit=0.05, seed=0, workers=1)
     assert r.status == Status.FEASIBLE
     assert r.proven_optimal is False
-    assert (r.devices_used, r.bound, r.gap) == (70, 70.0, 0.0)
+    assert (r.devices_used, r.bound, r.gap) == (59, 59.0, 0.0)
     assert "latency" in r.message and "not proven" in r.message
 
 
@@ -185,14 +186,14 @@ def test_cli_says_proven_or_not(run_cli, tmp_path, monkeypatch):
     assert code == 0, err
     status = [line for line in out.splitlines() if line.startswith("status ")]
     assert status and "optimal (proven" in status[0] and "not proven" not in status[0]
-    code, out, err = run_cli(["solve", "kimi-k3", "--hardware", "wse-3t", "--time-limit", "0.05", "--threads", "1",
-                              "-o", "k.json"])
+    code, out, err = run_cli(["solve", "kimi-k3", "--hardware", "wse-3t", "--mode", "free", "--time-limit", "0.05",
+                              "--threads", "1", "-o", "k.json"])
     assert code == 0, err
     status = [line for line in out.splitlines() if line.startswith("status ")]
     assert status and "not proven" in status[0]
-    # the per-level lines say which level is unproven (the device count is proven by the DP bound)
+    # the per-level lines say which level is unproven (the device count is proven by the arc flow)
     levels = {line.split(":")[0].strip(): line for line in out.splitlines() if line.startswith("  ")}
     assert "not proven" in levels["latency"] and levels["devices"].endswith(", proven")
     summary = json.loads((tmp_path / "k.json").read_text())["summary"]
     assert summary["proven_optimal"] is False and summary["status"] == "feasible"
-    assert summary["bound"] == 70 and summary["gap"] == 0.0
+    assert summary["bound"] == 59 and summary["gap"] == 0.0

@@ -19,6 +19,7 @@ Everything solver-version-specific lives here, each workaround with the issue th
   that no later phase starts. The main thread waits on an Event, not in ``Thread.join``: a
   KeyboardInterrupt inside ``join`` can leave the thread reported dead while the C++ search still
   runs (python/cpython#90882), and exiting then aborts the process (``std::terminate``).
+* MODEL_INVALID is raised as :class:`ModelInvalid` (a bug), never reported as "no placement".
 * Assumptions: ``keep_all_feasible_solutions_in_presolve`` is set when assumptions are used, as
   CPMpy does (google/or-tools#2649).
 """
@@ -35,7 +36,7 @@ from ortools.sat.python import cp_model
 
 from .deadline import note_interrupt
 
-__all__ = ["ORTOOLS_VERSION", "SolveOutcome", "parameters", "solve", "status_name"]
+__all__ = ["ORTOOLS_VERSION", "ModelInvalid", "SolveOutcome", "parameters", "solve", "status_name"]
 
 ORTOOLS_VERSION = ortools.__version__
 
@@ -48,6 +49,11 @@ _STATUS = {
 }
 
 _FINGERPRINT = re.compile(r"solution_fingerprint:\s*(0x[0-9a-fA-F]+)")
+
+
+class ModelInvalid(RuntimeError):
+    """CP-SAT refused a model placer built (MODEL_INVALID): a bug in placer, never an answer about
+    the placement; the message is CP-SAT's own validation text."""
 
 
 def status_name(code) -> str:
@@ -214,6 +220,8 @@ def solve(model: cp_model.CpModel, watch: dict, *, params: dict, progress=None, 
     if "error" in box:
         raise box["error"]
     status = status_name(box["status"])
+    if status == "MODEL_INVALID":
+        raise ModelInvalid(f"CP-SAT refused the model placer built (a bug in placer): {model.validate()}")
     interrupted = interrupted or watcher.interrupted
     has_objective = model.has_objective()
     values = objective = bound = None

@@ -31,7 +31,10 @@ _KNAPSACK_STATES = 200_000     # cap on the exact harmlessness check
 
 @dataclass(frozen=True)
 class Quantization:
-    """Sizes in ``unit`` bytes: ``demand`` rounded up, ``capacity`` rounded down (negative -> 0)."""
+    """Sizes in ``unit`` bytes: ``demand`` rounded up, ``capacity`` rounded down (negative -> 0), so
+    a placement feasible in units is feasible in bytes; and the other way round, ``demand_down``
+    rounded down and ``capacity_up`` rounded up, a relaxation: every placement feasible in bytes
+    is feasible in those units, so its optimum is a valid bound for the exact problem."""
 
     unit: int
     demand: tuple[int, ...]
@@ -39,6 +42,13 @@ class Quantization:
     exact: bool                 # the unit divides every size: no rounding happened
     row_sum: int                # largest capacity-row coefficient sum, in units
     harmless: bool | None       # every byte-feasible node set is unit-feasible (None: not decided)
+    demand_down: tuple[int, ...] = ()
+    capacity_up: tuple[int, ...] = ()
+
+    @property
+    def faithful(self) -> bool:
+        """Units and bytes admit the same node sets per device: proofs in units hold in bytes."""
+        return bool(self.exact or self.harmless)
 
     @property
     def rounding_may_cost_device(self) -> bool:
@@ -92,8 +102,11 @@ def choose_unit(demand_bytes, capacity_bytes) -> Quantization:
     q_demand = tuple(-(-d // unit) for d in demand)
     q_capacity = tuple(max(c, 0) // unit for c in capacity)
     harmless = True if exact else rounding_is_harmless(demand, capacity, unit)
+    down = tuple(d // unit for d in demand)
+    up = tuple(-(-max(c, 0) // unit) for c in capacity)
+    check_row(sum(down) + max(up, default=0), "capacity row (relaxed)")
     return Quantization(unit=unit, demand=q_demand, capacity=q_capacity, exact=exact, row_sum=row,
-                        harmless=harmless)
+                        harmless=harmless, demand_down=down, capacity_up=up)
 
 
 def rounding_is_harmless(demand_bytes, capacity_bytes, unit: int,

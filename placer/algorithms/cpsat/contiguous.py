@@ -5,8 +5,8 @@ fleet a second DP over runs of stages inside one rack bounds the rack changes fr
 
 from __future__ import annotations
 
-import math
 import time
+from fractions import Fraction
 
 from ...instance import Instance
 from ...placement import Result, Status
@@ -16,7 +16,15 @@ from ..dp import dp
 from ..greedy import greedy
 from ..pathwalk import walk_paths
 from .core import explain_infeasible
-from .fleet import min_groups_covering
+from .fleet import min_groups_covering, path_latency_bound
+from .levels import (
+    Built,
+    bottleneck_level,
+    cheapest_hops_bound,
+    exact_latency_units,
+    latency_level,
+    solve_level,
+)
 from .models import ContiguousModel, fix_latency
 from .run import (
     LIGHT_F2,
@@ -65,73 +73,73 @@ def contiguous(run: Run) -> Result:
     if start is not None and walked is None:
         run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
-    model = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
-    if want_latency and not model.latency_supported:
+    probe = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
+    if want_latency and not probe.latency_supported:
         run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
         want_latency = False
-    # level 1: devices
-    if start is not None and len(set(start[0])) <= bound_bytes:
-        assignment, order = start
-        run.record("devices", status="OPTIMAL", objective=len(set(assignment)), bound=bound_bytes,
-                   note="the hint meets the lower bound")
-        cp_proven = True
-    else:
-        model.m.minimize(model.devices_count())
-        if start is not None:
-            model.hint(*start)
-        out = run.solve("devices", model.m, model.watch(), target=bound_bytes, light_presolve=LIGHT_F2)
-        if out.status == "INFEASIBLE":
-            return explain_infeasible(run, "contiguous")
-        if out.values is None:
-            if start is None:
-                return no_placement(run, Status.UNKNOWN, "no placement found within the time limit")
-            assignment, order = start
-            cp_proven = False
-        else:
-            assignment, order = model.read(out.values)
-            cp_proven = out.proven or out.stopped_at_target
-            if out.bound is not None:
-                bound_bytes = max(bound_bytes, math.ceil(out.bound - 1e-6)) if cp_proven or \
-                    (run.quant.exact or run.quant.harmless) else bound_bytes
-    used = len(set(assignment))
-    levels = {"devices": device_level(run, used, bound_bytes, cp_proven)}
-    run.best = (assignment, order, dict(levels))
     run.stats["strategy"] = "F2: contiguous stages along a fleet path"
+    # level 1: devices
+    first = [probe]
+
+    def devices_model(p):
+        mdl = first.pop() if first and p is prob else ContiguousModel(p, s_max=s_max, bottleneck=want_bottleneck)
+        return Built(mdl, lambda m: m.devices_count(), ordered=True)
+
+    found = solve_level(run, "devices", devices_model, start=start, value=lambda a: len(set(a)),
+                        target=bound_bytes, light=LIGHT_F2)
+    if found.infeasible:
+        return explain_infeasible(run, "contiguous")
+    if found.best is None:
+        why = "interrupted before any placement was found" if run.interrupted else \
+            "no placement found within the time limit"
+        return no_placement(run, Status.UNKNOWN, why)
+    assignment, order = found.best
+    used = len(set(assignment))
+    levels = {"devices": device_level(run, used, max(bound_bytes, found.bound or 0))}
+    run.best = (assignment, order, dict(levels))
     if not want_latency or run.interrupted or not levels["devices"]["proven"]:
         if want_latency:
-            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+            levels["latency"] = latency_level(run, assignment, None)
         return finish(run, assignment, order, levels)
     # level 2: hop latency with the device count fixed
     cuts, target, witness = _level_bounds(run, used)
     if witness is not None and latency_value(instance, witness[0]) < latency_value(instance, assignment):
         assignment, order = witness
-    model.fix_count(used, cuts)
-    model.m.minimize(model.latency())
-    model.hint(assignment, order)
-    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, target=target,
-                    light_presolve=LIGHT_F2)
-    lat_proven = (out.proven or (out.stopped_at_target and target is not None)) and \
-        (run.quant.exact or run.quant.harmless)
-    if out.values is not None:
-        assignment, order = model.read(out.values)
-    lat_bound = out.objective if lat_proven else max(out.bound or 0, target or 0)
-    levels["latency"] = dict(value=latency_value(instance, assignment), bound=lat_bound / prob.lat_scale,
-                             proven=lat_proven)
+    target = max(target or 0, path_latency_bound(prob.link, prob.groups, used) if prob.is_chain else 0,
+                 cheapest_hops_bound(run, used))
+
+    def latency_model(p):
+        mdl = ContiguousModel(p, s_max=s_max, bottleneck=want_bottleneck)
+        mdl.fix_count(used, cuts)
+        return Built(mdl, lambda m: m.latency(), ordered=True)
+
+    lat_value = lambda a: exact_latency_units(run, a)  # noqa: E731
+    found = solve_level(run, "latency", latency_model, start=(assignment, order), value=lat_value,
+                        target=target, scale=prob.lat_scale, light=LIGHT_F2)
+    assignment, order = found.best
+    levels["latency"] = latency_level(run, assignment, found.bound)
     run.best = (assignment, order, dict(levels))
-    if not want_bottleneck or run.interrupted or not lat_proven:
+    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
         if want_bottleneck:
             levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
         return finish(run, assignment, order, levels)
-    # level 3: bottleneck with latency fixed
-    fix_latency(model, round(out.objective))
-    model.m.minimize(model.bottleneck)
-    model.hint(assignment, order)
-    out = run.solve("bottleneck", model.m, model.watch())
-    if out.values is not None:
-        assignment, order = model.read(out.values)
-    levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment),
-                                bound=out.bound * run.quant.unit if out.bound is not None else None,
-                                proven=out.proven and run.quant.exact)
+    # level 3: bottleneck with latency fixed at its proven optimum
+    proven_latency = found.bound
+
+    def bottleneck_model(p):
+        mdl = ContiguousModel(p, s_max=s_max, bottleneck=True)
+        mdl.fix_count(used, cuts)
+        fix_latency(mdl, proven_latency)
+        return Built(mdl, lambda m: m.bottleneck, ordered=True)
+
+    unit = run.quant.unit
+    keep = (assignment, order)
+    found = solve_level(run, "bottleneck", bottleneck_model, start=keep,
+                        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
+    assignment, order = found.best
+    if exact_latency_units(run, assignment) > proven_latency:     # a rounded latency let it slip
+        assignment, order = keep
+    levels["bottleneck"] = bottleneck_level(run, assignment, found.bound)
     return finish(run, assignment, order, levels)
 
 

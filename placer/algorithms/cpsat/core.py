@@ -53,8 +53,9 @@ def _bytes(n: int) -> str:
 
 
 def explain_infeasible(run: Run, kind: str) -> Result:
-    """CP-SAT proved infeasibility: find a small set of capacity and pin constraints to blame."""
-    instance, prob = run.instance, run.prob
+    """CP-SAT proved infeasibility: find a small set of capacity and pin constraints to blame (on
+    the relaxed sizes, so the constraints named conflict in bytes too)."""
+    instance, prob = run.instance, run.relaxed
     if kind == "free":
         model = FreeModel(prob, explain=True, latency=False)
     else:

@@ -29,14 +29,16 @@ Structure first, search second:
 Symmetry is broken only among devices (or whole racks) that can swap without changing anything,
 and every hint is relabelled to the canonical form first.
 
-Honest reporting: ``proven_optimal`` only when every level solved is proven (objective == bound;
-the device level in exact bytes); otherwise FEASIBLE with the bound and gap; INFEASIBLE only when
-proven (with a reason from an unsat core over capacity and pin literals); UNKNOWN when nothing
-was found. Every placement passes the exact-bytes check before it is returned. ``Result.objective``
-and ``Result.bound`` are the device count and its proven lower bound; ``stats["levels"]`` gives
-value, bound and proof per level, ``stats["phases"]`` each solver call (status, objective, bound,
-wall and deterministic time, fingerprint), with seed, workers, time limit, OR-Tools version and
-the quantization unit beside them.
+Honest reporting (:mod:`.levels`): a level is proven only when a placement's exact value (bytes
+and latencies as written) meets a bound valid for the exact problem. Sizes are rounded up and
+capacities down for the placements (feasible in bytes), and down / up for the bounds when that
+rounding could lose a placement (the relaxed model); latencies are exact integers when their
+decimals allow a common scale, else rounded down (bounds only). INFEASIBLE only when proven (with
+a reason from an unsat core over capacity and pin literals); UNKNOWN when nothing was found.
+``Result.levels`` holds value, bound and proof per level, ``Result.objective`` and
+``Result.bound`` the device count and its proven lower bound, ``stats["phases"]`` each solver call
+(status, objective, bound, wall and deterministic time, fingerprint), with seed, workers, time
+limit, OR-Tools version and the quantization unit beside them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from .run import (
     latency_value,
     no_placement,
     objective_levels,
+    relaxed_problem,
     user_hint,
 )
 
@@ -90,6 +93,7 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
               deadline=Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit))
     run.prob, run.quant = build_problem(instance)
     run.prob.deadline = run.deadline
+    run.relaxed = run.prob if run.quant.faithful else relaxed_problem(run.prob, run.quant)
     run.pins_any = bool(run.prob.pins_to or run.prob.pins_same)
     run.stats.update(unit_bytes=run.quant.unit, unit_exact=run.quant.exact, unit_harmless=run.quant.harmless)
     run.lower = max(int(lower_bound) if lower_bound is not None else device_lower_bound(instance), 0)

@@ -6,7 +6,8 @@
 * :attr:`FleetView.hierarchy`: when hop latency is an ultrametric (as in racks joined by a uniform
   fabric), latency(a, b) = sum over levels of (step of the level) x [a, b in different groups of
   that level]; a free-mode hop then costs a few linear terms instead of a D x D table.
-* :func:`integer_latencies`: latencies as integers with one exact scale factor.
+* :func:`integer_latencies`: latencies as integers, with one exact scale factor when the decimals
+  allow it, else rounded down (then the integer optimum is a lower bound, never a false proof).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from fractions import Fraction
 from math import isfinite, lcm
 
-__all__ = ["twin_classes", "integer_latencies", "rack_groups", "min_groups_covering",
+__all__ = ["twin_classes", "integer_latencies", "decimal", "rack_groups", "min_groups_covering",
            "path_latency_bound", "FleetView", "symmetry_classes"]
 
 
@@ -58,18 +59,39 @@ def twin_classes(instance, exclude=()) -> list[list[int]]:
     return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
 
 
-def integer_latencies(values, max_scale: int = 1000) -> tuple[int, dict]:
-    """(scale, {value: int}) with int = value x scale exactly when a scale up to ``max_scale`` exists,
-    else rounded to 1 / ``max_scale`` (then the reported latency is re-computed from floats)."""
+MAX_LATENCY_SCALE = 10**6      # finest exact unit: 1e-6 us
+ROW_LIMIT = 2**31 - 1
+
+
+def decimal(value: float) -> Fraction:
+    """The latency as the decimal it was written as (the shortest repr of the float), exactly."""
+    return Fraction(repr(float(value)))
+
+
+def integer_latencies(values, max_scale: int = MAX_LATENCY_SCALE, row_sum: float = 0.0
+                      ) -> tuple[int, bool]:
+    """``(scale, exact)``: latencies become ``floor(value x scale)`` integers.
+
+    ``exact`` when one scale (the least common multiple of the decimals' denominators, at most
+    ``max_scale``) makes every value an integer and keeps a row of ``row_sum`` us below 2^31; then
+    the integer problem *is* the latency problem. Otherwise the largest power of ten the rows allow
+    (at most 1,000) and every value rounded **down**: the integer optimum is then a valid lower
+    bound, never above any real latency, and a level is proven only when a placement's exact
+    latency meets it.
+    """
     finite = sorted({float(v) for v in values if isfinite(v)})
-    dens = [Fraction(v).limit_denominator(10**6).denominator for v in finite]
+    limit = max_scale if row_sum <= 0 else max(1, min(max_scale, int(ROW_LIMIT // max(row_sum, 1e-300))))
     scale = 1
-    for d in dens:
-        scale = lcm(scale, d)
-        if scale > max_scale:
-            scale = max_scale
+    for v in finite:
+        scale = lcm(scale, decimal(v).denominator)
+        if scale > limit:
             break
-    return scale, {v: round(v * scale) for v in finite}
+    if scale <= limit:
+        return scale, True
+    power = 1
+    while power * 10 <= min(limit, 1000):
+        power *= 10
+    return power, False
 
 
 def rack_groups(instance) -> list[list[int]]:
@@ -142,18 +164,43 @@ class FleetView:
 
     @property
     def scale(self) -> int:
+        return self._scaling[0]
+
+    @property
+    def exact(self) -> bool:
+        """The integer latencies equal the real ones (else they are rounded down)."""
+        return self._scaling[1]
+
+    @property
+    def _scaling(self) -> tuple[int, bool]:
         def make():
             import numpy as np
             c = self.cost
+            finite = np.where(np.isfinite(c), c, 0.0)
+            row = float(finite.sum(axis=1).max()) if len(c) else 0.0
             values = np.unique(c[np.isfinite(c)]).tolist() + sorted(set(self.instance.link_us.values()))
-            return integer_latencies(values)[0]
-        return self._get("scale", make)
+            return integer_latencies(values, row_sum=row)
+        return self._get("scaling", make)
+
+    def integer(self, value: float) -> int:
+        """One latency in solver units (exact, or rounded down)."""
+        q = decimal(value) * self.scale
+        return q.numerator // q.denominator
+
+    def exact_units(self, value: float) -> Fraction:
+        """A latency in solver units, exactly (a fraction when the scale is not exact)."""
+        return decimal(value) * self.scale
 
     @property
     def link(self) -> dict:
         def make():
-            s = self.scale
-            return {k: round(v * s) for k, v in self.instance.link_us.items()}
+            cache: dict[float, int] = {}
+            out = {}
+            for k, v in self.instance.link_us.items():
+                if v not in cache:
+                    cache[v] = self.integer(v)
+                out[k] = cache[v]
+            return out
         return self._get("link", make)
 
     @property
@@ -162,7 +209,15 @@ class FleetView:
             import numpy as np
             c = self.cost
             finite = np.isfinite(c)
-            ints = np.where(finite, np.rint(np.where(finite, c, 0) * self.scale), 0).astype(np.int64).tolist()
+            values = np.unique(c[finite]).tolist()
+            table = {v: self.integer(v) for v in values}
+            keys = np.array(values) if values else np.zeros(0)
+            ints_arr = np.zeros(c.shape, dtype=np.int64)
+            if values:
+                pos = np.searchsorted(keys, np.where(finite, c, keys[0]))
+                mapped = np.array([table[v] for v in values], dtype=np.int64)[pos]
+                ints_arr = np.where(finite, mapped, 0)
+            ints = ints_arr.tolist()
             if not finite.all():
                 for a, b in np.argwhere(~finite).tolist():
                     ints[a][b] = None
@@ -191,6 +246,7 @@ class FleetView:
             if len(values) > 64:
                 return None
             levels = [[None, list(range(n))]]
+            thresholds: list[float] = []
             prev = 0.0
             for t in values.tolist():
                 near = c <= t
@@ -199,12 +255,23 @@ class FleetView:
                 if not np.array_equal(near, labels[:, None] == labels[None, :]):
                     return None
                 levels[-1][0] = t - prev
+                thresholds.append(t)
                 levels.append([None, labels.tolist()])
                 prev = t
             levels[-1][0] = float("inf") if len(set(levels[-1][1])) > 1 else 0.0
-            s = self.scale
-            return [(None if step == float("inf") else round(step * s), labels)
-                    for step, labels in levels if step != 0.0]
+            # steps in solver units: differences of the (exact or rounded-down) integer latencies,
+            # so a hop's cost, the sum of the steps it crosses, is the integer latency of the pair
+            out, prev_int = [], 0
+            for k, (step, labels) in enumerate(levels):
+                if step == float("inf"):
+                    out.append((None, labels))
+                    continue
+                if step == 0.0:
+                    continue
+                t_int = self.integer(thresholds[k])
+                out.append((t_int - prev_int, labels))
+                prev_int = t_int
+            return out
         return self._get("hierarchy", make)
 
     @property

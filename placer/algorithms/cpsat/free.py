@@ -5,6 +5,8 @@ per-node F1 model then minimises hop latency with that count fixed."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ...placement import Result, Status
 from .. import ortools_adapter as ora
 from ..chain import next_fit
@@ -13,6 +15,14 @@ from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune
 from ..pathwalk import walk_paths
 from .arcflow import solve_arcflow
 from .core import explain_infeasible
+from .levels import (
+    Built,
+    bottleneck_level,
+    cheapest_hops_bound,
+    exact_latency_units,
+    latency_level,
+    solve_level,
+)
 from .models import FreeModel, fix_latency
 from .run import (
     LIGHT_F1,
@@ -66,78 +76,65 @@ def free(run: Run) -> Result:
         if start is None or key < start[0]:
             start = (key, list(cand))
     start = start[1] if start is not None else None
-    model = None
-
-    def per_node_model():
-        nonlocal model, want_latency
-        if model is None:
-            model = FreeModel(prob, bottleneck=want_bottleneck, latency=want_latency)
-            if want_latency and not model.latency_supported:
-                run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
-                want_latency = False
-        return model
-
-    def count_model():
-        # the device count alone needs no latency terms, unless they keep edges inside components
-        if disconnected:
-            return per_node_model()
-        return FreeModel(prob, latency=False)
-
+    latency_ok = not want_latency or FreeModel.latency_fits(prob)
+    if not latency_ok:
+        run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
+        want_latency = False
     run.stats["strategy"] = "free: arc-flow device count + F1 hop latency"
-    if start is not None and len(set(start)) <= bound_bytes:
-        assignment = start
-        cp_proven = True
-    else:
-        # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
-        counting = count_model()
-        counting.m.minimize(counting.devices_count())
-        if start is not None:
-            counting.hint(start)
-        out = run.solve("devices", counting.m, counting.watch(), target=bound_bytes, light_presolve=LIGHT_F1)
-        if out.status == "INFEASIBLE":
-            return explain_infeasible(run, "free")
-        if out.values is None:
-            if start is None:
-                return no_placement(run, Status.UNKNOWN, "no placement found within the time limit")
-            assignment, cp_proven = start, False
-        else:
-            assignment = counting.read(out.values)
-            cp_proven = out.proven or out.stopped_at_target
+
+    def count_model(p):
+        # the device count alone needs no latency terms, unless they keep edges inside components
+        return Built(FreeModel(p, latency=disconnected), lambda m: m.devices_count(), ordered=False)
+
+    # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
+    found = solve_level(run, "devices", count_model, start=None if start is None else (start, None),
+                        value=lambda a: len(set(a)), target=bound_bytes, light=LIGHT_F1)
+    if found.infeasible:
+        return explain_infeasible(run, "free")
+    if found.best is None:
+        why = "interrupted before any placement was found" if run.interrupted else \
+            "no placement found within the time limit"
+        return no_placement(run, Status.UNKNOWN, why)
+    assignment = found.best[0]
     used = len(set(assignment))
-    levels = {"devices": device_level(run, used, bound_bytes, cp_proven)}
+    levels = {"devices": device_level(run, used, max(bound_bytes, found.bound or 0))}
     run.best = (assignment, None, dict(levels))
     if not want_latency or run.interrupted or not levels["devices"]["proven"]:
         if want_latency:
-            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+            levels["latency"] = latency_level(run, assignment, None)
         return finish(run, assignment, None, levels)
-    model = per_node_model()
-    if not want_latency:
-        levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
-        return finish(run, assignment, None, levels)
-    model.fix_count(used)
-    model.m.minimize(model.latency())
-    assignment = model.hint(assignment)
-    out = run.solve("latency", model.m, model.watch(), scale=prob.lat_scale, light_presolve=LIGHT_F1)
-    if out.values is not None:
-        assignment = model.read(out.values)
-    lat_proven = out.proven and (run.quant.exact or run.quant.harmless)
-    levels["latency"] = dict(value=latency_value(instance, assignment),
-                             bound=out.bound / prob.lat_scale if out.bound is not None else None,
-                             proven=lat_proven)
+
+    def latency_model(p):
+        mdl = FreeModel(p, bottleneck=want_bottleneck, latency=True)
+        mdl.fix_count(used)
+        return Built(mdl, lambda m: m.latency(), ordered=False)
+
+    found = solve_level(run, "latency", latency_model, start=(assignment, None),
+                        value=lambda a: exact_latency_units(run, a), target=cheapest_hops_bound(run, used),
+                        scale=prob.lat_scale, light=LIGHT_F1)
+    assignment = found.best[0]
+    levels["latency"] = latency_level(run, assignment, found.bound)
     run.best = (assignment, None, dict(levels))
-    if not want_bottleneck or run.interrupted or not lat_proven:
+    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
         if want_bottleneck:
             levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
         return finish(run, assignment, None, levels)
-    fix_latency(model, round(out.objective))
-    model.m.minimize(model.bottleneck)
-    assignment = model.hint(assignment)
-    out = run.solve("bottleneck", model.m, model.watch())
-    if out.values is not None:
-        assignment = model.read(out.values)
-    levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment),
-                                bound=out.bound * run.quant.unit if out.bound is not None else None,
-                                proven=out.proven and run.quant.exact)
+    proven_latency = found.bound
+
+    def bottleneck_model(p):
+        mdl = FreeModel(p, bottleneck=True, latency=True)
+        mdl.fix_count(used)
+        fix_latency(mdl, proven_latency)
+        return Built(mdl, lambda m: m.bottleneck, ordered=False)
+
+    keep = (assignment, None)
+    unit = run.quant.unit
+    found = solve_level(run, "bottleneck", bottleneck_model, start=keep,
+                        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
+    assignment = found.best[0]
+    if exact_latency_units(run, assignment) > proven_latency:     # a rounded latency let it slip
+        assignment = keep[0]
+    levels["bottleneck"] = bottleneck_level(run, assignment, found.bound)
     return finish(run, assignment, None, levels)
 
 

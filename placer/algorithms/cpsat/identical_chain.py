@@ -5,13 +5,16 @@ cut), and the cuts minimise the bottleneck exactly (binary search)."""
 
 from __future__ import annotations
 
+import math
+
 from ...instance import Instance
 from ...placement import Result, Status
 from ..chain import bottleneck_ends, next_fit, prefix_sums
 from ..paths import find_path
 from .fleet import path_latency_bound
+from .levels import latency_level
 from .models import PathModel
-from .run import Run, finish, latency_value, no_placement, objective_levels
+from .run import Run, finish, no_placement, objective_levels
 
 __all__ = ["identical_chain"]
 
@@ -46,13 +49,11 @@ def identical_chain(run: Run) -> Result:
             return no_placement(
                 run, Status.UNKNOWN, f"{count} stages needed; no path of {count} linked devices found in time")
         order = list(start)
-        lat_level = dict(value=None, bound=None, proven=False)
+        lat_bound = target
     else:
         order = model.order(out.values)
-        proven = out.proven or (out.stopped_at_target and target is not None)
-        bound = out.bound if not proven else out.objective
-        lat_level = dict(value=None, bound=bound / prob.lat_scale if bound is not None else None,
-                         proven=proven)
+        got = out.objective if out.proven else out.bound
+        lat_bound = None if got is None else max(math.ceil(got - 1e-6), target or 0)
     ends = bottleneck_ends(prefix_sums(instance.demand_bytes), cap, count,
                            load_prefix=prefix_sums(instance.weight_bytes))
     cuts = list(zip([0, *ends], ends))
@@ -62,8 +63,7 @@ def identical_chain(run: Run) -> Result:
             assignment[node] = order[k]
     levels = {"devices": dict(value=count, bound=count, proven=True)}
     if want_latency:
-        lat_level["value"] = latency_value(instance, assignment)
-        levels["latency"] = lat_level
+        levels["latency"] = latency_level(run, assignment, lat_bound)
     if want_bottleneck:
         top = max(sum(instance.weight_bytes[a:b]) for a, b in cuts)
         levels["bottleneck"] = dict(value=top, bound=top, proven=True)

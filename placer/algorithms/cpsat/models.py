@@ -536,6 +536,11 @@ class FreeModel(_Placement):
     def latency_supported(self) -> bool:
         return self.edges is not None and self.edges.supported
 
+    @staticmethod
+    def latency_fits(p: Problem, max_terms: int = 2_000_000) -> bool:
+        """Whether the hop latency of ``p`` can be modelled (an ultrametric, or a table small enough)."""
+        return not p.edges or p.hierarchy is not None or len(p.edges) * p.d * p.d <= max_terms
+
     def _first_node_order(self, groups):
         """Interchangeable groups are ordered by the first node they hold: prefix[g][l] = group g
         holds one of nodes 0..l, and group k+1's first node comes after group k's."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...instance import Instance
 from ...placement import Level, Result, Status, evaluate, hops_of
@@ -23,7 +23,7 @@ OBJECTIVES = ("devices", "lex", "lex3")
 LIGHT_F2 = True
 LIGHT_F1 = True
 
-__all__ = ["OBJECTIVES", "LIGHT_F1", "LIGHT_F2", "Run", "build_problem", "user_hint", "capacity_classes", "finish", "no_placement",
+__all__ = ["OBJECTIVES", "LIGHT_F1", "LIGHT_F2", "Run", "build_problem", "relaxed_problem", "user_hint", "capacity_classes", "finish", "no_placement",
            "latency_value", "device_level", "objective_levels", "bottleneck_value", "reachable", "tag",
            "fits_bytes"]
 
@@ -38,6 +38,7 @@ class Run:
     progress: object
     objective: str
     prob: Problem | None = None
+    relaxed: Problem | None = None    # demands rounded down, capacities up: bounds valid in bytes
     quant: Quantization | None = None
     lower: int = 0
     user_hint: tuple | None = None
@@ -91,7 +92,8 @@ class Run:
 def build_problem(instance: Instance) -> tuple[Problem, Quantization]:
     quant = choose_unit(instance.demand_bytes, instance.capacity_bytes)
     unit = quant.unit
-    load = [-(-w // unit) for w in instance.weight_bytes]
+    # bottleneck loads rounded down: the level's optimum in units x unit is a lower bound in bytes
+    load = [w // unit for w in instance.weight_bytes]
     pins_to: dict[int, int] = {}
     same: list[list[int]] = []
     pinned_devices = set()
@@ -109,6 +111,12 @@ def build_problem(instance: Instance) -> tuple[Problem, Quantization]:
         view=FleetView(instance, exclude=pinned_devices), pins_to=pins_to, pins_same=same,
         groups=rack_groups(instance))
     return prob, quant
+
+
+def relaxed_problem(prob: Problem, quant: Quantization) -> Problem:
+    """``prob`` with demands rounded down and capacities up: every placement feasible in bytes is
+    feasible here, so any optimum or bound of this problem bounds the exact one."""
+    return replace(prob, demand=list(quant.demand_down), capacity=list(quant.capacity_up))
 
 
 def user_hint(instance: Instance, hint):
@@ -196,15 +204,11 @@ def latency_value(instance: Instance, assignment) -> float:
     return hops_of(instance, assignment)[1]
 
 
-def device_level(run: Run, used: int, bound_bytes: int, cp_proven: bool) -> dict:
-    """The device level: proven when it meets a bound valid in bytes, or CP-SAT proved it on a model
-    whose rounding is harmless (then units and bytes admit the same placements)."""
-    exact_model = run.quant is None or run.quant.exact or run.quant.harmless
+def device_level(run: Run, used: int, bound_bytes: int) -> dict:
+    """The device level: proven exactly when the count meets a lower bound valid in bytes."""
     bound = max(bound_bytes, run.lower)
-    proven = used <= bound or (cp_proven and exact_model)
-    if proven:
-        bound = used
-    return dict(value=used, bound=bound, proven=proven)
+    proven = used <= bound
+    return dict(value=used, bound=used if proven else bound, proven=proven)
 
 
 def objective_levels(run: Run) -> tuple[bool, bool]:

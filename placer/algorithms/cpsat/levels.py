@@ -1,0 +1,170 @@
+"""One way to solve an objective level, for every strategy: exact in bytes, honest about bounds.
+
+CP-SAT sees sizes in units (:mod:`placer.algorithms.quantize`) and latencies in integers
+(:mod:`.fleet`). A level is solved on the conservative model (demands rounded up, capacities
+down: its placements are feasible in bytes). When that rounding may lose placements, the same
+level is solved again on the relaxed model (demands down, capacities up: every byte-feasible
+placement is in it), whose bound is then valid for the exact problem and whose placement is kept
+when it passes the exact-bytes check. A bound is only ever taken from a model every exact
+placement satisfies; a level is proven only when a placement's exact value meets such a bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..check import fits_bytes
+from .run import Run, reachable
+
+__all__ = ["LevelSearch", "Built", "solve_level", "exact_latency_units", "latency_level", "cheapest_hops_bound",
+           "bottleneck_level"]
+
+
+@dataclass
+class LevelSearch:
+    """The outcome of :func:`solve_level`.
+
+    ``best``: (assignment, order) of the best placement valid in bytes (the start when nothing
+    better was found; None when there is none); ``bound``: a lower bound on the level's objective,
+    in solver units, valid for the exact problem (None: none known); ``infeasible``: proven that no
+    placement exists under the model's constraints (in bytes)."""
+
+    best: tuple | None
+    bound: int | None
+    infeasible: bool = False
+
+
+def exact_latency_units(run: Run, assignment) -> Fraction:
+    """A placement's hop latency in solver units, exactly (the decimals as written x scale)."""
+    view = run.prob.view
+    total = Fraction(0)
+    for u, v in run.instance.edges:
+        a, b = assignment[u], assignment[v]
+        if a != b:
+            total += view.exact_units(run.instance.hop_us(a, b))
+    return total
+
+
+def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable, target: int | None = None,
+                scale: float = 1.0, light: bool = False, sizes: bool = True) -> LevelSearch:
+    """Minimise one level.
+
+    ``build(problem)`` returns a model with ``m``, ``objective()``, ``hint(assignment, order)``,
+    ``watch()`` and ``read(values) -> (assignment, order)``; ``value(assignment)`` is the exact
+    objective of a placement in solver units; ``start``: (assignment, order) valid in bytes, or
+    None; ``target``: a lower bound valid for the exact problem (the search stops on reaching
+    it); ``sizes``: the model has capacity rows (else the rounding of sizes does not matter).
+    """
+    passes = [run.prob] if (not sizes or run.relaxed is run.prob) else [run.prob, run.relaxed]
+    best = start
+    bound = target
+    for k, prob in enumerate(passes):
+        relaxed = prob is not run.prob
+        if run.interrupted or (k and run.remaining() <= 0.05):
+            break
+        if best is not None and bound is not None and value(best[0]) <= bound:
+            break                                    # the incumbent meets a valid bound
+        model = build(prob)
+        model.m.minimize(model.objective())
+        if best is not None:
+            model.hint(*best)
+        cap = run.remaining() / 2 if len(passes) > 1 and not relaxed else None
+        out = run.solve(phase + (" (relaxed sizes)" if relaxed else ""), model.m, model.watch(), target=target,
+                        scale=scale, light_presolve=light, time_cap=cap)
+        valid = relaxed or len(passes) == 1          # this model's bound holds in bytes
+        if out.status == "INFEASIBLE":
+            if valid:
+                return LevelSearch(best, bound, infeasible=best is None)
+            continue
+        if out.values is not None:
+            cand = model.read(out.values)
+            if fits_bytes(run.instance, cand[0]) and reachable(run.prob, cand[0]):
+                if best is None or value(cand[0]) < value(best[0]):
+                    best = cand
+        if valid and out.bound is not None:
+            got = out.objective if out.proven else out.bound
+            b = math.ceil(got - 1e-6)
+            bound = b if bound is None else max(bound, b)
+    return LevelSearch(best, bound)
+
+
+class Built:
+    """A model as :func:`solve_level` sees it (``objective``: the expression to minimise)."""
+
+    def __init__(self, model, objective, *, ordered: bool):
+        self.model = model
+        self.m = model.m
+        self._objective = objective
+        self._ordered = ordered
+
+    def objective(self):
+        return self._objective(self.model)
+
+    def hint(self, assignment, order=None):
+        if self._ordered:
+            self.model.hint(assignment, order)
+        else:
+            self.model.hint(assignment)
+
+    def watch(self) -> dict:
+        return self.model.watch()
+
+    def read(self, values) -> tuple:
+        got = self.model.read(values)
+        return got if self._ordered else (got, None)
+
+
+def latency_level(run: Run, assignment, bound: int | None) -> dict:
+    """The latency level of ``assignment``: its exact value (us), the bound (us, never above the
+    value), proven only when the exact value in solver units meets the bound."""
+    from .run import latency_value
+
+    value = latency_value(run.instance, assignment)
+    if bound is None:
+        return dict(value=value, bound=None, proven=False)
+    proven = exact_latency_units(run, assignment) <= bound
+    shown = min(float(Fraction(bound, run.prob.lat_scale)), value)
+    return dict(value=value, bound=value if proven else shown, proven=proven)
+
+
+def cheapest_hops_bound(run: Run, devices: int) -> int:
+    """A lower bound (solver units) on the hop latency of any placement on ``devices`` devices of a
+    connected model: its nodes span the devices, so at least ``devices - 1`` edges cross, each
+    costing at least the cheapest hop between two available devices."""
+    if devices <= 1 or not _connected(run.prob.n, run.prob.edges):
+        return 0
+    cheapest = None
+    for row_index, row in enumerate(run.prob.latency):
+        for b, x in enumerate(row):
+            if b != row_index and x is not None and (cheapest is None or x < cheapest):
+                cheapest = x
+    return 0 if cheapest is None else (devices - 1) * cheapest
+
+
+def _connected(n: int, edges) -> bool:
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in edges:
+        parent[find(u)] = find(v)
+    return len({find(x) for x in range(n)}) <= 1
+
+
+def bottleneck_level(run: Run, assignment, bound: int | None) -> dict:
+    """The bottleneck level (largest weight bytes on a device); the bound in units x unit is a
+    lower bound in bytes (loads are rounded down in the model)."""
+    from .run import bottleneck_value
+
+    value = bottleneck_value(run.instance, assignment)
+    if bound is None:
+        return dict(value=value, bound=None, proven=False)
+    b = bound * run.quant.unit
+    return dict(value=value, bound=min(b, value), proven=value <= b)
