@@ -5,6 +5,7 @@
     python benchmarks/bench_cpsat.py kimi hetero        # some suites
     python benchmarks/bench_cpsat.py binpack --seeds 0 1 2 --time-limit 60
     python benchmarks/bench_cpsat.py sparse             # irregular fleets: no structure to exploit
+    python benchmarks/bench_cpsat.py kimi-seeds --seeds 0 1 2 3 4   # free mode at 184 and 76 requests
 
 Each row: the instance, mode and objective levels solved, status, devices (bound), hop latency
 (bound), whether every level is proven, wall seconds of the whole ``cpsat`` call (model building
@@ -65,6 +66,18 @@ def kimi(args):
                   seed=args.seeds[0], workers=args.workers)
 
 
+def kimi_seeds(args):
+    """kimi-k3 on wse-3t, free mode, devices then hop latency, at 184 and 76 live requests, per seed."""
+    model = load_model("kimi-k3")
+    fleet = load_fleet("wse-3t")
+    for concurrency in (184, 76):
+        wl = workload_for(model, concurrency=concurrency)
+        inst = make_instance(model, fleet, wl, mode="free")
+        for seed in args.seeds:
+            yield run(f"kimi-k3/wse-3t free x{concurrency}", inst, objective="lex", time_limit=args.time_limit,
+                      seed=seed, workers=args.workers, extra=dict(concurrency=concurrency))
+
+
 def hetero(args):
     fleet = load_fleet(HETERO)
     cases = [("minimax-text-01", "1M", 32), ("llama-3.1-70b", "128k", 64)]
@@ -99,7 +112,7 @@ def sparse(args):
                       time_limit=args.time_limit, seed=seed, workers=args.workers)
 
 
-SUITES = {"kimi": kimi, "hetero": hetero, "binpack": binpack, "sparse": sparse}
+SUITES = {"kimi": kimi, "kimi-seeds": kimi_seeds, "hetero": hetero, "binpack": binpack, "sparse": sparse}
 
 
 def main(argv=None):

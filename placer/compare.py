@@ -64,15 +64,16 @@ _granularity = granularity_for
 
 
 def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
-          granularity: str | None = None, method: str = "cpsat", pins=(), **options) -> Solved:
+          granularity: str | None = None, method: str = "cpsat", pins=(), require=(), **options) -> Solved:
     """Place ``model`` on ``fleet`` under ``workload``: ``mode`` defaults to the method's own
     (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
-    ``shards:4``); ``options`` go to the solver (time_limit, seed, workers, progress)."""
+    ``shards:4``); ``require``: constraints of :data:`placer.instance.REQUIREMENTS`; ``options`` go to
+    the solver (time_limit, seed, workers, progress, objective)."""
     from .mapping import build_mapping
 
     mode = mode or default_mode(method)
     instance = make_instance(model, fleet, workload, mode=mode, granularity=_granularity(mode, granularity),
-                             pins=pins)
+                             pins=pins, require=require)
     result = place(instance, method, **options)
     return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
 

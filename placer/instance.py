@@ -21,9 +21,13 @@ from .model import LayerGraph
 from .refine import parse_granularity
 from .workload import Workload
 
-__all__ = ["Pin", "Instance", "make_instance", "parse_pin", "MODES"]
+__all__ = ["Pin", "Instance", "make_instance", "parse_pin", "MODES", "REQUIREMENTS"]
 
 MODES = ("contiguous", "free", "split")
+# constraints a user may ask for on top of the mode's: "attention-per-stage" = every used device
+# holds at least one full-attention layer (runtimes such as vLLM need one per pipeline rank on
+# hybrid models, vllm-project/vllm#51752)
+REQUIREMENTS = ("attention-per-stage",)
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,12 @@ class Instance:
     mode: str = "contiguous"
     pins: tuple[Pin, ...] = ()
     base_model: LayerGraph | None = field(default=None, compare=False)
+    require: tuple[str, ...] = ()
 
     def __post_init__(self):
+        for r in self.require:
+            if r not in REQUIREMENTS:
+                raise InvalidSpec(None, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
         if self.mode not in MODES:
             raise InvalidSpec("--mode", "mode", f"must be one of {', '.join(MODES)}")
         ids = {d.id for d in self.devices}
@@ -84,6 +92,11 @@ class Instance:
     @cached_property
     def state_request_bytes(self) -> tuple[int, ...]:
         return tuple(memory.state_bytes_per_request(x, self.workload) for x in self.nodes)
+
+    @cached_property
+    def attention_nodes(self) -> tuple[int, ...]:
+        """Nodes that are (or hold the KV cache of) a full-attention layer."""
+        return tuple(i for i, x in enumerate(self.nodes) if x.kind == "attention" and x.has_kv)
 
     @cached_property
     def demand_bytes(self) -> tuple[int, ...]:
@@ -147,10 +160,10 @@ class Instance:
 
     def with_concurrency(self, concurrency: int) -> Instance:
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
-                        self.pins, self.base_model)
+                        self.pins, self.base_model, self.require)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
-        return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model)
+        return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require)
 
 
 def parse_pin(text: str, model: LayerGraph) -> Pin:
@@ -186,8 +199,9 @@ def parse_pin(text: str, model: LayerGraph) -> Pin:
 
 
 def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str = "contiguous",
-                  granularity: str = "layer", pins=(), expert_groups: int = 8) -> Instance:
-    """An instance for ``mode``; ``split`` refines the model to ``granularity`` first."""
+                  granularity: str = "layer", pins=(), expert_groups: int = 8, require=()) -> Instance:
+    """An instance for ``mode``; ``split`` refines the model to ``granularity`` first; ``require``:
+    names of :data:`REQUIREMENTS`."""
     try:
         kind, _ = parse_granularity(granularity)
     except ValueError as exc:
@@ -198,4 +212,4 @@ def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: 
     elif kind != "layer":
         raise InvalidSpec("--granularity", "granularity", "granularity applies to --mode split only")
     parsed = tuple(p if isinstance(p, Pin) else parse_pin(p, refined) for p in pins)
-    return Instance(refined, fleet, workload, mode, parsed, base_model=model)
+    return Instance(refined, fleet, workload, mode, parsed, base_model=model, require=tuple(require))

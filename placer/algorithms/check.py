@@ -12,7 +12,8 @@ import math
 from ..instance import Instance
 from ..placement import Result, hops_of
 
-__all__ = ["PlacementBug", "check_placement", "stage_order", "overloaded", "pin_violation", "fits_bytes"]
+__all__ = ["PlacementBug", "check_placement", "stage_order", "overloaded", "pin_violation", "fits_bytes",
+           "requirement_violation", "acceptable"]
 
 _ORDER_SEARCH_STEPS = 100_000
 
@@ -106,6 +107,22 @@ def fits_bytes(instance: Instance, assignment) -> bool:
     return not overloaded(instance, assignment) and pin_violation(instance, assignment) is None
 
 
+def requirement_violation(instance: Instance, assignment) -> str | None:
+    """What the first requirement (``instance.require``) ``assignment`` breaks says, or None."""
+    if "attention-per-stage" in instance.require:
+        held = set(assignment[i] for i in instance.attention_nodes)
+        bare = sorted(d for d in set(assignment) if d not in held)
+        if bare:
+            return (f"{len(bare)} stage(s) hold no full-attention layer ({instance.devices[bare[0]].id} "
+                    "first); attention-per-stage asks for one on every stage")
+    return None
+
+
+def acceptable(instance: Instance, assignment) -> bool:
+    """Within capacity in exact bytes, every pin and every requirement honoured."""
+    return fits_bytes(instance, assignment) and requirement_violation(instance, assignment) is None
+
+
 def check_placement(instance: Instance, result: Result) -> None:
     """Raise :class:`PlacementBug` unless ``result``'s placement holds in exact bytes: every node
     placed once on an available device, each device's demand within its capacity, pins honoured,
@@ -124,7 +141,7 @@ def check_placement(instance: Instance, result: Result) -> None:
             fail(f"node {instance.nodes[i].name} on device index {d!r}")
     for d, total in overloaded(instance, a):
         fail(f"device {instance.devices[d].id} holds {total:,} B, capacity {instance.capacity_bytes[d]:,} B")
-    broken = pin_violation(instance, a)
+    broken = pin_violation(instance, a) or requirement_violation(instance, a)
     if broken is not None:
         fail(broken)
     if instance.mode == "free":

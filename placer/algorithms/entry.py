@@ -18,10 +18,9 @@ from ..errors import InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
 from .bound import bounds
-from .check import PlacementBug, check_placement
+from .check import PlacementBug, check_placement, requirement_violation
 from .deadline import Deadline, interrupted
-from .pins import PinConflict, pin_groups
-from .reach import reachability_infeasibility
+from .guards import infeasibility
 from .registry import method as method_row
 from .search import largest_true
 
@@ -30,54 +29,6 @@ __all__ = ["place", "infeasibility", "max_feasible_concurrency", "largest_feasib
 
 # seconds one CP-SAT probe of a concurrency search may take when no budget is given
 PROBE_SECONDS = 2.0
-
-
-def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tuple[str, bool] | None:
-    """Why no placement of ``instance`` can exist, or None when nothing rules one out.
-
-    Returns (reason, weights_alone): ``weights_alone`` is true when even zero live requests would
-    not fit, so lowering the concurrency cannot help. Cheap: per-node and per-pin checks, then the
-    lower bound (``named``: :func:`placer.algorithms.bound.bounds`, when already computed) against
-    the fleet size, then the pieces of a fleet cut by unavailable devices
-    (:func:`placer.algorithms.reach.reachability_infeasibility`).
-    """
-    caps = instance.capacity_bytes
-    cmax = max(caps)
-    big = max(range(instance.n_devices), key=lambda d: (caps[d], -d))
-    where = f"the largest device ({instance.devices[big].id}) holds {cmax:,} B after activation buffers"
-    weights = instance.weight_bytes
-    heaviest = max(range(instance.n_nodes), key=lambda i: weights[i])
-    if weights[heaviest] > cmax:
-        return (f"node {instance.nodes[heaviest].name} needs {weights[heaviest]:,} B for its weights alone; "
-                f"{where}", True)
-    demand = instance.demand_bytes
-    worst = max(range(instance.n_nodes), key=lambda i: demand[i])
-    c = instance.workload.concurrency
-    if demand[worst] > cmax:
-        return (f"node {instance.nodes[worst].name} needs {weights[worst]:,} B of weights + {c} live "
-                f"requests x {instance.request_bytes[worst]:,} B = {demand[worst]:,} B; {where}", False)
-    try:
-        groups = pin_groups(instance)
-    except PinConflict as exc:
-        return str(exc), True
-    for g in groups:
-        d = big if g.device is None else g.device
-        need = sum(demand[i] for i in g.nodes)
-        if need > caps[d]:
-            alone = sum(weights[i] for i in g.nodes) > caps[d]
-            what = f"device {instance.devices[d].id}" if g.device is not None else "any device"
-            return (f"the pinned nodes {instance.nodes[g.nodes[0]].name}..{instance.nodes[g.nodes[-1]].name} "
-                    f"need {need:,} B together; {what} holds {caps[d]:,} B", alone)
-    named = bounds(instance) if named is None else named
-    lb = max(named.values())
-    if lb > instance.n_devices:
-        which = max(named, key=named.get)
-        return (f"at least {lb} devices are needed ({which} bound); the fleet has {instance.n_devices} "
-                f"available", False)
-    cut = reachability_infeasibility(instance, infeasibility)
-    if cut is not None:
-        return cut, False
-    return None
 
 
 def _check_method(instance: Instance, name: str):
@@ -122,6 +73,12 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
                       stats={"bounds": named})
     kwargs = options.as_kwargs() if options is not None else {}
     result = row.function(instance, lower_bound=lb, **kwargs)
+    broken = requirement_violation(instance, result.assignment) if result.assignment is not None else None
+    if broken is not None:
+        # a method that does not model the requirement: its placement is no answer, and claims nothing
+        result = Result(method, instance.mode, Status.UNKNOWN, lower_bound_devices=result.lower_bound_devices,
+                        message=f"{method} does not honour the requirement: {broken}; use cpsat",
+                        seconds=result.seconds, stats=result.stats)
     stats = dict(result.stats)
     stats["bounds"] = named
     result = result.replace(lower_bound_devices=max(lb, result.lower_bound_devices or 0),

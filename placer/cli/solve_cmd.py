@@ -4,8 +4,10 @@ import click
 
 from ..algorithms import PLACING_METHODS
 from ..algorithms.deadline import Deadline, interrupted
+from ..algorithms.registry import DEFAULT_OBJECTIVE, parse_objective
 from ..compare import node_ranges, solve
-from ..instance import MODES
+from ..errors import InvalidSpec
+from ..instance import MODES, REQUIREMENTS
 from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
@@ -22,7 +24,7 @@ from .common import (
 )
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
-LEVEL_UNITS = {"devices": "devices", "latency": "us", "bottleneck": "B"}
+LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
 
 
 def _fmt(value, unit: str = "") -> str:
@@ -90,11 +92,16 @@ def print_progress(info) -> None:
                    "X tokens/s (replicas added as needed).")
 @click.option("--max-itl-ms", type=float, default=None, metavar="MS",
               help="The same floor as a longest inter-token latency: 1000 / MS tokens/s.")
-@click.option("--objective", type=click.Choice(["devices", "mw", "tokens-per-mw"]), default="devices",
-              show_default=True, help="With a speed floor: fewest devices, least power, or most tokens/s per MW.")
+@click.option("--objective", default=None, metavar="LEVELS",
+              help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
+                   "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
+@click.option("--require", "require", multiple=True, type=click.Choice(list(REQUIREMENTS)),
+              help="A constraint on every placement: attention-per-stage (each stage holds a full-attention "
+                   "layer, as vLLM needs on hybrid models); repeatable.")
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
-                  output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, quiet, **kw):
+                  output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
+                  **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
@@ -105,12 +112,22 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     if min_user_tps is not None or max_itl_ms is not None:
+        speed = objective or "devices"
+        if speed not in ("devices", "mw", "tokens-per-mw"):
+            raise InvalidSpec("--objective", "objective", "with a speed floor: devices, mw or tokens-per-mw")
         return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
-                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=objective)
+                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed)
     opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress,
                 deadline=deadline) if method == "cpsat" else {}
-    solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, **opts)
+    if method == "cpsat":
+        try:
+            parse_objective(objective or DEFAULT_OBJECTIVE)
+        except ValueError as exc:
+            raise InvalidSpec("--objective", "objective", str(exc)) from None
+        opts["objective"] = objective or DEFAULT_OBJECTIVE
+    solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, require=require,
+                   **opts)
     inst, r, doc = solved.instance, solved.result, solved.mapping
     # Ctrl-C: the best placement so far is printed and written as usual, then exit 130
     done = 130 if r.interrupted or interrupted() else 0

@@ -8,6 +8,7 @@
 * :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.explain`).
 """
 
-from .driver import OBJECTIVES, cpsat
+from ..registry import OBJECTIVES
+from .driver import cpsat
 
 __all__ = ["cpsat", "OBJECTIVES"]

@@ -29,11 +29,11 @@ from .models import ContiguousModel, fix_latency
 from .run import (
     LIGHT_F2,
     Run,
+    acceptable,
     bottleneck_value,
     capacity_classes,
     device_level,
     finish,
-    fits_bytes,
     latency_value,
     no_placement,
     objective_levels,
@@ -216,7 +216,7 @@ def _realize_runs(instance: Instance, trail, kinds, groups):
             order.append(d)
     if any((a, b) not in instance.link_us for a, b in zip(order, order[1:])):
         return None
-    if not fits_bytes(instance, assignment):
+    if not acceptable(instance, assignment):
         return None
     return assignment, order
 
@@ -241,7 +241,7 @@ def _contiguous_hints(run: Run, dp_segments, walked=None):
             candidates.append(list(res.assignment))
     best = None
     for assignment in candidates:
-        if not fits_bytes(instance, assignment):
+        if not acceptable(instance, assignment):
             continue
         order = stage_order(instance, assignment)
         if order is None or not _next_stage_only(instance, assignment, order):

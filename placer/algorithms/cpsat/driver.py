@@ -46,14 +46,16 @@ from __future__ import annotations
 import time
 
 from ...instance import Instance
-from ...placement import Result, Status
+from ...placement import Level, Result, Status, evaluate
 from ..bound import lower_bound as device_lower_bound
 from ..deadline import Deadline, DeadlineReached, note_interrupt
+from ..guards import infeasibility
+from ..objectives import parse_objective
+from ..search import largest_true
 from .contiguous import contiguous
 from .free import free
 from .identical_chain import identical_chain
 from .run import (
-    OBJECTIVES,
     Run,
     bottleneck_value,
     build_problem,
@@ -65,7 +67,7 @@ from .run import (
     user_hint,
 )
 
-__all__ = ["cpsat", "OBJECTIVES"]
+__all__ = ["cpsat"]
 
 
 def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
@@ -75,22 +77,36 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
 
     ``time_limit`` (s, whole call), ``seed`` and ``workers`` go to CP-SAT; ``progress`` is called
     with ``dict(best, bound, elapsed, phase)`` from the solution callback; ``hint``: a Result or
-    an assignment to start from; ``objective``: ``"devices"``, ``"lex"`` (default) or ``"lex3"``;
-    ``lower_bound``: a device lower bound already known; ``deadline``: a shared
+    an assignment to start from; ``objective``: the levels in order, e.g.
+    ``"devices,concurrency,latency"`` (what ``placer solve`` asks for), or ``"devices"``, ``"lex"``
+    (devices, latency: the default), ``"lex3"`` (devices, latency, bottleneck); ``lower_bound``: a
+    device lower bound already known; ``deadline``: a shared
     :class:`~placer.algorithms.deadline.Deadline` (the call ends by it and by ``time_limit``, model
     building included). Ctrl-C stops the search and returns the best placement found so far
-    (FEASIBLE). Call it through :func:`placer.algorithms.place`, which
-    rules out the requests no placement can meet before any model is built.
+    (FEASIBLE). Call it through :func:`placer.algorithms.place`, which rules out the requests no
+    placement can meet before any model is built.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    order = parse_objective(objective)
     if not time_limit or time_limit <= 0:
         raise ValueError("time_limit must be positive")
     if workers < 1:
         raise ValueError("workers must be at least 1")
     t0 = time.monotonic()
-    run = Run(instance, t0, float(time_limit), int(seed), int(workers), progress, objective,
-              deadline=Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit))
+    deadline = Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit)
+    if "concurrency" in order and any(instance.request_bytes):
+        return _with_concurrency(instance, order, t0=t0, time_limit=float(time_limit), seed=int(seed),
+                                 workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
+                                 deadline=deadline)
+    return _solve(instance, tuple(x for x in order if x != "concurrency"), t0=t0, time_limit=float(time_limit),
+                  seed=int(seed), workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
+                  deadline=deadline)
+
+
+def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit: float, seed: int, workers: int,
+           progress, hint, lower_bound, deadline: Deadline) -> Result:
+    """The levels of ``order`` (devices, then latency, then bottleneck) by the strategy that fits."""
+    run = Run(instance, t0, time_limit, seed, workers, progress, ",".join(order), order=order,
+              deadline=deadline.within(time_limit))
     run.prob, run.quant = build_problem(instance)
     run.prob.deadline = run.deadline
     run.relaxed = run.prob if run.quant.faithful else relaxed_problem(run.prob, run.quant)
@@ -102,7 +118,7 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
         if instance.mode == "free":
             return free(run)
         identical = len(set(instance.capacity_bytes)) == 1
-        if instance.model.is_chain and identical and not run.pins_any:
+        if instance.model.is_chain and identical and not run.pins_any and not instance.require:
             return identical_chain(run)
         return contiguous(run)
     except KeyboardInterrupt:     # outside a CP-SAT search (which the adapter stops itself)
@@ -125,3 +141,118 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
         return finish(run, assignment, order, levels)
 
 
+def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, workers, progress, hint, lower_bound,
+                      deadline: Deadline):
+    """The guaranteed-concurrency level: the largest live-request count c such that the levels
+    before it keep their optimal values at c (a placement meets them and holds c requests on every
+    stage), by exponential then binary search on c; then the levels after it at that c.
+
+    A stage holds c live requests exactly when the placement fits the instance at concurrency c,
+    so the smallest stage's ceiling is at least c iff the solve at c succeeds. Proven when every
+    probe was decided; the bound is then the value itself, else the smallest c ruled out, minus 1.
+    """
+    pos = order.index("concurrency")
+    before = tuple(order[:pos])
+    after = tuple(x for x in order if x != "concurrency")
+    base = instance.workload.concurrency
+    left = deadline.remaining
+
+    def sub(inst, levels, share, start, lb):
+        limit = max(0.05, min(left(), share))
+        return _solve(inst, levels, t0=time.monotonic(), time_limit=limit, seed=seed, workers=workers,
+                      progress=progress, hint=start, lower_bound=lb, deadline=deadline)
+
+    first = sub(instance, before, left() / 3, hint, lower_bound) if before else None
+    if first is not None and (not first.feasible or first.interrupted
+                              or not all(lv.proven for lv in first.levels)):
+        # the levels before concurrency are not settled: concurrency cannot be maximised under them
+        return _attach(instance, first, order, Level("concurrency", first.concurrency_ceiling, None, False)) \
+            if first.feasible else first
+    target = {lv.name: lv.value for lv in first.levels} if first is not None else {}
+    probes: dict[int, Result] = {}
+    ruled_out: list[int] = []
+    best = [first.assignment if first is not None else hint]
+    stopped = [False]
+
+    def decide(c: int) -> bool | None:
+        if c == base and first is not None:
+            return True
+        if stopped[0] or left() <= 0.05:
+            return None
+        inst = instance.with_concurrency(c)
+        why = infeasibility(inst)
+        if why is not None:
+            ruled_out.append(c)
+            return False
+        r = sub(inst, before or ("devices",), max(left() / 4, 0.2), best[0],
+                target.get("devices") if before else None)
+        if r.interrupted:
+            stopped[0] = True
+            return None
+        if r.status == Status.INFEASIBLE:
+            ruled_out.append(c)
+            return False
+        if not r.feasible:
+            return None
+        ok = all(r.level(name) is not None and _meets(r.level(name).value, target[name]) for name in before)
+        if ok:
+            probes[c] = r
+            best[0] = r.assignment
+            return True
+        if any(r.level(name) is not None and r.level(name).bound is not None
+               and not _meets(r.level(name).bound, target[name]) for name in before):
+            ruled_out.append(c)
+            return False
+        return None
+
+    cmax = max(instance.capacity_bytes)
+    ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
+    c_star, proven = largest_true(decide, base, max(ceiling, base))
+    if c_star is None:           # not even the base concurrency: the first solve says why
+        return first if first is not None else sub(instance, after, left(), hint, lower_bound)
+    start = probes[c_star].assignment if c_star in probes else best[0]
+    lb = target.get("devices")
+    final = sub(instance.with_concurrency(c_star), after, left(), start, lb)
+    if not final.feasible:       # out of time at c_star: the best placement found on the way
+        final = probes.get(c_star) or first
+        if final is None:
+            return sub(instance, after, left(), hint, lower_bound)
+    upper = min(ruled_out) - 1 if ruled_out else max(ceiling, base)
+    result = _attach(instance, final, order, None)
+    value = result.concurrency_ceiling
+    sure = proven and not stopped[0]
+    level = Level("concurrency", value, value if sure and value == c_star else max(upper, value or 0),
+                  bool(sure and value == c_star))
+    return _attach(instance, final, order, level)
+
+
+def _meets(value, target) -> bool:
+    return value is not None and target is not None and value <= target + 1e-9 * max(1.0, abs(target))
+
+
+def _attach(instance: Instance, r: Result, order, level: Level | None) -> Result:
+    """``r`` (solved at some concurrency >= the instance's) as a result for ``instance``: the same
+    placement, its ceiling at ``instance``'s workload, the levels in ``order``."""
+    again = evaluate(instance, r.assignment, method="cpsat", status=r.status, lower_bound=r.lower_bound_devices)
+    levels = {lv.name: lv for lv in r.levels}
+    if level is not None:
+        levels["concurrency"] = level
+    ordered = tuple(levels[name] for name in order if name in levels)
+    proven = bool(ordered) and all(lv.proven for lv in ordered) and not r.interrupted
+    msg = ", ".join(_describe(lv) for lv in ordered)
+    if r.interrupted:
+        msg += "; interrupted: best placement so far"
+    return r.replace(mode=instance.mode, concurrency_ceiling=again.concurrency_ceiling, levels=ordered,
+                     proven_optimal=proven, status=Status.OPTIMAL if proven else Status.FEASIBLE,
+                     message=msg)
+
+
+def _describe(lv: Level) -> str:
+    unit = {"latency": " us", "bottleneck": " B", "concurrency": " live requests"}.get(lv.name, "")
+    value = f"{lv.value:g}" if isinstance(lv.value, float) else f"{lv.value}"
+    if lv.proven:
+        return f"{lv.name} {value}{unit} (proven)"
+    if lv.bound is None:
+        return f"{lv.name} {value}{unit} (not proven)"
+    b = f"{lv.bound:g}" if isinstance(lv.bound, float) else f"{lv.bound}"
+    return f"{lv.name} {value}{unit} (bound {b}{unit}, not proven)"

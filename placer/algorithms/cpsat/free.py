@@ -27,6 +27,7 @@ from .models import FreeModel, fix_latency
 from .run import (
     LIGHT_F1,
     Run,
+    acceptable,
     bottleneck_value,
     capacity_classes,
     device_level,
@@ -70,7 +71,7 @@ def free(run: Run) -> Result:
         candidates.append(walked.assignment(instance.n_nodes))
     start = None
     for cand in candidates:
-        if cand is None or not fits_bytes(instance, cand) or not reachable(prob, cand):
+        if cand is None or not acceptable(instance, cand) or not reachable(prob, cand):
             continue
         key = (len(set(cand)), latency_value(instance, cand))
         if start is None or key < start[0]:

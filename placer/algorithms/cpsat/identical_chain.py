@@ -39,7 +39,8 @@ def identical_chain(run: Run) -> Result:
     start = _path_hint(instance, count)
     if start is not None:
         model.hint(start)
-    out = run.solve("path", model.m, model.watch(), scale=prob.lat_scale, target=target, light_presolve=True)
+    out = run.solve("path", model.m, model.watch(), scale=prob.lat_scale, target=target, light_presolve=True,
+                    quiet=not want_latency)
     if out.status == "INFEASIBLE":
         return no_placement(
             run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages, but the fleet graph has no "

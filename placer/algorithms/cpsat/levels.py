@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..check import fits_bytes
+from ..check import acceptable
 from .run import Run, reachable
 
 __all__ = ["LevelSearch", "Built", "solve_level", "exact_latency_units", "latency_level", "cheapest_hops_bound",
@@ -81,7 +81,7 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
             continue
         if out.values is not None:
             cand = model.read(out.values)
-            if fits_bytes(run.instance, cand[0]) and reachable(run.prob, cand[0]):
+            if acceptable(run.instance, cand[0]) and reachable(run.prob, cand[0]):
                 if best is None or value(cand[0]) < value(best[0]):
                     best = cand
         if valid and out.bound is not None:

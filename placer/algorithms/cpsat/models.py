@@ -47,6 +47,7 @@ class Problem:
     view: object = None                # FleetView
     pins_to: dict[int, int] = field(default_factory=dict)          # node -> device
     pins_same: list[list[int]] = field(default_factory=list)       # node groups on one device
+    attention: list[int] | None = None   # attention-per-stage: every used device holds one of these
     groups: list[list[int]] = field(default_factory=list)          # racks
     deadline: object = None            # Deadline: large per-edge tables stop building past it
 
@@ -349,6 +350,13 @@ class _Placement:
                     m.add(target == 1 if target is not None else False).only_enforce_if(lit)
                 self.pin_lits.append(lit)
                 self.pin_names.append(("device", dev, sorted(nodes)))
+        if p.attention is not None:
+            for d in range(p.d):
+                held = [self.x[node, d] for node in p.attention if (node, d) in self.x]
+                if held:
+                    m.add_bool_or(held).only_enforce_if(used[d])
+                else:
+                    m.add(used[d] == 0)
         self.capacity_lits = {}
         for d in range(p.d):
             terms = self.by_dev[d]

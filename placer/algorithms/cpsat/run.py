@@ -12,20 +12,19 @@ from dataclasses import dataclass, field, replace
 from ...instance import Instance
 from ...placement import Level, Result, Status, evaluate, hops_of
 from .. import ortools_adapter as ora
-from ..check import fits_bytes
+from ..check import acceptable, fits_bytes
 from ..deadline import Deadline
 from ..pins import pin_groups
 from ..quantize import Quantization, choose_unit
 from .fleet import FleetView, rack_groups
 from .models import Problem
 
-OBJECTIVES = ("devices", "lex", "lex3")
 LIGHT_F2 = True
 LIGHT_F1 = True
 
-__all__ = ["OBJECTIVES", "LIGHT_F1", "LIGHT_F2", "Run", "build_problem", "relaxed_problem", "user_hint", "capacity_classes", "finish", "no_placement",
+__all__ = ["LIGHT_F1", "LIGHT_F2", "Run", "build_problem", "relaxed_problem", "user_hint", "capacity_classes", "finish", "no_placement",
            "latency_value", "device_level", "objective_levels", "bottleneck_value", "reachable", "tag",
-           "fits_bytes"]
+           "fits_bytes", "acceptable"]
 
 
 @dataclass
@@ -37,6 +36,7 @@ class Run:
     workers: int
     progress: object
     objective: str
+    order: tuple = ("devices", "latency")
     prob: Problem | None = None
     relaxed: Problem | None = None    # demands rounded down, capacities up: bounds valid in bytes
     quant: Quantization | None = None
@@ -55,14 +55,14 @@ class Run:
         return left if self.deadline is None else min(left, self.deadline.remaining())
 
     def solve(self, phase: str, model, watch, *, target=None, scale: float = 1.0, assumptions=(),
-              time_cap: float | None = None, light_presolve: bool = False):
+              time_cap: float | None = None, light_presolve: bool = False, quiet: bool = False):
         limit = max(self.remaining(), 0.05)
         if time_cap is not None:
             limit = min(limit, time_cap)
         params = ora.parameters(time_limit=limit, seed=self.seed, workers=self.workers,
                                 assumptions=bool(assumptions), light_presolve=light_presolve)
         cb = None
-        if self.progress is not None:
+        if self.progress is not None and not quiet:   # quiet: a search without an objective to report
             user = self.progress
 
             def cb(info):
@@ -109,7 +109,8 @@ def build_problem(instance: Instance) -> tuple[Problem, Quantization]:
         demand=list(quant.demand), capacity=list(quant.capacity), load=load,
         demand_bytes=list(instance.demand_bytes), capacity_bytes=list(instance.capacity_bytes),
         view=FleetView(instance, exclude=pinned_devices), pins_to=pins_to, pins_same=same,
-        groups=rack_groups(instance))
+        groups=rack_groups(instance),
+        attention=list(instance.attention_nodes) if "attention-per-stage" in instance.require else None)
     return prob, quant
 
 
@@ -212,7 +213,8 @@ def device_level(run: Run, used: int, bound_bytes: int) -> dict:
 
 
 def objective_levels(run: Run) -> tuple[bool, bool]:
-    return run.objective in ("lex", "lex3"), run.objective == "lex3"
+    """(hop latency wanted, bottleneck wanted) after the device level."""
+    return "latency" in run.order, "bottleneck" in run.order
 
 
 def bottleneck_value(instance: Instance, assignment) -> int:
