@@ -8,7 +8,7 @@
 * :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.explain`).
 """
 
-from ..registry import OBJECTIVES
+from ..objectives import OBJECTIVES
 from .driver import cpsat
 
 __all__ = ["cpsat", "OBJECTIVES"]
