@@ -1,6 +1,6 @@
 """Regenerate ``solutions/``: each catalog model on its natural hardware, in every mode, by CP-SAT.
 
-    python -m placer.solutions [--stale] [--time-limit 60] [--workers 2] [--seed 0] [--model NAME ...]
+    python -m placer.solutions [--stale] [--time-limit 60] [--threads 2] [--seed 0] [--model NAME ...]
                                [--mode contiguous|free|split ...] [--out solutions]
 
 For every model of the catalog and every mode (``contiguous``, ``free``, ``split`` at
@@ -106,7 +106,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", action="append", dest="models", help="catalog model (repeatable; default: all)")
     parser.add_argument("--mode", action="append", dest="modes", choices=MODES, help="mode (repeatable; default: all)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="CP-SAT seconds per solve (default 60)")
-    parser.add_argument("--workers", type=int, default=2, help="CP-SAT workers (default 2)")
+    parser.add_argument("--threads", "--workers", dest="workers", type=int, default=2, metavar="N",
+                        help="CP-SAT search threads per solve (default 2; --workers is the old spelling)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stale", action="store_true",
                         help="only solve mappings that are missing or no longer validate against the specs")
