@@ -10,8 +10,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT_BAD_INPUTS = Path(__file__).resolve().parent / "bad_inputs"
 
 GOOD_MODEL = "name: t\nlayers:\n  - {kind: attention, params: 1000, kv_bytes_per_token: 4}\n"
 GOOD_HARDWARE = "name: hw\ndevice: {memory: 44 GB}\nfleet: {racks: 1, per_rack: 2}\n"
@@ -230,3 +233,15 @@ def test_library_errors_name_the_flag_or_file_the_user_gave(run_cli, tmp_path):
     for command in ("simulate", "run"):
         code, out, err = run_cli([command, path, "--model", ok / "ok" / "tiny.yaml", "-H", ok / "ok" / "tinyhw.yaml"])
         assert (code, out, err) == (2, "", f"error: {path}: route: expected 4 devices, one per node\n"), command
+
+
+def test_simulate_without_any_speed_figure_is_refused(run_cli, tmp_path):
+    """A hardware spec with memory only (no bandwidth, compute or overhead) can be placed on, but
+    a simulation of it would cost every stage 0 us: one line naming the field, exit 2."""
+    bad = ROOT_BAD_INPUTS / "ok"
+    mapping = tmp_path / "tiny.json"
+    code, _, err = run_cli(["solve", bad / "tiny.yaml", "-H", bad / "tinyhw.yaml", "-o", mapping])
+    assert code == 0, err
+    code, out, err = run_cli(["simulate", mapping])
+    _assert_one_line_error(code, out, err, bad / "tinyhw.yaml", "device.memory_bandwidth",
+                           "needs the device's memory bandwidth")

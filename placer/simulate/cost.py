@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import memory
+from ..errors import InvalidSpec
 from ..instance import Instance
 
 __all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
@@ -301,6 +302,13 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
         d = assignment[run[0]]
         dev = instance.devices[d]
         t = dev.type
+        if (t.memory_bandwidth is None and compute_flops(t, low_precision) is None
+                and not t.fixed_overhead_us_per_layer and not t.fixed_overhead_us_per_stage):
+            # every stage would take no time at all: a speed of infinity is no answer
+            field = ("device" if "device" in instance.fleet.spec else f"device_types.{t.name}") + ".memory_bandwidth"
+            raise InvalidSpec(instance.fleet.source or instance.fleet.name, field,
+                              "the simulator needs the device's memory bandwidth (or its compute, or a fixed "
+                              "overhead) to cost a stage; the spec gives none")
         hop, hop_bw, act = 0.0, float("inf"), 0
         if k + 1 < len(runs):
             e = assignment[runs[k + 1][0]]
