@@ -102,7 +102,7 @@ def main():
     assert world == NUM_STAGES, f"run one process per stage: {{NUM_STAGES}}, not {{world}}"
     device = torch.device(f"cuda:{{rank % torch.cuda.device_count()}}") if args.backend == "nccl" \\
         else torch.device("cpu")
-    model = LogitsOnly(AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype="auto")).eval()
+    model = LogitsOnly(AutoModelForCausalLM.from_pretrained(MODEL, dtype="auto")).eval()
     generator = torch.Generator().manual_seed(args.seed)
     vocab = model.inner.config.vocab_size
     ids = torch.randint(0, vocab, (args.batch, args.seq), generator=generator)
