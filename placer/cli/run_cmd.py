@@ -11,7 +11,9 @@ from .common import echo_json, input_file, workload_text
 @click.command("run")
 @click.argument("mapping", type=input_file)
 @click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
-              help="local: one thread per stage; ray: one Ray actor per stage (pip install -e '.[ray]').")
+              help="local: one thread per stage; ray: one Ray actor per stage (pip install -e '.[ray]'); "
+                   "torch: the model's own transformers family, tiny, one gloo process per stage "
+                   "(pip install torch==2.13.0 -e '.[runtimes]').")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray).")
 @click.option("--requests", type=click.IntRange(1, 100000), default=32, show_default=True)
 @click.option("--tokens", type=click.IntRange(1, 100000), default=8, show_default=True,
@@ -40,6 +42,8 @@ def run_command(mapping, backend, address, requests, tokens, micro_batch, max_li
                       kv_bits=int(kv_bits), state_bits=int(state_bits), conv_state_bits=int(conv_state_bits),
                       check=not no_check)
     check = rep.get("check")
+    if backend == "torch":
+        return _print_torch(rep, as_json)
     ok = check is None or (check["tokens_match"] and check["logits_match"] and check["memory_match"])
     if as_json:
         echo_json({**rep, "workload": doc["workload"]})
@@ -67,4 +71,28 @@ def run_command(mapping, backend, address, requests, tokens, micro_batch, max_li
                        f"{check['mismatched_requests'][:10]}")
         click.echo("cache and state memory: " + ("every stage matches placer's accounting" if check["memory_match"]
                                                  else "MISMATCH with placer's accounting"))
+    return 0 if ok else 1
+
+
+def _print_torch(rep: dict, as_json: bool) -> int:
+    check = rep.get("check")
+    ok = check is None or check["tokens_match"]
+    if as_json:
+        echo_json(rep)
+        return 0 if ok else 1
+    tiny = rep["tiny"]
+    click.echo(f"{rep['model']} as a tiny {rep['family']} (hidden {tiny['hidden']}, vocab {tiny['vocab']}, "
+               f"{tiny['layers']} layers, seed {tiny['seed']}) on {rep['processes']} gloo processes, backend torch")
+    click.echo(f"{rep['requests']} requests in {rep['micro_batches']} micro-batches of up to {rep['micro_batch']}, "
+               f"prompts of {rep['prompt_tokens']} tokens, {rep['tokens_per_request']} greedy tokens each, "
+               f"{rep['seconds']} s")
+    click.echo(f"{'stage':>5} {'device':<8} {'layers':>9} {'cache bytes':>12} {'placer':>12}")
+    for s in rep["stages"]:
+        a, b = s["layers"]
+        click.echo(f"{s['index']:>5} {s['device']:<8} {f'{a}..{b - 1}':>9} {s['cache_bytes']:>12,} "
+                   f"{s['placer_bytes']:>12,}")
+    if check is not None:
+        click.echo("tokens: identical to the unsplit model for all requests" if check["tokens_match"] else
+                   f"tokens: {len(check['mismatched_requests'])} request(s) differ from the unsplit model: "
+                   f"{check['mismatched_requests'][:10]}")
     return 0 if ok else 1

@@ -3,6 +3,8 @@
 ``run_mapping(doc)`` / ``run_placement(nodes, route)`` build the tiny model (:mod:`.tiny`), run it
 on one worker per stage (:mod:`.local` threads or :mod:`.ray_backend` actors) with continuous
 batching (:mod:`.run`), and check every request's tokens against the unpartitioned reference.
+``backend="torch"`` (:mod:`.torch_backend`) runs real transformers modules of the model's family
+instead, one gloo process per stage.
 """
 
 from .run import ExecResult, compare_with_reference, execute, run_mapping, run_placement

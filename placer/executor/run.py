@@ -36,7 +36,7 @@ from .tiny import (
 __all__ = ["ExecResult", "execute", "make_backend", "compare_with_reference", "run_placement",
            "run_mapping", "BACKENDS"]
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "torch")
 
 
 @dataclass
@@ -225,9 +225,17 @@ def run_mapping(doc: dict, *, model=None, hardware=None, **kw) -> dict:
 
     ``model`` / ``hardware`` override the specs the mapping names. The micro-batch defaults to the
     mapping's, the live-request cap to its concurrency ceiling (at most the request count).
+    ``backend="torch"`` runs the model's own transformers family instead of the numpy twin
+    (:mod:`.torch_backend`; its own report).
     """
     from ..mapping import instance_from_mapping
 
+    if kw.get("backend") == "torch":
+        from .torch_backend import run_torch_mapping
+
+        return run_torch_mapping(doc, model=model, hardware=hardware, requests=kw.get("requests", 32),
+                                 tokens=kw.get("tokens", 8), micro_batch=kw.get("micro_batch"),
+                                 seed=kw.get("seed", 0), check=kw.get("check", True))
     _model, _fleet, wl, inst = instance_from_mapping(doc, model=model, hardware=hardware)
     route = doc.get("route")
     if not isinstance(route, list) or len(route) != inst.n_nodes:
