@@ -14,14 +14,18 @@ from time import perf_counter
 
 from .algorithms import default_mode, place
 from .algorithms.deadline import interrupted
+from .errors import InvalidSpec
 from .fleet import Fleet
+from .groups import default_degrees, node_sizes, per_device
 from .instance import Instance, make_instance
 from .model import LayerGraph
+from .parallel import allowed_degrees
 from .placement import Result
+from .reserve import Reserve
 from .workload import Workload
 
-__all__ = ["Solved", "solve", "compare", "COMPARE_ROWS", "row_of", "solution_path", "node_ranges",
-           "SPLIT_GRANULARITY", "granularity_for"]
+__all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "COMPARE_ROWS", "row_of",
+           "solution_path", "node_ranges", "SPLIT_GRANULARITY", "granularity_for"]
 
 SPLIT_GRANULARITY = "shards:4"   # split mode's refinement unless one is asked for
 
@@ -64,18 +68,84 @@ _granularity = granularity_for
 
 
 def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
-          granularity: str | None = None, method: str = "cpsat", pins=(), require=(), **options) -> Solved:
+          granularity: str | None = None, method: str = "cpsat", pins=(), require=(), tp: int = 1,
+          ep: bool = False, reserve: Reserve | None = None, **options) -> Solved:
     """Place ``model`` on ``fleet`` under ``workload``: ``mode`` defaults to the method's own
     (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
-    ``shards:4``); ``require``: constraints of :data:`placer.instance.REQUIREMENTS`; ``options`` go to
-    the solver (time_limit, seed, workers, progress, objective)."""
+    ``shards:4``); ``require``: constraints of :data:`placer.instance.REQUIREMENTS`; every stage is
+    a group of ``tp`` devices of one node (``ep``: experts spread whole); ``reserve`` overrides the
+    device types' reserves; ``options`` go to the solver (time_limit, seed, workers, progress,
+    objective). Device figures of the result count devices (groups x tp)."""
     from .mapping import build_mapping
 
     mode = mode or default_mode(method)
     instance = make_instance(model, fleet, workload, mode=mode, granularity=_granularity(mode, granularity),
-                             pins=pins, require=require)
-    result = place(instance, method, **options)
+                             pins=pins, require=require, tp=tp, ep=ep, reserve=reserve)
+    result = per_device(place(instance, method, **options), instance.tp)
     return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
+
+
+@dataclass(frozen=True)
+class DegreeSearch:
+    """One solve per allowed degree and the best of them.
+
+    ``best``: fewest devices, then the highest concurrency ceiling, then the least hop latency,
+    then the lower degree. ``devices_proven``: the best device count is proven over every degree
+    (each degree's device level proven, or the degree proven infeasible); ``proven``: every level
+    of every degree proven.
+    """
+
+    best: Solved | None
+    solved: tuple[Solved, ...]
+    refused: dict
+    skipped: tuple[int, ...] = ()      # degrees not solved (Ctrl-C stopped the search first)
+
+    @property
+    def devices_proven(self) -> bool:
+        return not self.skipped and all(s.result.status == "infeasible" or devices_proven(s.result) for s in self.solved)
+
+    @property
+    def proven(self) -> bool:
+        return not self.skipped and all(s.result.status == "infeasible" or s.result.proven_optimal for s in self.solved)
+
+
+def _rank(s: Solved):
+    r = s.result
+    ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
+    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp)
+
+
+def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
+                  reserve: Reserve | None = None, on_degree=None, **kw) -> DegreeSearch:
+    """:func:`solve` at each degree of ``degrees`` the model allows (default: :func:`default_degrees`);
+    ``on_degree(tp, solved)`` is called after each. Raises :class:`InvalidSpec` (``--tp``) when the
+    model allows none of them."""
+    if degrees is None:
+        allowed, refused = default_degrees(model, fleet, ep)
+    else:
+        allowed, refused = allowed_degrees(model, degrees, ep)
+    if not allowed:
+        why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
+        raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+    sizes = node_sizes(fleet)
+    out = []
+    skipped: list[int] = []
+    for g in allowed:
+        if out and (out[-1].result.interrupted or interrupted()):
+            skipped.append(g)
+            continue
+        if g > max(sizes.values()):
+            refused[g] = f"no node of {fleet.name} has {g} available devices (the largest has {max(sizes.values())})"
+            continue
+        solved = solve(model, fleet, workload, tp=g, ep=ep, reserve=reserve, **kw)
+        out.append(solved)
+        if on_degree is not None:
+            on_degree(g, solved)
+    if not out:
+        raise InvalidSpec("--tp", "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
+    placed = [s for s in out if s.result.feasible]
+    best = min(placed, key=_rank) if placed else out[0]
+    return DegreeSearch(best, tuple(out), refused, tuple(skipped))
 
 
 def devices_proven(result: Result) -> bool:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .errors import InvalidSpec
+from .reserve import NO_RESERVE, Reserve, parse_reserve
 from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
@@ -59,7 +60,17 @@ class DeviceTypeSpec(_Strict):
     power: float | str | None = None
     kind: Literal["wafer", "gpu"] = "wafer"
     perf: PerfSpec | None = None
+    # memory the runtime keeps for itself: a fraction, bytes, or "0.1 + 3.5 GB" (placer.reserve)
+    reserve: float | int | str | None = None
     notes: str | None = None
+
+    @field_validator("reserve", mode="before")
+    @classmethod
+    def _reserve(cls, v):
+        if v is None:
+            return v
+        parse_reserve(v)    # a ValueError names the field
+        return v
 
     @field_validator("memory", mode="before")
     @classmethod
@@ -166,6 +177,11 @@ class DeviceType:
     fixed_overhead_us_per_stage: float = 0.0
     bandwidth_efficiency: float = 1.0
     compute_efficiency: float = 1.0
+    reserve: Reserve = NO_RESERVE     # held back for the runtime on every device of this type
+
+    @property
+    def reserve_bytes(self) -> int:
+        return self.reserve.of(self.memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -292,9 +308,13 @@ def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
     return fleet
 
 
-def _device_type(name: str, s: DeviceTypeSpec) -> DeviceType:
+def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where: str = "device") -> DeviceType:
     perf = s.perf or PerfSpec()
-    return DeviceType(name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
+    reserve = parse_reserve(s.reserve) if s.reserve is not None else NO_RESERVE
+    if reserve.of(s.memory) >= s.memory:
+        raise InvalidSpec(source, f"{where}.reserve", f"reserve {reserve.describe()} leaves nothing of "
+                                                      f"{s.memory:,} B of memory")
+    return DeviceType(reserve=reserve, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision, power_w=s.power,
                       compute_fp8_flops=s.compute_fp8,
                       kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
@@ -311,9 +331,9 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
         raise pydantic_error(source, exc) from None
     if spec.device is not None:
         tname = spec.device_name or spec.name
-        types = {tname: _device_type(tname, spec.device)}
+        types = {tname: _device_type(tname, spec.device, source)}
     else:
-        types = {n: _device_type(n, t) for n, t in (spec.device_types or {}).items()}
+        types = {n: _device_type(n, t, source, f"device_types.{n}") for n, t in (spec.device_types or {}).items()}
     f = spec.fleet
     default_type = f.device or next(iter(types))
     if default_type not in types:

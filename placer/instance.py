@@ -17,11 +17,14 @@ import numpy as np
 from . import memory
 from .errors import InvalidSpec
 from .fleet import Device, Fleet
+from .groups import group_fleet, node_sizes
 from .model import LayerGraph
+from .parallel import model_refusal, shard_model
 from .refine import parse_granularity
+from .reserve import Reserve
 from .workload import Workload
 
-__all__ = ["Pin", "Instance", "make_instance", "parse_pin", "MODES", "REQUIREMENTS"]
+__all__ = ["Pin", "Layout", "Instance", "make_instance", "group_instance", "parse_pin", "MODES", "REQUIREMENTS"]
 
 MODES = ("contiguous", "free", "split")
 # constraints a user may ask for on top of the mode's: "attention-per-stage" = every used device
@@ -39,6 +42,23 @@ class Pin:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How an instance's devices and nodes relate to the specs (:mod:`placer.groups`).
+
+    ``tp`` devices of one node form each device of the instance (``groups[k]``: the member ids of
+    the instance's device ``k``, the first being the device's own id); the nodes are one rank's
+    share of the model's layers (``ep``: experts spread whole). ``reserve`` overrides every device
+    type's own reserve when given.
+    """
+
+    tp: int = 1
+    ep: bool = False
+    reserve: Reserve | None = None
+    groups: tuple[tuple[str, ...], ...] = ()
+    base_fleet: Fleet | None = None
+
+
+@dataclass(frozen=True)
 class Instance:
     model: LayerGraph
     fleet: Fleet
@@ -47,6 +67,7 @@ class Instance:
     pins: tuple[Pin, ...] = ()
     base_model: LayerGraph | None = field(default=None, compare=False)
     require: tuple[str, ...] = ()
+    layout: Layout | None = field(default=None, compare=False)
 
     def __post_init__(self):
         for r in self.require:
@@ -121,10 +142,33 @@ class Instance:
     def device_index(self) -> dict[str, int]:
         return {d.id: i for i, d in enumerate(self.devices)}
 
+    @property
+    def tp(self) -> int:
+        """Devices per stage (the tensor-parallel degree; 1 for pure pipelines and wafers)."""
+        return self.layout.tp if self.layout is not None else 1
+
+    @property
+    def ep(self) -> bool:
+        return self.layout.ep if self.layout is not None else False
+
+    def members(self, device: int) -> tuple[str, ...]:
+        """Ids of the fleet devices that device index ``device`` stands for (itself when tp = 1)."""
+        if self.layout is not None and self.layout.groups:
+            return self.layout.groups[device]
+        return (self.devices[device].id,)
+
+    @cached_property
+    def reserve_bytes(self) -> tuple[int, ...]:
+        """Per available device: bytes held back for the runtime (``--reserve``, else the device type's)."""
+        override = self.layout.reserve if self.layout is not None else None
+        return tuple((override or d.type.reserve).of(d.memory_bytes) for d in self.devices)
+
     @cached_property
     def capacity_bytes(self) -> tuple[int, ...]:
-        """Per available device: memory minus activation buffers (may be negative on tiny devices)."""
-        return tuple(d.memory_bytes - self.activation_buffer_bytes for d in self.devices)
+        """Per available device: memory minus the reserve and the activation buffers (may be
+        negative on tiny devices)."""
+        return tuple(d.memory_bytes - r - self.activation_buffer_bytes
+                     for d, r in zip(self.devices, self.reserve_bytes))
 
     @cached_property
     def latency_us(self) -> np.ndarray:
@@ -160,10 +204,17 @@ class Instance:
 
     def with_concurrency(self, concurrency: int) -> Instance:
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
-                        self.pins, self.base_model, self.require)
+                        self.pins, self.base_model, self.require, self.layout)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
-        return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require)
+        """The same instance on another fleet (of the specs' devices; groups are formed again)."""
+        lay = self.layout
+        if lay is not None and (lay.tp > 1 or lay.base_fleet is not None):
+            return group_instance(self.base_model or self.model, fleet, self.workload, tp=lay.tp, ep=lay.ep,
+                                  reserve=lay.reserve, mode=self.mode, pins=self.pins, refined=self.model,
+                                  require=self.require)
+        return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
+                        None if lay is None else Layout(lay.tp, lay.ep, lay.reserve))
 
 
 def parse_pin(text: str, model: LayerGraph) -> Pin:
@@ -199,9 +250,20 @@ def parse_pin(text: str, model: LayerGraph) -> Pin:
 
 
 def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str = "contiguous",
-                  granularity: str = "layer", pins=(), expert_groups: int = 8, require=()) -> Instance:
+                  granularity: str = "layer", pins=(), expert_groups: int = 8, require=(), tp: int = 1,
+                  ep: bool = False, reserve: Reserve | None = None) -> Instance:
     """An instance for ``mode``; ``split`` refines the model to ``granularity`` first; ``require``:
-    names of :data:`REQUIREMENTS`."""
+    names of :data:`REQUIREMENTS`.
+
+    ``tp`` > 1 (or ``ep``) makes every stage a group of ``tp`` devices of one node
+    (:func:`placer.groups.group_instance`); ``reserve`` overrides the device types' reserves.
+    """
+    if tp != 1 or ep:
+        if granularity not in (None, "layer"):
+            raise InvalidSpec("--granularity", "granularity", "granularity applies to --mode split only; "
+                                                              "split mode runs at --tp 1")
+        return group_instance(model, fleet, workload, tp=tp, ep=ep, reserve=reserve, mode=mode, pins=pins,
+                              require=require)
     try:
         kind, _ = parse_granularity(granularity)
     except ValueError as exc:
@@ -212,4 +274,46 @@ def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: 
     elif kind != "layer":
         raise InvalidSpec("--granularity", "granularity", "granularity applies to --mode split only")
     parsed = tuple(p if isinstance(p, Pin) else parse_pin(p, refined) for p in pins)
-    return Instance(refined, fleet, workload, mode, parsed, base_model=model, require=tuple(require))
+    return Instance(refined, fleet, workload, mode, parsed, base_model=model, require=tuple(require),
+                    layout=Layout(1, False, reserve))
+
+
+def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: int = 1, ep: bool = False,
+                   reserve: Reserve | None = None, mode: str = "contiguous", pins=(),
+                   refined: LayerGraph | None = None, require=()) -> Instance:
+    """The instance whose devices are groups of ``tp`` devices of one node of ``fleet`` and whose
+    nodes are one rank's share of ``model``'s layers (see the module docstring).
+
+    Raises :class:`InvalidSpec` (field ``--tp``) when the model's dimensions refuse the degree, in
+    split mode, or when no node has ``tp`` devices.
+    """
+    if tp < 1:
+        raise InvalidSpec("--tp", "tp", f"a degree is a positive integer, got {tp}")
+    if mode == "split" and tp > 1:
+        raise InvalidSpec("--tp", "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
+                                        "or free mode")
+    why = model_refusal(model, tp, ep)
+    if why is not None:
+        raise InvalidSpec("--tp", "tp", f"{model.name} cannot run at tp {tp}: {why}")
+    derived, members = group_fleet(fleet, tp)
+    sharded = shard_model(model, workload, tp, ep)
+    plain = make_instance(sharded, derived, workload, mode=mode)
+    of = {m: ids[0] for ids in members for m in ids}
+    known = {d.id: d for d in fleet.devices}
+    translated = []
+    for p in pins:
+        pin = p if isinstance(p, Pin) else parse_pin(p, refined or plain.model)
+        if pin.device is not None:
+            dev = known.get(pin.device)
+            if dev is None:
+                raise InvalidSpec("--pin", "device", f"unknown device {pin.device!r}")
+            if not dev.available:
+                raise InvalidSpec("--pin", "device", f"unavailable device {pin.device!r}")
+            if pin.device not in of:
+                raise InvalidSpec("--pin", "device", f"device {pin.device} is in no group of {tp} (its node has "
+                                                     f"{node_sizes(fleet)[dev.rack]} available devices)")
+            pin = Pin(pin.nodes, of[pin.device])
+        translated.append(pin)
+    layout = Layout(tp=tp, ep=ep, reserve=reserve, groups=members, base_fleet=fleet)
+    return Instance(plain.model, derived, workload, mode, tuple(translated), base_model=model,
+                    require=tuple(require), layout=layout)

@@ -39,7 +39,8 @@ __all__ = [
     "expert_groups_of",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READS_VERSIONS = (1, 2)   # version 1: no groups (one device per stage) and no reserve
 _STATUSES = ("optimal", "feasible", "infeasible", "unknown", "heuristic")
 _WORKLOAD_REQUIRED = ("context_tokens", "concurrency", "weight_bits", "kv_bits", "state_bits", "micro_batch")
 
@@ -81,9 +82,13 @@ def build_mapping(instance, result) -> dict:
     """The stage-mapping document of ``result`` (a placement of ``instance``), in DESIGN.md's format.
 
     Stages are the used devices in order of first visit (pipeline order for contiguous and split
-    placements); each states its exact bytes under the instance's workload: weights, KV reserve
-    (concurrency x KV bytes per request), recurrent state (concurrency x state bytes per request),
-    activation buffers and what is left free. ``max_concurrency`` is the largest number of live
+    placements); each names its group when ``tp`` > 1 (the ``tp`` devices of one node that run it,
+    the first being the stage's ``device``, and the expert-parallel degree ``ep``: ``tp`` when
+    experts are spread whole, else 1; without a
+    group the stage runs on its ``device`` alone) and states the exact bytes
+    of each rank under the instance's workload: weights, KV reserve (concurrency x KV bytes per
+    request), recurrent state (concurrency x state bytes per request), activation buffers, the
+    runtime reserve and what is left free. ``max_concurrency`` is the largest number of live
     requests the stage holds (``null``: unbounded, the stage keeps no per-request memory; ``-1``:
     its weights alone overflow). Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
     """
@@ -116,11 +121,17 @@ def build_mapping(instance, result) -> dict:
         if k + 1 < len(order):
             e = order[k + 1]
             nxt = instance.hop_us(d, e)
-        stages.append(dict(
-            index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes],
-            bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act,
-                       free=dev.memory_bytes - weights - kv - state - act),
-            max_concurrency=instance.max_concurrency(nodes, d), next_hop_latency_us=_finite(nxt)))
+        reserve = instance.reserve_bytes[d]
+        stage = dict(index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes])
+        if instance.tp > 1 or instance.ep:
+            # a group of one (the stage's device alone) is left implicit
+            stage["group"] = dict(devices=list(instance.members(d)), tp=instance.tp,
+                                  ep=instance.tp if instance.ep else 1)
+        stage.update(
+            bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
+                       free=dev.memory_bytes - weights - kv - state - act - reserve),
+            max_concurrency=instance.max_concurrency(nodes, d), next_hop_latency_us=_finite(nxt))
+        stages.append(stage)
 
     # Counted from the assignment when the method left a figure out.
     hops, lat = 0, 0.0
@@ -148,10 +159,13 @@ def build_mapping(instance, result) -> dict:
                          racks=_racks(fleet)),
         "workload": wl.to_dict(),
         "mode": instance.mode,
+        "parallel": dict(tp=instance.tp, ep=instance.tp if instance.ep else 1,
+                         reserve=None if instance.layout is None or instance.layout.reserve is None
+                         else instance.layout.reserve.to_dict()),
         "stages": stages,
         "route": [devices[d].id for d in assignment],
         "summary": dict(
-            devices_used=pick(result.devices_used, len(order)),
+            devices_used=len(order) * instance.tp,   # every stage's group counts tp devices
             hops=pick(result.hops, hops),
             hop_latency_us=_finite(pick(result.hop_latency_us, lat)),
             concurrency_ceiling=ceiling,
@@ -172,7 +186,8 @@ def build_mapping(instance, result) -> dict:
 
 # ----------------------------------------------------------------------------- schema
 def mapping_schema() -> dict:
-    """JSON Schema (draft 2020-12) of a stage mapping, ``schema_version`` 1."""
+    """JSON Schema (draft 2020-12) of a stage mapping, ``schema_version`` 2 (1 still reads: no
+    ``parallel``, stage ``group`` or ``bytes.reserve``)."""
     count = {"type": "integer", "minimum": 0}
     opt_count = {"type": ["integer", "null"], "minimum": 0}
     concurrency = {"type": ["integer", "null"], "minimum": -1,
@@ -185,13 +200,28 @@ def mapping_schema() -> dict:
     bits = {"type": "integer", "minimum": 1, "maximum": 64}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "urn:placer:stage-mapping:1",
+        "$id": "urn:placer:stage-mapping:2",
         "title": "placer stage mapping",
         "description": "Where each layer of a model sits on a fleet, stage by stage, with exact bytes.",
         "type": "object",
         "required": ["schema_version", "model", "hardware", "workload", "mode", "stages", "route", "summary"],
         "properties": {
-            "schema_version": {"const": SCHEMA_VERSION},
+            "schema_version": {"enum": list(READS_VERSIONS)},
+            "parallel": {
+                "type": "object", "required": ["tp", "ep"], "additionalProperties": False,
+                "properties": {
+                    "tp": {"type": "integer", "minimum": 1, "maximum": 100000},
+                    "ep": {"type": "integer", "minimum": 1, "maximum": 100000,
+                           "description": "expert-parallel degree: tp when experts are spread whole, else 1"},
+                    "reserve": {
+                        "type": ["object", "null"], "required": ["fraction", "bytes"],
+                        "additionalProperties": False,
+                        "description": "the --reserve override; null: each device type's own",
+                        "properties": {"fraction": {"type": "string", "pattern": r"^[0-9./]+$"},
+                                       "bytes": count},
+                    },
+                },
+            },
             "model": {
                 "type": "object", "required": ["name", "sha256"],
                 "properties": {
@@ -231,11 +261,19 @@ def mapping_schema() -> dict:
                     "properties": {
                         "index": count, "device": name, "rack": count,
                         "layers": {"type": "array", "items": name},
+                        "group": {
+                            "type": "object", "required": ["devices", "tp", "ep"], "additionalProperties": False,
+                            "description": "the devices of one node that run the stage; bytes are per device",
+                            "properties": {"devices": {"type": "array", "minItems": 1, "items": name},
+                                           "tp": {"type": "integer", "minimum": 1},
+                                           "ep": {"type": "integer", "minimum": 1}},
+                        },
                         "bytes": {
                             "type": "object", "additionalProperties": False,
                             "required": ["weights", "kv_reserve", "state", "activations", "free"],
                             "properties": {"weights": count, "kv_reserve": count, "state": count,
-                                           "activations": count, "free": {"type": "integer"}},
+                                           "activations": count, "reserve": count,
+                                           "free": {"type": "integer"}},
                         },
                         "max_concurrency": concurrency,
                         "next_hop_latency_us": {"type": ["number", "null"], "minimum": 0},
@@ -293,10 +331,10 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
     if not isinstance(doc, dict):
         raise InvalidSpec(source, "/", f"a mapping is a JSON object, got {type(doc).__name__}")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION and isinstance(version, int) and not isinstance(version, bool):
+    if version not in READS_VERSIONS and isinstance(version, int) and not isinstance(version, bool):
         raise InvalidSpec(source, "/schema_version",
                           f"written by a different placer version (schema_version {version}; "
-                          f"this placer reads {SCHEMA_VERSION})")
+                          f"this placer reads {' and '.join(map(str, READS_VERSIONS))})")
     error = best_match(_validator().iter_errors(doc))
     if error is None:
         return doc
@@ -448,7 +486,13 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
         if unknown:
             raise InvalidSpec("<mapping>", f"/pins/{k}/layers", f"unknown node {unknown[0]!r} in {m.name}")
         pins.append(Pin(tuple(names[n] for n in p["layers"]), p["device"]))
+    par = doc.get("parallel") or {}
+    reserve = par.get("reserve")
+    if doc.get("schema_version", SCHEMA_VERSION) == 1:
+        reserve = {"fraction": "0", "bytes": 0}     # written before reserves existed
+    from .reserve import Reserve
     inst = make_instance(m, fleet, wl, mode=doc["mode"],
                          granularity=granularity if doc["mode"] == "split" else "layer",
-                         pins=tuple(pins), expert_groups=groups)
+                         pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
+                         reserve=None if reserve is None else Reserve.from_dict(reserve))
     return m, fleet, wl, inst

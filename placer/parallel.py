@@ -51,6 +51,7 @@ __all__ = [
     "kv_bytes_per_token_per_rank",
     "kv_bytes_per_request_per_rank",
     "state_bytes_per_request_per_rank",
+    "experts_per_rank",
     "shard_layer",
     "shard_model",
 ]
@@ -354,20 +355,46 @@ def state_bytes_per_request_per_rank(layer: Layer, hidden: int, wl: Workload, tp
 
 
 # ----------------------------------------------------------------------------- the reduction's model
+def experts_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> tuple[int, int, int]:
+    """(routed experts on the heaviest rank, parameters of one of them there, experts a token uses
+    there) of an MoE layer: tensor-split, every expert at 1/g of its width and all k per token;
+    with ``ep``, ``ceil(E / g)`` whole experts and ``k / g`` per token on average (at least 1)."""
+    d = dict(layer.ffn_dims)
+    e, k, i = d["num_experts"], d["experts_per_token"], d["moe_intermediate_size"]
+    bias = d.get("expert_bias")
+    if ep:
+        return _ceil(e, tp), 3 * hidden * i + (2 * i + hidden if bias else 0), max(1, round(k / tp))
+    ir = i // tp
+    return e, 3 * hidden * ir + (2 * ir + hidden if bias else 0), k
+
+
 def shard_layer(layer: Layer, hidden: int, wl: Workload, tp: int, ep: bool = False) -> Layer:
     """``layer`` as one rank of a degree-``tp`` group holds it: its per-rank bytes as fixed sizes.
 
-    ``tp = 1`` returns ``layer`` itself. Parameters become the rank's share (``active_params`` an
-    even share of the layer's, for compute estimates).
+    ``tp = 1`` returns ``layer`` itself. Parameters, cache and state elements become the rank's
+    share; ``active_params`` what a token reads on the rank (MoE: the rank's always-resident part
+    plus its experts per token, :func:`experts_per_rank`), for the simulator's cost model.
     """
     if tp == 1:
         return layer
+    params = params_per_rank(layer, hidden, tp, ep)
+    state, conv = state_elements_per_rank(layer, hidden, tp)
+    extra: dict = {}
+    if layer.kind == "embedding":
+        active = layer.active_params                         # one row per token
+    elif layer.ffn_dims and dict(layer.ffn_dims)["type"] == "moe":
+        n, one, k = experts_per_rank(layer, hidden, tp, ep)
+        active = params - n * one + k * one
+        extra = dict(num_experts=n, expert_params=one, shared_params=params - n * one)
+    else:
+        active = params
     return replace(
-        layer, params_mixer=0, params_ffn=0, params_other=params_per_rank(layer, hidden, tp, ep),
-        active_params=_ceil(layer.active_params, tp),
+        layer, params_mixer=0, params_ffn=0, params_other=params, active_params=active,
         weight_bytes_fixed=weight_bytes_per_rank(layer, hidden, wl, tp, ep),
+        kv_elements_per_token=kv_elements_per_rank(layer, hidden, tp),
         kv_bytes_per_token_fixed=kv_bytes_per_token_per_rank(layer, hidden, wl, tp),
-        state_bytes_per_request_fixed=state_bytes_per_request_per_rank(layer, hidden, wl, tp))
+        state_elements_per_request=state, conv_state_elements_per_request=conv,
+        state_bytes_per_request_fixed=state_bytes_per_request_per_rank(layer, hidden, wl, tp), **extra)
 
 
 def shard_model(model: LayerGraph, wl: Workload, tp: int, ep: bool = False) -> LayerGraph:

@@ -1,7 +1,10 @@
 """Independent check of a stage mapping against the specs it names.
 
 Nothing here comes from the placement methods: every byte is recomputed from the model, hardware
-and workload with :mod:`placer.memory`, links and paths are read from the fleet graph, and every
+and workload with :mod:`placer.memory` (per device of a tensor-parallel group with
+:mod:`placer.parallel`, from the unsharded model, never from the solver's derived instance), the
+runtime reserve from the recorded ``--reserve`` or the device type's, links and paths are read
+from the fleet graph (a group reaches another through its members' direct links), and every
 violation is reported (not just the first) as a :class:`Violation` with a ``kind`` from
 :data:`KINDS` and a message a user can act on.
 """
@@ -15,8 +18,10 @@ from dataclasses import asdict, dataclass
 import networkx as nx
 
 from . import memory
+from . import parallel as par
 from .mapping import check_mapping, specs_from_mapping
 from .refine import parse_granularity, refine
+from .reserve import NO_RESERVE, Reserve
 from .units import format_bytes
 
 __all__ = ["Violation", "KINDS", "validate_mapping", "validate_file"]
@@ -44,6 +49,7 @@ KINDS = {
     "summary_mismatch": "the summary (devices, hops, hop latency, bound) does not match the stages",
     "proof_mismatch": "proven_optimal is true while the status is not optimal",
     "pin_violated": "a recorded pin is not honoured",
+    "group_mismatch": "a stage's group is not tp available devices of its node, or the model refuses the degree",
 }
 
 _TOL_US = 1e-6
@@ -69,6 +75,10 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= _TOL_US * max(1.0, abs(b))
 
 
+def _fmt_bytes(b) -> str:
+    return "nothing" if b is None else f"{b:,}"
+
+
 def _fmt_conc(c) -> str:
     return "unbounded" if c is None else str(c)
 
@@ -92,6 +102,20 @@ class _Links:
     def direct(self, a: str, b: str) -> float | None:
         g = self.graph
         return g.edges[a, b]["latency_us"] if g.has_edge(a, b) else None
+
+    def group_direct(self, ga, gb) -> float | None:
+        """Lowest latency of a direct link between a member of ``ga`` and one of ``gb``."""
+        best = None
+        for a in ga:
+            for b in gb:
+                d = self.direct(a, b) if a in self.graph and b in self.graph else None
+                if d is not None and (best is None or d < best):
+                    best = d
+        return best
+
+    def group_hop(self, ga, gb) -> float:
+        d = self.group_direct(ga, gb)
+        return float(d) if d is not None else self.hop(ga[0], gb[0])
 
     def hop(self, a: str, b: str) -> float:
         d = self.direct(a, b)
@@ -151,6 +175,26 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     index_of = {x.name: i for i, x in enumerate(nodes)}
     n = len(nodes)
 
+    # --- parallel layout: groups, degree, reserve
+    version = doc["schema_version"]
+    layout = doc.get("parallel") or {"tp": 1, "ep": 1, "reserve": None}
+    tp, ep_degree = layout["tp"], layout["ep"]
+    ep = ep_degree > 1
+    if ep_degree not in (1, tp):
+        report("group_mismatch", f"expert-parallel degree {ep_degree} in a plan of tp {tp}: experts are spread "
+                                 f"over a stage's group (ep = tp) or tensor-split (ep = 1)")
+    if version == 1:
+        override = NO_RESERVE           # written before reserves existed
+    else:
+        override = None if layout.get("reserve") is None else Reserve.from_dict(layout["reserve"])
+    hidden = graph.hidden_size
+    refused = par.model_refusal(graph, tp, ep) if tp > 1 else None
+    if refused is not None:
+        report("group_mismatch", f"{graph.name} cannot run at tp {tp}: {refused}")
+
+    def group_of(st) -> list[str]:
+        return list(st["group"]["devices"]) if "group" in st else [st["device"]]
+
     # --- stages: devices and nodes
     stages = doc["stages"]
     for k, st in enumerate(stages):
@@ -159,18 +203,33 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
                                   f"0..{len(stages) - 1}")
     by_id = fl.by_id
     links = _Links(fl)
-    uses = Counter(st["device"] for st in stages)
+    uses = Counter(m for st in stages for m in dict.fromkeys(group_of(st)))
     for dev, count in uses.items():
         if count > 1:
-            where = [st["index"] for st in stages if st["device"] == dev]
+            where = [st["index"] for st in stages if dev in group_of(st)]
             report("device_reused", f"device {dev} is used by {count} stages ({', '.join(map(str, where))})")
     holders: dict[int, list[int]] = {}
     for k, st in enumerate(stages):
-        dev = by_id.get(st["device"])
-        if dev is None:
-            report("unknown_device", f"stage {k}: device {st['device']!r} is not in {fl.name}")
-        elif not dev.available:
-            report("unavailable_device", f"stage {k}: device {st['device']} is marked unavailable in {fl.name}")
+        members = group_of(st)
+        g = st.get("group", {"tp": 1, "ep": 1})
+        if members[0] != st["device"]:
+            report("group_mismatch", f"stage {k}: the group's first device is {members[0]}, the stage names "
+                                     f"{st['device']}")
+        if g["tp"] != tp or g.get("ep", 1) != ep_degree or len(set(members)) != tp or len(members) != tp:
+            report("group_mismatch", f"stage {k}: a group of {len(members)} device(s) (tp {g['tp']}, ep "
+                                     f"{g.get('ep', 1)}) in a plan of tp {tp}, ep {ep_degree}")
+        for m in members:
+            dev = by_id.get(m)
+            if dev is None:
+                report("unknown_device", f"stage {k}: device {m!r} is not in {fl.name}")
+            elif not dev.available:
+                report("unavailable_device", f"stage {k}: device {m} is marked unavailable in {fl.name}")
+            elif m != members[0] and members[0] in by_id and dev.rack != by_id[members[0]].rack:
+                report("group_mismatch", f"stage {k}: device {m} is in rack {dev.rack}, not the node of "
+                                         f"{members[0]} (rack {by_id[members[0]].rack})")
+        kinds = {by_id[m].type.name for m in members if m in by_id}
+        if len(kinds) > 1:
+            report("group_mismatch", f"stage {k}: its group mixes device types {', '.join(sorted(kinds))}")
         if not st["layers"]:
             report("empty_stage", f"stage {k} ({st['device']}) holds no node")
         for name in st["layers"]:
@@ -189,34 +248,49 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
                                        f"{', '.join(map(str, held))})")
     stage_of = {i: held[0] for i, held in holders.items() if len(held) == 1}
 
-    # --- bytes, capacity and concurrency per stage
+    # --- bytes per device, capacity and concurrency per stage
+    def rank_bytes(i: int) -> tuple[int, int, int]:
+        x = nodes[i]
+        if tp == 1 or refused is not None:
+            return (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
+                    memory.state_bytes_per_request(x, wl))
+        return (par.weight_bytes_per_rank(x, hidden, wl, tp, ep),
+                par.kv_bytes_per_request_per_rank(x, hidden, wl, tp),
+                par.state_bytes_per_request_per_rank(x, hidden, wl, tp))
+
+    per_node = {i: rank_bytes(i) for i in range(n)}
     c = wl.concurrency
     act = memory.activation_buffer_bytes(nodes, wl)
     ceilings = []
     for k, st in enumerate(stages):
         dev = by_id.get(st["device"])
         mine = sorted({index_of[x] for x in st["layers"] if x in index_of})
-        weights = sum(memory.weight_bytes(nodes[i], wl) for i in mine)
-        kv_req = sum(memory.kv_bytes_per_request(nodes[i], wl) for i in mine)
-        state_req = sum(memory.state_bytes_per_request(nodes[i], wl) for i in mine)
+        weights = sum(per_node[i][0] for i in mine)
+        kv_req = sum(per_node[i][1] for i in mine)
+        state_req = sum(per_node[i][2] for i in mine)
         if dev is None:
             continue
         mem = dev.memory_bytes
+        reserve = (override or dev.type.reserve).of(mem)
         kv, state = c * kv_req, c * state_req
         total = weights + kv + state + act
         if dev.rack != st["rack"]:
             report("stage_mismatch", f"stage {k}: device {dev.id} is in rack {dev.rack}, the stage says {st['rack']}")
-        if total > mem:
+        each = " on each of its devices" if tp > 1 else ""
+        if total + reserve > mem:
+            over = total + reserve - mem
             report("over_capacity",
-                   f"stage {k} ({dev.id}) is over capacity by {total - mem:,} B ({format_bytes(total - mem)}): "
-                   f"weights {weights:,} + KV {kv:,} + state {state:,} + activations {act:,} = {total:,} B "
-                   f"> memory {mem:,} B")
-        expect = dict(weights=weights, kv_reserve=kv, state=state, activations=act, free=mem - total)
-        wrong = [f"{f} states {st['bytes'][f]:,}, recomputed {v:,}" for f, v in expect.items()
-                 if st["bytes"][f] != v]
+                   f"stage {k} ({dev.id}) is over capacity{each} by {over:,} B ({format_bytes(over)}): "
+                   f"weights {weights:,} + KV {kv:,} + state {state:,} + activations {act:,}"
+                   + (f" + reserve {reserve:,}" if reserve else "") + f" = {total + reserve:,} B > memory {mem:,} B")
+        expect = dict(weights=weights, kv_reserve=kv, state=state, activations=act, free=mem - total - reserve)
+        if "reserve" in st["bytes"] or version > 1:
+            expect["reserve"] = reserve
+        wrong = [f"{f} states {_fmt_bytes(st['bytes'].get(f))}, recomputed {v:,}" for f, v in expect.items()
+                 if st["bytes"].get(f) != v]
         if wrong:
             report("bytes_mismatch", f"stage {k} ({dev.id}): " + "; ".join(wrong))
-        room = mem - act - weights
+        room = mem - reserve - act - weights
         per = kv_req + state_req
         holds = -1 if room < 0 else (None if per == 0 else room // per)
         ceilings.append(holds)
@@ -226,9 +300,10 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         # latency of the link to the next stage
         if k + 1 < len(stages):
             nxt = by_id.get(stages[k + 1]["device"])
+            mine_g, next_g = group_of(st), group_of(stages[k + 1])
             if nxt is not None and dev.available and nxt.available:
-                want = links.hop(dev.id, nxt.id)
-                if mode != "free" and links.direct(dev.id, nxt.id) is None and dev.id != nxt.id:
+                want = links.group_hop(mine_g, next_g)
+                if mode != "free" and links.group_direct(mine_g, next_g) is None and dev.id != nxt.id:
                     report("no_link", f"stages {k} ({dev.id}) and {k + 1} ({nxt.id}) are consecutive but "
                                       f"have no direct link")
                 got = st["next_hop_latency_us"]
@@ -245,9 +320,11 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         dev = by_id.get(dev_id)
         if count < 2 or dev is None:
             continue
-        mine = sorted({index_of[x] for st in stages if st["device"] == dev_id for x in st["layers"] if x in index_of})
-        total = (sum(memory.weight_bytes(nodes[i], wl) for i in mine) + act
-                 + c * sum(memory.request_bytes(nodes[i], wl) for i in mine))
+        mine = sorted({index_of[x] for st in stages if dev_id in group_of(st) for x in st["layers"]
+                       if x in index_of})
+        reserve = (override or dev.type.reserve).of(dev.memory_bytes)
+        total = (sum(per_node[i][0] for i in mine) + act + reserve
+                 + c * sum(per_node[i][1] + per_node[i][2] for i in mine))
         if total > dev.memory_bytes:
             report("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: {total:,} B "
                                     f"> memory {dev.memory_bytes:,} B (over by {total - dev.memory_bytes:,} B)")
@@ -294,7 +371,7 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         report("route_mismatch", f"the route disagrees with the stages at {len(bad)} node(s): {shown}{more}")
 
     # --- summary against the stages
-    used = len({st["device"] for st in stages if st["layers"]})
+    used = len({m for st in stages if st["layers"] for m in group_of(st)})
     if summary["devices_used"] != used:
         report("summary_mismatch", f"summary states devices_used {summary['devices_used']}, the stages use {used}")
     lb = summary["lower_bound_devices"]
@@ -302,6 +379,7 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         report("summary_mismatch", f"summary states a lower bound of {lb} devices, yet the stages use only {used}")
     if len(stage_of) == n:
         devs = [stages[stage_of[i]]["device"] for i in range(n)]
+        groups = {st["device"]: group_of(st) for st in stages}
         hops, lat = 0, 0.0
         known = all(d in by_id and by_id[d].available for d in devs)
         for u, v in graph.edges:
@@ -309,7 +387,7 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
             if a != b:
                 hops += 1
                 if known:
-                    step = links.hop(a, b)
+                    step = links.group_hop(groups[a], groups[b])
                     if math.isinf(step) and mode == "free":
                         report("no_link", f"{nodes[u].name} on {a} and {nodes[v].name} on {b}: no path "
                                           f"joins the two devices")
@@ -327,7 +405,8 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     for p_i, pin in enumerate(doc.get("pins", [])):
         placed = [stages[stage_of[index_of[x]]]["device"] for x in pin["layers"]
                   if x in index_of and index_of[x] in stage_of]
-        if pin["device"] is not None and any(d != pin["device"] for d in placed):
+        holding = {st["device"]: group_of(st) for st in stages}
+        if pin["device"] is not None and any(pin["device"] not in holding.get(d, [d]) for d in placed):
             report("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must be on {pin['device']}, "
                                    f"found on {', '.join(sorted(set(placed)))}")
         elif pin["device"] is None and len(set(placed)) > 1:

@@ -38,9 +38,11 @@ def test_stage_bytes_computed_by_hand(contiguous):
     assert [s["device"] for s in doc["stages"]] == ["r0w0", "r0w1", "r0w2"]
     assert s0["layers"] == ["embedding", "layers.0", "layers.1"]
     # weights 160 + 1000 + 1000; KV 2 requests x 200 B (layers.1); state 2 x 50 B (layers.0); buffers 32
-    assert s0["bytes"] == dict(weights=2160, kv_reserve=400, state=100, activations=32, free=3000 - 2692)
-    assert s1["bytes"] == dict(weights=2000, kv_reserve=400, state=100, activations=32, free=468)
-    assert s2["bytes"] == dict(weights=2176, kv_reserve=400, state=100, activations=32, free=292)
+    assert s0["bytes"] == dict(weights=2160, kv_reserve=400, state=100, activations=32, reserve=0,
+                               free=3000 - 2692)
+    assert "group" not in s0          # a group of one is the stage's device alone
+    assert s1["bytes"] == dict(weights=2000, kv_reserve=400, state=100, activations=32, reserve=0, free=468)
+    assert s2["bytes"] == dict(weights=2176, kv_reserve=400, state=100, activations=32, reserve=0, free=292)
     # (3000 - 32 - weights) // (200 + 50) per stage
     assert [s["max_concurrency"] for s in doc["stages"]] == [808 // 250, 968 // 250, 792 // 250]
     assert [s["next_hop_latency_us"] for s in doc["stages"]] == [2.0, 2.0, None]
@@ -52,7 +54,8 @@ def test_stage_bytes_computed_by_hand(contiguous):
 
 def test_identity_and_workload(contiguous, tmp_path):
     _, doc = contiguous
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
+    assert doc["parallel"] == dict(tp=1, ep=1, reserve=None)
     assert doc["model"]["name"] == "toy-hybrid" and doc["model"]["granularity"] == "layer"
     assert doc["model"]["source"] == str(tmp_path / "toy.yaml")
     assert len(doc["model"]["sha256"]) == 64
@@ -183,13 +186,13 @@ def test_schema_errors_name_the_json_pointer(contiguous, tmp_path, edit, pointer
 
 def test_other_schema_version_gets_a_clear_message(contiguous):
     _, doc = contiguous
-    doc["schema_version"] = 2
+    doc["schema_version"] = 3
     doc["stages"] = "whatever a later version writes"
     with pytest.raises(InvalidSpec) as err:
         check_mapping(doc, "old.json")
     assert err.value.field == "/schema_version"
-    assert err.value.message == ("written by a different placer version (schema_version 2; "
-                                 "this placer reads 1)")
+    assert err.value.message == ("written by a different placer version (schema_version 3; "
+                                 "this placer reads 1 and 2)")
 
 
 @pytest.mark.parametrize("content, words", [

@@ -109,7 +109,7 @@ def _swap_route(d):
 
 def _empty_stage(d):
     d["stages"].append(dict(index=3, device="r1w0", rack=1, layers=[],
-                            bytes=dict(weights=0, kv_reserve=0, state=0, activations=32, free=2968),
+                            bytes=dict(weights=0, kv_reserve=0, state=0, activations=32, reserve=0, free=2968),
                             max_concurrency=None, next_hop_latency_us=None))
 
 
@@ -128,6 +128,8 @@ BROKEN = [
     ("stage_mismatch latency", _set(("stages", 0, "next_hop_latency_us"), 3.0), {"stage_mismatch"},
      "next_hop_latency_us states 3.0"),
     ("stage_order", _set(("stages", 1, "index"), 5), {"stage_order"}, "numbered 5"),
+    ("group_mismatch", _set(("stages", 1, "group"), dict(devices=["r0w1"], tp=2, ep=1)), {"group_mismatch"},
+     "a group of 1 device(s) (tp 2, ep 1) in a plan of tp 1, ep 1"),
     ("empty_stage", _empty_stage, {"empty_stage", "stage_mismatch", "no_link"}, "stage 3 (r1w0) holds no node"),
     ("concurrency_overstated stage", _set(("stages", 1, "max_concurrency"), 4), {"concurrency_overstated"},
      "states max_concurrency 4 but holds 3"),

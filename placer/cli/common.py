@@ -17,7 +17,8 @@ from ..workload import Workload, workload_for
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
-           "Progress", "quiet_option", "stderr_is_terminal"]
+           "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
+           "reserve_text"]
 
 
 class _Tokens(click.ParamType):
@@ -132,6 +133,50 @@ def renamed(new_flag: str, new_value, old_value, default=None):
         warn(f"--workers: workers: deprecated; say {new_flag} {old_value}")
         return old_value
     return default if new_value is None else new_value
+def parallel_options(f):
+    """--tp --ep --reserve: stages as groups of devices of one node, and the runtime's reserve."""
+    opts = [
+        click.option("--tp", "tp", default=None, metavar="LIST",
+                     help="Tensor-parallel degrees to try, e.g. 1,2,4,8 (devices per stage, one node; "
+                          "uniform across stages). Default: the divisors of the node size the model's "
+                          "heads allow (1 on wafer fleets)."),
+        click.option("--ep", is_flag=True, help="Expert parallelism: experts spread whole across a stage's "
+                                                "devices (default: every expert tensor-split)."),
+        click.option("--reserve", default=None, metavar="R",
+                     help="Memory held back on every device for the runtime: a fraction (0.1), bytes "
+                          "(8 GB) or both (0.1+3.5GB). Default: the hardware spec's (GPUs: vLLM's share)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def parse_degrees(text) -> list[int] | None:
+    """``--tp`` as a list of degrees (None: the default)."""
+    from ..units import parse_int_list
+
+    if text is None or str(text).strip() in ("", "auto"):
+        return None
+    try:
+        values = parse_int_list(text)
+    except ValueError as exc:
+        raise InvalidSpec("--tp", "tp", str(exc)) from None
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise InvalidSpec("--tp", "tp", f"a degree is a positive integer, got {bad[0]}")
+    return values
+
+
+def reserve_of(text):
+    """``--reserve`` as a :class:`placer.reserve.Reserve` (None: the hardware spec's)."""
+    from ..reserve import parse_reserve
+
+    if text is None:
+        return None
+    try:
+        return parse_reserve(text)
+    except ValueError as exc:
+        raise InvalidSpec("--reserve", "reserve", str(exc)) from None
 
 
 def hardware_option(required: bool = False):
@@ -179,8 +224,25 @@ def workload_doc(wl: Workload) -> dict:
     return wl.to_dict()
 
 
-def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurrency: str | None = None) -> str:
-    """The workload in one line of human output: context, concurrency, every precision, reserve.
+def reserve_text(fleet=None, reserve=None) -> str:
+    """The runtime reserve as one phrase: ``--reserve``'s, else each device type's on ``fleet``."""
+    if reserve is not None:
+        return f"{reserve.describe()} per device (--reserve)"
+    if fleet is None:
+        return "as the hardware spec says"
+    from ..units import format_bytes
+
+    types = list(fleet.device_types.values())
+    if all(t.reserve.is_zero for t in types):
+        return "none"
+    return ", ".join(f"{t.name} {format_bytes(t.reserve_bytes)} ({t.reserve.describe()})" for t in types) \
+        + " per device"
+
+
+def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurrency: str | None = None,
+                  fleet=None, reserve=None) -> str:
+    """The workload in one line of human output: context, concurrency, every precision, reserve
+    (:func:`reserve_text` of ``fleet`` and a ``--reserve`` override).
 
     ``per_row`` names the fields a grid varies (``context``, ``concurrency``, ``weight_bits``,
     ``kv_bits``), printed as "per row"; ``concurrency`` replaces the concurrency text."""
@@ -197,7 +259,7 @@ def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurr
             f"weights {field('weight_bits', f'{wl.weight_bits}-bit')}{group}, "
             f"KV {field('kv_bits', f'{wl.kv_bits}-bit')}, "
             f"state {wl.state_bits}-bit (conv {wl.conv_state_bits}-bit), activations {wl.activation_bits}-bit, "
-            f"micro-batch {wl.micro_batch}; runtime reserve none")
+            f"micro-batch {wl.micro_batch}; runtime reserve {reserve_text(fleet, reserve)}")
 
 
 def echo_json(doc) -> None:

@@ -5,7 +5,7 @@ import click
 from ..algorithms import PLACING_METHODS
 from ..algorithms.deadline import Deadline, interrupted
 from ..algorithms.registry import DEFAULT_OBJECTIVE, parse_objective
-from ..compare import node_ranges, solve
+from ..compare import node_ranges, solve_degrees
 from ..errors import InvalidSpec
 from ..instance import MODES, REQUIREMENTS
 from ..units import format_bytes, format_duration_us
@@ -15,8 +15,11 @@ from .common import (
     hardware_option,
     load_inputs,
     output_file,
+    parallel_options,
+    parse_degrees,
     quiet_option,
     renamed,
+    reserve_of,
     threads_option,
     workload_doc,
     workload_options,
@@ -63,6 +66,29 @@ def progress_line(info) -> str:
     return f"cpsat, {level} level: " + ", ".join(parts)
 
 
+def group_label(devices) -> str:
+    """``r0g0-7`` for the devices r0g0..r0g7 of one node, the single id for a group of one."""
+    if len(devices) == 1:
+        return devices[0]
+    first, last = devices[0], devices[-1]
+    head = first.rstrip("0123456789")
+    return f"{first}-{last[len(head):]}" if last.startswith(head) else f"{first}+{len(devices) - 1}"
+
+
+def degree_line(tp: int, solved) -> str:
+    """One line per degree tried: devices, stages, concurrency ceiling, hop latency, proof."""
+    from ..compare import devices_proven
+
+    r = solved.result
+    if not r.feasible:
+        return f"  tp {tp}: {r.status}: {r.message or 'no placement found'}"
+    stages = r.stats.get("groups_used", r.devices_used)
+    proof = "proven" if r.proven_optimal else ("devices proven" if devices_proven(r) else "not proven")
+    return (f"  tp {tp}: {r.devices_used} devices ({stages} stages of {tp}), concurrency ceiling "
+            f"{_fmt(r.concurrency_ceiling)}, hop latency {format_duration_us(r.hop_latency_us)}, {proof}, "
+            f"{format_duration_us(r.seconds * 1e6)}")
+
+
 def print_progress(info) -> None:
     """Each solver report as one line on stderr (see :func:`progress_line`)."""
     click.echo(progress_line(info), err=True)
@@ -78,8 +104,10 @@ def print_progress(info) -> None:
 @click.option("--pin", "pins", multiple=True, metavar="SPEC",
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
+@parallel_options
 @click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="Time limit in seconds for the whole solve (bounds, search, the explanation).")
+              help="Time limit in seconds for the whole solve (bounds, search, the explanation; every "
+                   "tensor-parallel degree).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
 @click.option("-o", "--output", type=output_file, default=None,
@@ -101,8 +129,12 @@ def print_progress(info) -> None:
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
-                  **kw):
+                  tp, ep, reserve, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
+
+    On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
+    solved and the plan with the fewest devices (then the highest concurrency ceiling, then the
+    least hop latency) is kept.
 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
     with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
@@ -115,6 +147,9 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         speed = objective or "devices"
         if speed not in ("devices", "mw", "tokens-per-mw"):
             raise InvalidSpec("--objective", "objective", "with a speed floor: devices, mw or tokens-per-mw")
+        if tp is not None or ep or reserve is not None:
+            raise InvalidSpec("--tp", "tp", "a speed floor plans pure pipelines with the hardware's reserve; "
+                                            "--tp, --ep and --reserve cannot be combined with it yet")
         return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
                                 min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed)
@@ -126,8 +161,16 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         except ValueError as exc:
             raise InvalidSpec("--objective", "objective", str(exc)) from None
         opts["objective"] = objective or DEFAULT_OBJECTIVE
-    solved = solve(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins, require=require,
-                   **opts)
+    degrees = parse_degrees(tp)
+    if degrees is None and mode == "split":
+        degrees = [1]
+    lines: list[str] = []
+    search = solve_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve_of(reserve), mode=mode,
+                           granularity=granularity, method=method, pins=pins, require=require,
+                           on_degree=lambda g, s: lines.append(degree_line(g, s)), **opts)
+    for g, why in search.refused.items():
+        click.echo(f"tp {g} excluded: {why}", err=True)
+    solved = search.best
     inst, r, doc = solved.instance, solved.result, solved.mapping
     # Ctrl-C: the best placement so far is printed and written as usual, then exit 130
     done = 130 if r.interrupted or interrupted() else 0
@@ -141,7 +184,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         else:
             click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                        f"no placement")
-            click.echo(workload_text(wl))
+            click.echo(workload_text(wl, fleet=fleet, reserve=reserve_of(reserve)))
             if r.status == "infeasible":
                 # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
                 from ..explain import explain_infeasible
@@ -164,7 +207,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
-    click.echo(workload_text(wl))
+    click.echo(workload_text(wl, fleet=fleet, reserve=reserve_of(reserve)))
     proven = "proven" if sm["proven_optimal"] else "not proven"
     # with per-level figures below, a single device gap would read as "0% from optimal"
     gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"
@@ -178,6 +221,12 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                    f"{'proven' if level.proven else 'not proven'}")
     if r.stats.get("latency_proven") is False:
         click.echo("hop latency: best path found, not proven minimal")
+    if len(search.solved) > 1 or inst.tp > 1:
+        over = "proven over every degree" if search.devices_proven else "not proven over every degree"
+        click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''} "
+                   f"(of {', '.join(str(s.instance.tp) for s in search.solved)}; device count {over}):")
+        for line in lines:
+            click.echo(line)
     if show_stages:
         _print_stages(inst, doc)
     else:
@@ -199,18 +248,21 @@ def _level_value(name: str, value, missing: str = "-") -> str:
 
 
 def _print_stages(inst, doc) -> None:
-    click.echo(f"{'stage':>5} {'device':<8} {'rack':>4}  {'nodes':<28} {'weights':>10} {'KV':>10} "
-               f"{'state':>10} {'free':>10} {'max conc':>8} {'next hop':>9}")
+    click.echo(f"{'stage':>5} {'devices':<10} {'rack':>4}  {'nodes':<28} {'weights':>10} {'KV':>10} "
+               f"{'state':>10} {'reserve':>10} {'free':>10} {'max conc':>8} {'next hop':>9}")
     names = {x.name: i for i, x in enumerate(inst.nodes)}
     for s in doc["stages"]:
         b = s["bytes"]
         nodes = node_ranges(inst, [names[n] for n in s["layers"]])
         hop = s["next_hop_latency_us"]
-        click.echo(f"{s['index']:>5} {s['device']:<8} {s['rack']:>4}  {nodes:<28} "
+        click.echo(f"{s['index']:>5} {group_label(s.get('group', {}).get('devices', [s['device']])):<10} {s['rack']:>4}  {nodes:<28} "
                    f"{format_bytes(b['weights']):>10} "
                    f"{format_bytes(b['kv_reserve']):>10} {format_bytes(b['state']):>10} "
+                   f"{format_bytes(b['reserve']):>10} "
                    f"{format_bytes(b['free']):>10} {_fmt(s['max_concurrency']):>8} "
                    f"{format_duration_us(hop):>9}")
+    if inst.tp > 1:
+        click.echo(f"bytes per device: each of a stage's {inst.tp} devices holds these")
 
 
 def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limit, seed, workers, output, as_json,

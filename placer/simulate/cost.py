@@ -42,7 +42,7 @@ from ..errors import InvalidSpec
 from ..instance import Instance
 
 __all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
-           "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "compute_flops"]
+           "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "compute_flops", "group_collectives"]
 
 
 @dataclass(frozen=True)
@@ -323,5 +323,41 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
                            flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
-                           layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run})))
+                           layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run}),
+                           collectives=group_collectives(instance, d, run)))
     return out
+
+
+def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> tuple[Collective, ...]:
+    """The collectives ``nodes`` run inside device ``device``'s group (none for a group of one).
+
+    Tensor parallel (vLLM's layers): an all-reduce of the hidden state after each row-parallel
+    projection, two per layer (attention output, MLP down; one for the vocabulary-parallel
+    embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
+    a combine all-to-all of the routed tokens. Latency and bandwidth are the node's link between
+    two members of the group.
+    """
+    members = instance.members(device)
+    g = len(members)
+    if g == 1:
+        return ()
+    base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
+    graph = (base or instance.fleet).graph
+    a, b = members[0], members[1]
+    link = graph.edges[a, b] if graph.has_edge(a, b) else {}
+    latency = float(link.get("latency_us", 0.0))
+    bandwidth = link.get("bandwidth")
+    wl = instance.workload
+    hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)
+    layers = [instance.nodes[i] for i in nodes]
+    moe = [x for x in layers if x.ffn == "moe" and x.ffn_dims]
+    reduces = sum(2 for x in layers if x.index is not None) + sum(1 for x in layers if x.kind == "embedding")
+    out = []
+    if instance.ep and moe:
+        reduces -= len(moe)
+        k = dict(moe[0].ffn_dims)["experts_per_token"]
+        out.append(expert_parallel(g, hidden, k, len(moe), latency, bandwidth))
+    if reduces:
+        out.insert(0, Collective("all_reduce", g, hidden, count=reduces, latency_us=latency,
+                                 bandwidth_bytes_per_s=bandwidth))
+    return tuple(out)

@@ -592,7 +592,9 @@ def _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_ca
     completion = float(np.mean(finished)) if finished else None
     util = [b / window if window > 0 else 0.0 for b in busy]
     used = sorted(set(assignment))
-    powers = [instance.devices[d].type.power_w for d in used]
+    # a stage on a group of devices draws the power of each of them
+    powers = [None if instance.devices[d].type.power_w is None else
+              instance.devices[d].type.power_w * len(instance.members(d)) for d in used]
     power = float(sum(powers)) if all(p for p in powers) else None
     agg = tokens / window * 1e6 if window > 0 else 0.0
     mean_ctx = max(1, int(dist.mean) - output_tokens // 2)
