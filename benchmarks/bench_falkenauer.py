@@ -1,7 +1,7 @@
 """The 80 Falkenauer "u" bin-packing instances of OR-Library (binpack1-4: 20 each of 120, 250, 500
 and 1,000 items, capacity 150) through placer's free mode, every level proven.
 
-    python benchmarks/bench_falkenauer.py [--data DIR] [--time-limit 60] [--threads 2] [--json]
+    PYTHONPATH=. python benchmarks/bench_falkenauer.py [--data DIR] [--time-limit 60] [--threads 2] [--json]
 
 Each item of size s becomes a layer of s x 10^8 bytes, each bin a device of 150 x 10^8 bytes, all
 in one rack whose links cost 0 us (the instance of issue 10, item 7: hop latency is trivially 0,
@@ -43,7 +43,7 @@ def read_orlib(path: Path):
 
 
 def instance(sizes, cap):
-    layers = [{"kind": "linear_attention", "weight_bytes": s * UNIT} for s in sizes]
+    layers = [{"kind": "linear_attention", "weight_bytes": s * UNIT, "state_bytes_per_request": 1} for s in sizes]
     model = model_from_dict({"name": "items", "layers": layers})
     fleet = fleet_from_dict({"name": "bins", "device": {"memory": cap * UNIT},
                              "fleet": {"racks": 1, "per_rack": len(sizes) // 2 + 8, "intra_rack_latency_us": 0}})

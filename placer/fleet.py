@@ -245,13 +245,30 @@ class Fleet:
             out = np.full((n, n), np.inf)
             np.fill_diagonal(out, 0.0)
             return out
-        if min(vals) <= 0.0:
-            # scipy's sparse graphs drop zero-weight edges; networkx keeps them
-            dist = dict(nx.all_pairs_dijkstra_path_length(g, weight="latency_us"))
-            return np.array([[dist[a].get(b, np.inf) for b in ids] for a in ids], dtype=float)
         from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import shortest_path
+        from scipy.sparse.csgraph import connected_components, shortest_path
 
+        if min(vals) <= 0.0:
+            # scipy's sparse graphs drop zero-weight edges: contract every group of devices joined by
+            # 0 us links into one node (all at distance 0), run Dijkstra on the positive rest, expand
+            zero = [(r, c) for r, c, v in zip(rows, cols, vals) if v <= 0.0]
+            zr, zc = zip(*zero)
+            _, label = connected_components(csr_matrix((np.ones(len(zero)), (zr, zc)), shape=(n, n)),
+                                            directed=False)
+            k = int(label.max()) + 1
+            best: dict[tuple[int, int], float] = {}
+            for r, c, v in zip(rows, cols, vals):
+                a, b = int(label[r]), int(label[c])
+                if v > 0.0 and a != b:
+                    key = (min(a, b), max(a, b))
+                    best[key] = min(best.get(key, np.inf), v)
+            if best:
+                (qa, qb), qv = zip(*best.keys()), list(best.values())
+                quotient = shortest_path(csr_matrix((qv, (qa, qb)), shape=(k, k)), method="D", directed=False)
+            else:
+                quotient = np.full((k, k), np.inf)
+                np.fill_diagonal(quotient, 0.0)
+            return quotient[np.ix_(label, label)]
         graph = csr_matrix((vals, (rows, cols)), shape=(n, n))
         return shortest_path(graph, method="D", directed=False)
 

@@ -43,3 +43,26 @@ def test_disconnected_devices_are_infinitely_far():
     # line: r0w0 -> r1w0 -> (r1w0 to r2w0 is gone) so rack 3 is unreachable from rack 0 as well
     assert math.isinf(m[ids.index("r0w0"), ids.index("r3w0")])
     assert "r2w1" not in f.shortest_latency_us["r0w0"]
+
+
+def test_zero_latency_links_match_networkx():
+    """0 us links (scipy drops zero weights, so placer contracts them) give networkx's distances."""
+    import random
+
+    import networkx as nx
+    import numpy as np
+
+    from placer.fleet import fleet_from_dict
+
+    rng = random.Random(1)
+    for _ in range(30):
+        spec = {"name": "x", "device": {"memory": 10},
+                "fleet": {"racks": rng.randint(1, 5), "per_rack": rng.randint(1, 4),
+                          "intra_rack_latency_us": rng.choice([0, 0, 1, 2.5]),
+                          "inter_rack_latency_us": rng.choice([0, 3, 1.5]),
+                          "inter_rack_topology": rng.choice(["full", "line", "ring"])}}
+        fl = fleet_from_dict(spec)
+        ids = [d.id for d in fl.available]
+        dist = dict(nx.all_pairs_dijkstra_path_length(fl.graph, weight="latency_us"))
+        ref = np.array([[dist[a].get(b, np.inf) for b in ids] for a in ids])
+        assert np.array_equal(ref, fl.latency_matrix), spec

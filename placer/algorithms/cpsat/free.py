@@ -66,7 +66,11 @@ def free(run: Run) -> Result:
     baseline = ffd(instance, lower_bound=run.lower)
     if baseline.assignment is not None:
         candidates.append(baseline.assignment)
-    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
+    # the path walk only when no start already meets the device bound (on a dense fleet of hundreds
+    # of devices it costs seconds, and the arc-flow start is then optimal anyway)
+    met = any(c is not None and len(set(c)) <= bound_bytes and acceptable(instance, c) for c in candidates)
+    walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any and not met \
+        else None
     if walked is not None:      # a contiguous pipeline along linked devices: a free placement with short hops
         candidates.append(walked.assignment(instance.n_nodes))
     start = None
