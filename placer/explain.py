@@ -137,7 +137,7 @@ def _fitting_weight_bits(instance: Instance, node: int, capacity: int) -> int | 
         return None
     wl = instance.workload
     for bits in range(wl.weight_bits - 1, 0, -1):
-        if memory.weight_bytes(layer, wl.replace(weight_bits=bits)) <= capacity:
+        if memory.weight_bytes(layer, wl.replace(weight_bits=bits, weights_as_stored=False)) <= capacity:
             return bits
     return None
 

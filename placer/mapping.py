@@ -249,6 +249,7 @@ def mapping_schema() -> dict:
                     "activation_bits": bits, "weight_scale_bits": bits,
                     "micro_batch": {"type": "integer", "minimum": 1, "maximum": 10**6},
                     "weight_group_size": count,
+                    "weights_as_stored": {"type": "boolean"},
                 },
             },
             "mode": {"enum": ["contiguous", "free", "split"]},

@@ -28,9 +28,13 @@ def bits_to_bytes(elements: int, bits: int) -> int:
 
 
 def weight_bytes(layer: Layer, wl: Workload) -> int:
-    """Weight bytes at ``wl.weight_bits`` (a fixed ``weight_bytes`` in the spec is used as given)."""
+    """Weight bytes: as the checkpoint stores them when the layer knows its stored formats (scales and
+    zeros included) and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (an explicit
+    ``--weight-bits`` overrides every stored format). A fixed ``weight_bytes`` is used as given."""
     if layer.weight_bytes_fixed is not None:
         return layer.weight_bytes_fixed
+    if layer.weight_groups and wl.weights_as_stored:
+        return sum(g.bytes for g in layer.weight_groups)
     b = bits_to_bytes(layer.params, wl.weight_bits)
     if wl.weight_group_size > 0:
         b += bits_to_bytes(-(-layer.params // wl.weight_group_size), wl.weight_scale_bits)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -32,13 +33,23 @@ from pydantic import (
 )
 
 from .errors import InvalidSpec
-from .layers import ATTENTION_MIXERS, LINEAR_MIXERS, ffn_counts, mixer_counts
+from .hf import load_config_json, spec_from_hf_file
+from .layers import (
+    ATTENTION_MIXERS,
+    LINEAR_MIXERS,
+    Tensor,
+    ffn_counts,
+    ffn_tensors,
+    mixer_counts,
+    mixer_tensors,
+)
+from .precision import WeightFormat, tensor_bytes
 from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bytes, parse_tokens
 
-__all__ = ["Layer", "LayerGraph", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
+__all__ = ["Layer", "LayerGraph", "WeightGroup", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
 
-KINDS = ("embedding", "attention", "linear_attention", "lm_head", "ffn")
+KINDS = ("embedding", "vision", "attention", "linear_attention", "mtp", "lm_head", "ffn")
 _MAX_COUNT = 10**18  # anything above is a typo, not a model
 
 _NoBool = BeforeValidator(reject_bool)
@@ -59,8 +70,9 @@ class MixerSpec(_Strict):
     head_dim: PosInt | None = None
     qkv_bias: bool = False
     o_bias: bool = False
-    qk_norm: bool = False
-    gated: bool = False
+    qk_norm: bool | Literal["full"] = False     # true: one norm per head dim; "full": over all heads
+    gated: bool = False                         # q_proj also emits a per-channel output gate
+    output_gate: bool = False                   # a separate g_proj gates the attention output
     sinks: bool = False
     sliding_window: PosInt | None = None
     q_lora_rank: PosInt | None = None
@@ -68,6 +80,9 @@ class MixerSpec(_Strict):
     qk_nope_head_dim: NonNegInt | None = None
     qk_rope_head_dim: NonNegInt | None = None
     v_head_dim: PosInt | None = None
+    index_head_dim: PosInt | None = None        # DSA indexer: its key cache per token and heads
+    index_num_heads: PosInt | None = None
+    full_rank_gate: bool = False                # KDA output gate as one full-rank projection
     conv_kernel: Bits = 4
     num_k_heads: PosInt | None = None
     num_v_heads: PosInt | None = None
@@ -79,6 +94,8 @@ class MixerSpec(_Strict):
     d_conv: Bits = 4
     dt_rank: PosInt | None = None
     n_groups: PosInt | None = None
+    proj_bias: bool = False                     # Mamba-2 in/out projections with biases
+    conv_bias: bool = True
     # explicit overrides (used as given instead of the formula)
     params: NonNegInt | None = None
     kv_elements_per_token: NonNegInt | None = None
@@ -99,6 +116,8 @@ class MixerSpec(_Strict):
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
             raise ValueError(f"a {self.type} mixer needs {', '.join(missing)}")
+        if (self.index_head_dim is None) != (self.index_num_heads is None):
+            raise ValueError("a DSA indexer needs both index_head_dim and index_num_heads")
         return self
 
 
@@ -106,12 +125,16 @@ class FfnSpec(_Strict):
     type: Literal["dense", "moe"]
     intermediate_size: PosInt | None = None
     bias: bool = False
+    gated: bool = True                          # (Swi)GLU: gate, up, down; false: up, down
     num_experts: PosInt | None = None
     experts_per_token: PosInt | None = None
     moe_intermediate_size: PosInt | None = None
     num_shared_experts: NonNegInt = 0
     shared_intermediate_size: PosInt | None = None
     shared_expert_gate: bool = False
+    shared_gated: bool | None = None            # shared experts' GLU, when it differs from the routed ones
+    latent_size: PosInt | None = None           # latent MoE: experts run at this width
+    latent_norm: bool = False
     router_bias: bool = False
     expert_bias: bool = False
     params: NonNegInt | None = None
@@ -130,8 +153,10 @@ class FfnSpec(_Strict):
 
 
 class LayerTypeSpec(_Strict):
-    mixer: str
+    mixer: str | None = None    # none: an FFN-only layer
     ffn: str | None = None
+    # stored format name -> tensor names (fnmatch patterns) kept in it; the rest at weight_storage.default
+    storage: dict[str, list[str]] = Field(default_factory=dict)
     params: NonNegInt | None = None   # total parameters of the layer, overriding the formulas
     # parameters one token reads (MoE: router, shared and top-k experts); with `params` only
     active_params: NonNegInt | None = None
@@ -144,6 +169,47 @@ class LayerTypeSpec(_Strict):
             if self.active_params > self.params:
                 raise ValueError(f"active_params {self.active_params} exceeds params {self.params}")
         return self
+
+
+class FormatSpec(_Strict):
+    bits: Bits
+    group_size: NonNegInt = 0
+    block: tuple[PosInt, PosInt] | None = None
+    scale_bits: NonNegInt = 0
+    zero_bits: NonNegInt = 0
+    row_scale_bits: NonNegInt = 0
+    tensor_scale_bits: NonNegInt = 0
+    index_bits: NonNegInt = 0
+    flat_group: bool = False
+    nested_group: NonNegInt = 0
+    nested_scale_bits: NonNegInt = 0
+    method: str | None = None       # what the checkpoint calls it (documentation)
+
+
+class StorageSpec(_Strict):
+    """Weights as the checkpoint stores them: named formats, the default one, embedding and head."""
+    formats: dict[str, FormatSpec]
+    default: str
+    embedding: str | None = None
+    lm_head: str | None = None
+
+    @model_validator(mode="after")
+    def _names(self):
+        for key in ("default", "embedding", "lm_head"):
+            v = getattr(self, key)
+            if v is not None and v not in self.formats:
+                raise ValueError(f"{key}: unknown format {v!r} (defined: {sorted(self.formats)})")
+        return self
+
+
+class ExtraNodeSpec(_Strict):
+    """A node outside the decoder stack: a vision/audio tower, or multi-token-prediction layers."""
+    params: NonNegInt = 0
+    format: str | None = None
+    layer_type: str | None = None   # MTP: the decoder layer type each MTP layer repeats
+    count: PosInt = 1
+    extra_params: NonNegInt = 0     # MTP: projections and norms beside the decoder layer
+    kv_elements_per_token: NonNegInt = 0
 
 
 class WorkloadDefaults(_Strict):
@@ -220,6 +286,10 @@ class ModelSpec(_Strict):
     layer_types: dict[str, LayerTypeSpec] = Field(default_factory=dict)
     layers: list[ExplicitLayer] | None = None
     default_workload: WorkloadDefaults | None = None
+    weight_storage: StorageSpec | None = None
+    vision_tower: ExtraNodeSpec | None = None
+    mtp: ExtraNodeSpec | None = None
+    workload_notes: str | None = None
     # the longest context the model was trained for (config.json's key); longer contexts are
     # planned as asked, with a warning
     max_position_embeddings: PosInt | None = None
@@ -238,6 +308,17 @@ class ModelSpec(_Strict):
 
 
 # ----------------------------------------------------------------------------- layer graph
+@dataclass(frozen=True)
+class WeightGroup:
+    """Tensors of one role (mixer, dense, experts, shared, router, norm, ...) stored in one format."""
+
+    role: str
+    format: str          # the format's name in the spec
+    label: str           # what it is, e.g. ``4-bit, g32 8-bit scales``
+    params: int
+    bytes: int
+
+
 @dataclass(frozen=True)
 class Layer:
     """One node of the layer graph, with exact integer counts.
@@ -269,6 +350,8 @@ class Layer:
     shared_params: int = 0
     part: str | None = None
     parent: str | None = None
+    # weights as the checkpoint stores them, one entry per (role, format); empty: at --weight-bits
+    weight_groups: tuple[WeightGroup, ...] = ()
     # Shape facts tensor parallelism needs (placer.parallel): the mixer's and the FFN's spec
     # dimensions as sorted (key, value) pairs, and the vocabulary of an embedding or LM head.
     # Empty when the spec gives sizes as totals (then only degree 1 applies).
@@ -305,6 +388,7 @@ class LayerGraph:
     published_total_params: int | None = None
     granularity: str = "layer"
     description: str = ""
+    notes: tuple[str, ...] = ()     # what every output using this model should say about it
     architecture: str = ""          # the spec's architecture class (runtimes look models up by it)
     max_context_tokens: int | None = None   # the spec's max_position_embeddings, when it states one
 
@@ -395,49 +479,82 @@ def parse_pattern(pattern: str) -> list[str]:
     return stack[0]
 
 
-def load_model(ref: str | Path, *, fold_embeddings: bool | None = None) -> LayerGraph:
-    """Load a model by catalog name (``kimi-k3``), YAML spec path, or Hugging Face ``config.json`` path."""
+def load_model(ref: str | Path, *, fold_embeddings: bool | None = None, mtp: bool = False,
+               text_only: bool = False) -> LayerGraph:
+    """Load a model by catalog name (``kimi-k3``), YAML spec path, or Hugging Face ``config.json`` path.
+
+    ``mtp`` adds the model's multi-token-prediction layers (off by default: a speculative-decoding
+    add-on); ``text_only`` drops its vision/audio tower.
+    """
     from .catalog import resolve_model
 
     path = resolve_model(ref)
-    data, text = load_yaml_or_json(path)
-    if path.suffix == ".json":
-        from .hf import spec_from_hf_config
-        data = spec_from_hf_config(data, source=str(path))
-    return model_from_dict(data, source=str(path), sha256=spec_sha256(data), fold_embeddings=fold_embeddings)
+    data, _ = load_yaml_or_json(path) if path.suffix != ".json" else (None, "")
+    if data is None:
+        data = load_config_json(path)
+        # a placer spec written as JSON is read as strictly as YAML (no NaN); anything else is a config.json
+        if "model_type" in data or "architectures" in data or not ("layers" in data or "pattern" in data):
+            data = spec_from_hf_file(path, data)
+        else:
+            data, _ = load_yaml_or_json(path)
+    return model_from_dict(data, source=str(path), sha256=spec_sha256(data), fold_embeddings=fold_embeddings,
+                           mtp=mtp, text_only=text_only)
 
 
 def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
-                    fold_embeddings: bool | None = None) -> LayerGraph:
+                    fold_embeddings: bool | None = None, mtp: bool = False, text_only: bool = False) -> LayerGraph:
     """Build a :class:`LayerGraph` from a spec mapping; raises :class:`InvalidSpec` naming the field."""
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:
         raise pydantic_error(source, exc) from None
     fold = spec.fold_embeddings if fold_embeddings is None else fold_embeddings
-    try:
-        body = _explicit_layers(spec, source) if spec.layers is not None else _compact_layers(spec, source)
-    except InvalidSpec:
-        raise
+    storage = _Storage(spec, source)
+    if spec.layers is not None:
+        body = _explicit_layers(spec, source)
+        built: dict[str, Layer] = {}
+    else:
+        built = _layer_types(spec, source, storage)
+        body = _compact_layers(spec, source, built)
     h = spec.hidden_size or 0
     layers: list[Layer] = []
+    wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
+    notes = [spec.workload_notes] if spec.workload_notes else []
+    if spec.vision_tower is not None:
+        if text_only:
+            notes.append("vision/audio tower dropped (--text-only)")
+        else:
+            v = spec.vision_tower
+            layers.append(Layer(name="vision_tower", kind="vision", params_other=v.params, active_params=v.params,
+                                activation_elements_per_token=h,
+                                weight_groups=storage.groups_of_params("vision", v.params, v.format, "vision_tower")))
+            notes.append(f"vision/audio tower ({v.params:,} parameters) is its own node, placed before the "
+                         "embedding (--text-only drops it)")
     if spec.vocab_size and h and not fold and not any(x.kind == "embedding" for x in body):
         layers.append(Layer(name="embedding", kind="embedding", params_other=spec.vocab_size * h,
-                            active_params=h, activation_elements_per_token=h, vocab_size=spec.vocab_size))
+                            active_params=h, activation_elements_per_token=h, vocab_size=spec.vocab_size,
+                            weight_groups=storage.embedding_groups(spec.vocab_size * h, "embedding")))
     layers.extend(body)
+    if spec.mtp is not None:
+        if mtp:
+            layers.extend(_mtp_layers(spec, source, built, storage))
+            notes.append(f"{spec.mtp.count} multi-token-prediction layer(s) included (--mtp)")
+        else:
+            notes.append(f"{spec.mtp.count} multi-token-prediction layer(s) in the checkpoint are not placed "
+                         "(--mtp includes them)")
     if spec.vocab_size and h and not fold and not any(x.kind == "lm_head" for x in body):
         head = 0 if spec.tie_word_embeddings else spec.vocab_size * h
+        groups = storage.embedding_groups(head, "lm_head") + storage.groups_of_params("norm", h, None, "norm")
         layers.append(Layer(name="lm_head", kind="lm_head", params_other=head + h,
                             active_params=spec.vocab_size * h + h, activation_elements_per_token=0,
-                            vocab_size=spec.vocab_size))
+                            vocab_size=spec.vocab_size, weight_groups=groups if storage.active else ()))
     edges = tuple((i, i + 1) for i in range(len(layers) - 1))
-    wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
     n_dec = sum(1 for x in layers if x.index is not None)
     return LayerGraph(name=spec.name, layers=tuple(layers), edges=edges, hidden_size=h,
                       num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
                       published_total_params=spec.published_total_params,
-                      description=spec.description or "", architecture=spec.architecture or "",
-                      max_context_tokens=spec.max_position_embeddings)
+                      description=spec.description or "", notes=tuple(notes),
+                      architecture=spec.architecture or "", max_context_tokens=spec.max_position_embeddings)
 
 
 def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:
@@ -478,56 +595,140 @@ def _dims(spec: dict) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(spec.items()))
 
 
-def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
-    try:
-        letters = parse_pattern(spec.pattern or "")
-    except ValueError as exc:
-        raise InvalidSpec(source, "pattern", str(exc)) from None
-    if spec.num_layers is not None and len(letters) != spec.num_layers:
-        raise InvalidSpec(source, "pattern",
-                          f"pattern spells {len(letters)} layers but num_layers is {spec.num_layers}")
+class _Storage:
+    """Stored formats of a spec's ``weight_storage``; inactive (no groups) when the spec has none."""
+
+    def __init__(self, spec: ModelSpec, source: str):
+        self.spec = spec.weight_storage
+        self.source = source
+        self.active = self.spec is not None
+        self.formats: dict[str, WeightFormat] = {}
+        if self.spec is not None:
+            for name, f in self.spec.formats.items():
+                d = f.model_dump(exclude={"method"})
+                try:
+                    self.formats[name] = WeightFormat(**d)
+                except ValueError as exc:
+                    raise InvalidSpec(source, f"weight_storage.formats.{name}", str(exc)) from None
+
+    def _label(self, name: str) -> str:
+        return f"{name} ({self.formats[name].label})"
+
+    def groups(self, tensors: list[Tensor], storage: dict[str, list[str]], where: str) -> tuple[WeightGroup, ...]:
+        """Group ``tensors`` by (role, format): linear weights matching a pattern of ``storage`` take
+        that format (the first listed wins), every other tensor the default format."""
+        if self.spec is None:
+            if storage:
+                raise InvalidSpec(self.source, f"{where}.storage", "needs weight_storage (the formats) in the spec")
+            return ()
+        for fmt in storage:
+            if fmt not in self.formats:
+                raise InvalidSpec(self.source, f"{where}.storage.{fmt}",
+                                  f"unknown format (defined: {sorted(self.formats)})")
+        used = {(fmt, pat): False for fmt, pats in storage.items() for pat in pats}
+        acc: dict[tuple[str, str], list[int]] = {}
+        for t in tensors:
+            fmt = self.spec.default
+            if t.linear:
+                for f, pats in storage.items():
+                    hit = next((p for p in pats if fnmatchcase(t.name, p)), None)
+                    if hit is not None:
+                        fmt = f
+                        used[(f, hit)] = True
+                        break
+            b = tensor_bytes(t.shape, self.formats[fmt], stacked=t.role == "experts")
+            g = acc.setdefault((t.role, fmt), [0, 0])
+            g[0] += t.numel
+            g[1] += b
+        unused = [p for (f, p), hit in used.items() if not hit]
+        if unused:
+            raise InvalidSpec(self.source, f"{where}.storage", f"pattern {unused[0]!r} matches no linear weight")
+        return tuple(WeightGroup(role, fmt, self._label(fmt), p, b) for (role, fmt), (p, b) in acc.items())
+
+    def groups_of_params(self, role: str, params: int, fmt: str | None, where: str) -> tuple[WeightGroup, ...]:
+        """One group of ``params`` weights (a tower known by its count, norms) in ``fmt`` (default if None)."""
+        if self.spec is None or not params:
+            return ()
+        fmt = fmt or self.spec.default
+        if fmt not in self.formats:
+            raise InvalidSpec(self.source, f"{where}.format", f"unknown format (defined: {sorted(self.formats)})")
+        b = tensor_bytes((params,), self.formats[fmt])
+        return (WeightGroup(role, fmt, self._label(fmt), params, b),)
+
+    def embedding_groups(self, params: int, which: str) -> tuple[WeightGroup, ...]:
+        fmt = getattr(self.spec, which, None) if self.spec is not None else None
+        return self.groups_of_params(which, params, fmt, f"weight_storage.{which}")
+
+
+def _layer_types(spec: ModelSpec, source: str, storage: _Storage) -> dict[str, Layer]:
+    """One template :class:`Layer` per layer-type letter (name and index filled in per position)."""
     h = spec.hidden_size or 0
-    norms = spec.norm_params_per_layer if spec.norm_params_per_layer is not None else 2 * h
     built: dict[str, Layer] = {}
     for letter, lt in spec.layer_types.items():
         where = f"layer_types.{letter}"
         if len(letter) != 1 or not letter.isalpha():
             raise InvalidSpec(source, where, "layer type names are single letters")
-        if lt.mixer not in spec.mixers:
+        if lt.mixer is not None and lt.mixer not in spec.mixers:
             raise InvalidSpec(source, f"{where}.mixer", f"unknown mixer {lt.mixer!r} (defined: {sorted(spec.mixers)})")
         if lt.ffn is not None and lt.ffn not in spec.ffns:
             raise InvalidSpec(source, f"{where}.ffn", f"unknown ffn {lt.ffn!r} (defined: {sorted(spec.ffns)})")
-        ms = spec.mixers[lt.mixer]
-        md = ms.model_dump(exclude_none=True)
-        try:
-            mc = mixer_counts(md, h)
-        except (KeyError, ZeroDivisionError) as exc:
-            raise InvalidSpec(source, f"mixers.{lt.mixer}", f"incomplete dimensions ({exc})") from None
+        if lt.mixer is None and lt.ffn is None:
+            raise InvalidSpec(source, where, "a layer needs a mixer, an ffn or both")
+        ms = spec.mixers[lt.mixer] if lt.mixer is not None else None
+        tensors: list[Tensor] = []
+        mc = None
+        md: dict = {}
+        if ms is not None:
+            md = ms.model_dump(exclude_none=True)
+            try:
+                mc = mixer_counts(md, h)
+                tensors += mixer_tensors(md, h)
+            except (KeyError, ZeroDivisionError) as exc:
+                raise InvalidSpec(source, f"mixers.{lt.mixer}", f"incomplete dimensions ({exc})") from None
         fs = spec.ffns.get(lt.ffn) if lt.ffn else None
-        fc = ffn_counts(fs.model_dump(exclude_none=True), h) if fs is not None and fs.params is None else None
-        mixer_params = ms.params if ms.params is not None else mc.params
+        fc = None
+        fd: dict = {}
+        if fs is not None and fs.params is None:
+            fd = fs.model_dump(exclude_none=True)
+            fc = ffn_counts(fd, h)
+            tensors += ffn_tensors(fd, h)
+        # one pre-norm of width h per sub-block (mixer, FFN) unless the spec says otherwise
+        layer_norms = spec.norm_params_per_layer if spec.norm_params_per_layer is not None \
+            else h * ((ms is not None) + (fs is not None))
+        mixer_params = (ms.params if ms.params is not None else mc.params) if ms is not None else 0
         ffn_params = (fs.params if fs is not None and fs.params is not None else (fc.params if fc else 0))
         ffn_active = fc.active_params if fc else ffn_params
-        kind = "attention" if ms.type in ATTENTION_MIXERS else "linear_attention"
-        mixer_name = "sliding" if ms.type in ("gqa", "mha") and ms.sliding_window else ms.type
+        if ms is None:
+            kind, mixer_name = "ffn", None
+        else:
+            kind = "attention" if ms.type in ATTENTION_MIXERS else "linear_attention"
+            mixer_name = "sliding" if ms.type in ("gqa", "mha") and ms.sliding_window else ms.type
+        groups: tuple[WeightGroup, ...] = ()
+        if storage.active or lt.storage:
+            if lt.params is not None or (ms is not None and ms.params is not None) or (fs is not None and fs.params is not None):
+                raise InvalidSpec(source, f"{where}.storage", "stored formats need tensors: give dimensions, not params")
+            tensors.append(Tensor("norms", (layer_norms,), role="norm"))
+            groups = storage.groups([t for t in tensors if t.numel], lt.storage, where)
         layer = Layer(
             name="", kind=kind, mixer=mixer_name, ffn=fs.type if fs is not None else None,
-            params_mixer=mixer_params, params_ffn=ffn_params, params_other=norms,
-            active_params=mixer_params + ffn_active + norms,
-            kv_elements_per_token=ms.kv_elements_per_token if ms.kv_elements_per_token is not None
-            else mc.kv_elements_per_token,
-            kv_window=mc.kv_window,
-            state_elements_per_request=ms.state_elements_per_request
-            if ms.state_elements_per_request is not None else mc.state_elements,
-            conv_state_elements_per_request=ms.conv_state_elements_per_request
-            if ms.conv_state_elements_per_request is not None else mc.conv_state_elements,
+            params_mixer=mixer_params, params_ffn=ffn_params, params_other=layer_norms,
+            active_params=mixer_params + ffn_active + layer_norms,
+            kv_elements_per_token=(ms.kv_elements_per_token if ms.kv_elements_per_token is not None
+                                   else mc.kv_elements_per_token) if ms is not None else 0,
+            kv_window=mc.kv_window if mc else None,
+            state_elements_per_request=(ms.state_elements_per_request
+                                        if ms.state_elements_per_request is not None else mc.state_elements)
+            if ms is not None else 0,
+            conv_state_elements_per_request=(ms.conv_state_elements_per_request
+                                             if ms.conv_state_elements_per_request is not None
+                                             else mc.conv_state_elements) if ms is not None else 0,
             activation_elements_per_token=h,
             num_experts=fc.num_experts if fc else 0, expert_params=fc.expert_params if fc else 0,
-            shared_params=fc.shared_params if fc else 0,
+            shared_params=fc.shared_params if fc else 0, weight_groups=groups,
             # dimensions only when the counts come from them (an override hides the tensors)
-            mixer_dims=_dims(md) if ms.params is None and ms.kv_elements_per_token is None
+            mixer_dims=_dims(md) if ms is not None and ms.params is None and ms.kv_elements_per_token is None
             and ms.state_elements_per_request is None and ms.conv_state_elements_per_request is None else (),
-            ffn_dims=_dims(fs.model_dump(exclude_none=True)) if fc is not None else ())
+            ffn_dims=_dims(fd) if fc is not None else ())
         if lt.params is not None:
             # The total is given: keep it exact, the mixer/FFN split is then unknown.
             active = lt.active_params if lt.active_params is not None else lt.params
@@ -535,9 +736,35 @@ def _compact_layers(spec: ModelSpec, source: str) -> list[Layer]:
                             active_params=active, num_experts=0, expert_params=0, shared_params=0,
                             mixer_dims=(), ffn_dims=())
         built[letter] = layer
+    return built
+
+
+def _compact_layers(spec: ModelSpec, source: str, built: dict[str, Layer]) -> list[Layer]:
+    try:
+        letters = parse_pattern(spec.pattern or "")
+    except ValueError as exc:
+        raise InvalidSpec(source, "pattern", str(exc)) from None
+    if spec.num_layers is not None and len(letters) != spec.num_layers:
+        raise InvalidSpec(source, "pattern",
+                          f"pattern spells {len(letters)} layers but num_layers is {spec.num_layers}")
     out = []
     for i, letter in enumerate(letters):
         if letter not in built:
             raise InvalidSpec(source, "pattern", f"letter {letter!r} at layer {i} is not in layer_types")
         out.append(replace(built[letter], name=f"layers.{i}", index=i))
+    return out
+
+
+def _mtp_layers(spec: ModelSpec, source: str, built: dict[str, Layer], storage: _Storage) -> list[Layer]:
+    """MTP layers: a decoder layer of ``mtp.layer_type`` plus the MTP's own projections and norms."""
+    m = spec.mtp
+    if m.layer_type is None or m.layer_type not in built:
+        raise InvalidSpec(source, "mtp.layer_type", f"unknown layer type {m.layer_type!r} (defined: {sorted(built)})")
+    base = built[m.layer_type]
+    extra = storage.groups_of_params("mtp", m.extra_params, m.format, "mtp")
+    out = []
+    for k in range(m.count):
+        out.append(replace(base, name=f"mtp.{k}", kind="mtp", index=None, params_other=base.params_other + m.extra_params,
+                           active_params=base.active_params + m.extra_params,
+                           weight_groups=base.weight_groups + extra))
     return out

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # annotations only: refining works on the graph's own dataclasses (no import cycle)
-    from .model import Layer, LayerGraph
+    from .model import Layer, LayerGraph, WeightGroup
 
 __all__ = ["refine", "parse_granularity"]
 
@@ -39,6 +39,29 @@ def _split_int(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+_MIXER_ROLES = ("mixer", "norm")
+
+
+def _split_groups(groups: tuple[WeightGroup, ...], n: int) -> list[tuple[WeightGroup, ...]]:
+    """Stored weight groups cut into ``n`` consecutive shards, params and bytes alike."""
+    cut = [(g, _split_int(g.params, n), _split_int(g.bytes, n)) for g in groups]
+    return [tuple(replace(g, params=p[s], bytes=b[s]) for g, p, b in cut) for s in range(n)]
+
+
+def _expert_groups(groups: tuple[WeightGroup, ...], counts: list[int], total: int, first: bool,
+                   i: int) -> tuple[WeightGroup, ...]:
+    """The stored groups of expert block ``i`` holding ``counts[i]`` of ``total`` experts (the first
+    block also holds the router and shared experts)."""
+    out = []
+    for g in groups:
+        if g.role == "experts":
+            # experts are equal, so their params and bytes divide exactly by the expert count
+            out.append(replace(g, params=g.params // total * counts[i], bytes=g.bytes // total * counts[i]))
+        elif first and g.role not in _MIXER_ROLES:
+            out.append(g)
+    return tuple(out)
+
+
 def _shard(layer: Layer, n: int) -> list[Layer]:
     if n == 1:
         return [layer]
@@ -47,6 +70,7 @@ def _shard(layer: Layer, n: int) -> list[Layer]:
     pm, pf, po = (_split_int(layer.params_mixer, n), _split_int(layer.params_ffn, n),
                   _split_int(layer.params_other, n))
     act = _split_int(layer.active_params, n)
+    wg = _split_groups(layer.weight_groups, n)
     for s in range(n):
         first = s == 0
         out.append(replace(
@@ -58,7 +82,7 @@ def _shard(layer: Layer, n: int) -> list[Layer]:
             state_elements_per_request=layer.state_elements_per_request if first else 0,
             conv_state_elements_per_request=layer.conv_state_elements_per_request if first else 0,
             state_bytes_per_request_fixed=layer.state_bytes_per_request_fixed if first else None,
-            num_experts=0, expert_params=0, shared_params=0))
+            num_experts=0, expert_params=0, shared_params=0, weight_groups=wg[s]))
     return out
 
 
@@ -68,7 +92,9 @@ def _blocks(layer: Layer, expert_groups: int) -> list[list[Layer]]:
         return [[layer]]
     mixer = replace(layer, name=f"{layer.name}.mixer", part="mixer", parent=layer.name, ffn=None,
                     params_ffn=0, active_params=layer.active_params - _active_ffn(layer),
-                    num_experts=0, expert_params=0, shared_params=0)
+                    num_experts=0, expert_params=0, shared_params=0,
+                    weight_groups=tuple(g for g in layer.weight_groups if g.role in _MIXER_ROLES))
+    ffn_groups = tuple(g for g in layer.weight_groups if g.role not in _MIXER_ROLES)
     base = dict(kind="ffn", mixer=None, params_mixer=0, params_other=0, kv_elements_per_token=0,
                 kv_bytes_per_token_fixed=None, kv_window=None, state_elements_per_request=0,
                 conv_state_elements_per_request=0, state_bytes_per_request_fixed=None, parent=layer.name)
@@ -81,14 +107,16 @@ def _blocks(layer: Layer, expert_groups: int) -> list[list[Layer]]:
             groups.append(replace(layer, name=f"{layer.name}.experts.{i}", part=f"experts {i}/{g}",
                                   params_ffn=p, active_params=p if i == 0 else 0,
                                   num_experts=c, expert_params=layer.expert_params,
-                                  shared_params=layer.shared_params if i == 0 else 0, **base))
+                                  shared_params=layer.shared_params if i == 0 else 0,
+                                  weight_groups=_expert_groups(layer.weight_groups, counts, layer.num_experts,
+                                                               i == 0, i), **base))
         # MoE active parameters are spread: the router picks top-k experts over all groups.
         total_active = _active_ffn(layer)
         share = _split_int(total_active, g)
         groups = [replace(x, active_params=share[i]) for i, x in enumerate(groups)]
         return [[mixer], groups]
     ffn = replace(layer, name=f"{layer.name}.ffn", part="ffn", params_ffn=layer.params_ffn,
-                  active_params=_active_ffn(layer), **base)
+                  active_params=_active_ffn(layer), weight_groups=ffn_groups, **base)
     return [[mixer], [ffn]]
 
 

@@ -177,7 +177,9 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                budget_devices=point.budget_devices, pareto=False)
     try:
         wl = base.replace(context_tokens=point.context_tokens, weight_bits=point.weight_bits,
-                          kv_bits=point.kv_bits, concurrency=point.concurrency or 0)
+                          kv_bits=point.kv_bits, concurrency=point.concurrency or 0,
+                          # a weight-bits grid value other than the base's overrides the stored formats
+                          weights_as_stored=base.weights_as_stored and point.weight_bits == base.weight_bits)
         # the granularity refines split points; the other modes place whole layers
         inst = make_instance(model, fleet, wl, mode=point.mode,
                              granularity=settings.granularity if point.mode == "split" else "layer")

@@ -21,7 +21,8 @@ class Workload:
     ``concurrency`` live requests of ``context_tokens`` each; weights at ``weight_bits`` (plus one
     ``weight_scale_bits`` scale per ``weight_group_size`` weights when that is > 0; off by default),
     KV cache at ``kv_bits``, recurrent state at ``state_bits``, short-conv state at
-    ``conv_state_bits``, activations crossing a hop at ``activation_bits``.
+    ``conv_state_bits``, activations crossing a hop at ``activation_bits``. Layers whose spec gives
+    the checkpoint's stored formats keep them while ``weights_as_stored`` (``--weight-bits`` clears it).
     """
 
     context_tokens: int = 8192
@@ -34,9 +35,15 @@ class Workload:
     micro_batch: int = 1
     weight_group_size: int = 0
     weight_scale_bits: int = 16
+    # layers that know their checkpoint's stored formats use them; false once --weight-bits is given
+    weights_as_stored: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.weights_as_stored, bool):
+            raise InvalidSpec("<workload>", "weights_as_stored", f"expected true or false, got {self.weights_as_stored!r}")
         for f in fields(self):
+            if f.name == "weights_as_stored":
+                continue
             v = getattr(self, f.name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise InvalidSpec("<workload>", f.name, f"expected an integer, got {v!r}")
@@ -76,4 +83,6 @@ def workload_for(model, *, context=None, concurrency=None, weight_bits=None, kv_
                  conv_state_bits=conv_state_bits, activation_bits=activation_bits,
                  micro_batch=micro_batch, weight_group_size=weight_group_size)
     d.update({k: v for k, v in given.items() if v is not None})
+    if weight_bits is not None:
+        d["weights_as_stored"] = False
     return Workload(**d)

@@ -103,7 +103,7 @@ HARDWARE_CASES = {
     "hw_alias_bomb.yaml": "document expands to",
 }
 HF_CASES = {
-    "hf_unknown_architecture.json": ": architectures: unsupported architecture",
+    "hf_unknown_architecture.json": ": model_type: family 'foobar' is not one the interpreter lists",
     "hf_missing_hidden_size.json": ": hidden_size: ",
     "hf_negative_layers.json": ": num_hidden_layers: ",
     "hf_heads_wrong_type.json": ": num_attention_heads: ",
@@ -112,7 +112,7 @@ HF_CASES = {
     "hf_tie_not_bool.json": ": tie_word_embeddings: ",
     "hf_empty_architectures.json": ": architectures: ",
     "hf_overflow_number.json": ": hidden_size: ",
-    "hf_nan.json": "NaN",
+    "hf_nan.json": ": intermediate_size: expected an integer, got float nan",   # NaN is valid JSON to Python
     "hf_truncated.json": "invalid JSON",
     "hf_duplicate_key.json": "duplicate key 'hidden_size'",
     "hf_top_level_array.json": "mapping at the top level",

@@ -60,22 +60,29 @@ def test_fixture_matches_catalog(stem):
     assert abs(imported.total_params - PUBLISHED[stem]) <= 0.01 * PUBLISHED[stem]
 
 
+# letters: A attention (GQA or MLA), S sliding, K KDA, G Gated DeltaNet, L lightning, M Mamba;
+# upper case with an MoE FFN (or the model's only FFN kind), lower case with a dense one
 @pytest.mark.parametrize("stem, pattern", [
-    ("deepseek-v3", "D*3 E*58"),
-    ("kimi-k2", "D E*60"),
-    ("kimi-linear-48b", "DKKM (KKKM)*5 KKM"),
+    ("deepseek-v3", "a*3 A*58"),
+    ("kimi-k2", "a A*60"),
+    ("kimi-linear-48b", "kKKA (KKKA)*5 KKA"),
     ("qwen3-next-80b", "(GGGA)*12"),
-    ("minimax-text-01", "(L*7 S)*10"),
+    ("minimax-text-01", "(L*7 A)*10"),
     ("llama-3.1-405b", "A*126"),
     ("jamba-1.5-large", "(mMmMaMmM)*9"),
-    ("gpt-oss-120b", "(SF)*18"),
+    ("gpt-oss-120b", "(SA)*18"),
     ("qwen3-235b", "A*94"),
 ])
 def test_imported_pattern_is_readable_and_matches_catalog(stem, pattern):
     spec = _spec(_config(stem))
     assert spec["pattern"] == pattern
     catalog = yaml.safe_load((Path(__file__).parent.parent / "models" / f"{stem}.yaml").read_text())
-    assert parse_pattern(spec["pattern"]) == parse_pattern(catalog["pattern"])
+    mine = [(spec["layer_types"][x]["mixer"], spec["layer_types"][x].get("ffn")) for x in parse_pattern(spec["pattern"])]
+    theirs = [(catalog["layer_types"][x]["mixer"], catalog["layer_types"][x].get("ffn"))
+              for x in parse_pattern(catalog["pattern"])]
+    # the same mixer and FFN, layer by layer (their names may differ)
+    assert [(spec["mixers"][m]["type"], spec["ffns"][f]["type"]) for m, f in mine] == \
+        [(catalog["mixers"][m]["type"], catalog["ffns"][f]["type"]) for m, f in theirs]
     assert spec["architecture"] == ARCHITECTURES[stem]
 
 
@@ -93,20 +100,34 @@ def test_name_from_name_or_path_then_file(tmp_path):
     assert m.total_params == 405_853_388_800
 
 
-def test_weight_bits_from_checkpoint_dtype():
-    assert _spec(_config("deepseek-v3"))["default_workload"] == {"weight_bits": 8}   # fp8 quantization_config
-    assert _spec(_config("gpt-oss-120b"))["default_workload"] == {"weight_bits": 4}  # mxfp4 experts
-    assert _spec(_config("llama-3.1-405b"))["default_workload"] == {"weight_bits": 16}
+def test_stored_formats_from_quantization_config():
+    ds = _spec(_config("deepseek-v3"))     # fp8 with 128 x 128 block scales
+    assert ds["weight_storage"]["formats"]["fp8-block128x128"] == {
+        "bits": 8, "block": [128, 128], "scale_bits": 32, "method": "fp8 block"}
+    assert ds["layer_types"]["A"]["storage"] == {"fp8-block128x128": ["self_attn.*", "mlp.experts.*",
+                                                                     "mlp.shared_experts.*"]}
+    oss = _spec(_config("gpt-oss-120b"))   # mxfp4 experts only; attention stays bf16
+    assert oss["layer_types"]["A"]["storage"] == {"mxfp4": ["mlp.experts.*"]}
+    llama = _spec(_config("llama-3.1-405b"))
+    assert "weight_storage" not in llama and llama["default_workload"]["weight_bits"] == 16
     cfg = _config("llama-3.1-405b")
-    del cfg["torch_dtype"]
-    assert "default_workload" not in _spec(cfg)
+    cfg["torch_dtype"] = "float32"
+    assert _spec(cfg)["default_workload"]["weight_bits"] == 32
 
 
-def test_mtp_layers_are_noted_not_counted():
+def test_mtp_layers_are_an_optional_node():
     spec = _spec(_config("deepseek-v3"))
     assert spec["num_layers"] == 61
-    assert "1 multi-token-prediction layer" in spec["notes"]
-    assert "notes" not in _spec(_config("kimi-k2"))
+    assert spec["mtp"] == {"count": 1, "layer_type": "A", "extra_params": 2 * 7168 * 7168 + 3 * 7168}
+    assert "mtp" not in _spec(_config("kimi-k2"))
+    off, on = model_from_dict(spec), model_from_dict(spec, mtp=True)
+    assert "not placed (--mtp includes them)" in " ".join(off.notes)
+    assert [x.name for x in on.layers[-3:]] == ["layers.60", "mtp.0", "lm_head"]
+    mtp = on.layers[-2]
+    assert mtp.kind == "mtp" and mtp.kv_elements_per_token == 576
+    # one MoE decoder layer (MLA 187,107,328 + MoE 11,320,164,608 + 2 norms) + eh_proj + 3 norms
+    assert mtp.params == 187_107_328 + 11_320_164_608 + 2 * 7168 + 2 * 7168 * 7168 + 3 * 7168
+    assert on.total_params - off.total_params == mtp.params
 
 
 def test_model_type_fallback():
@@ -166,8 +187,8 @@ def test_kimi_linear_dense_mla_layer_gets_its_own_type():
     cfg = _config("kimi-linear-48b")
     cfg["first_k_dense_replace"] = 4  # layers 0-3 dense, so MLA layer 3 is dense too
     spec = _spec(cfg)
-    assert spec["layer_types"]["A"] == {"mixer": "mla", "ffn": "dense"}
-    assert parse_pattern(spec["pattern"])[:5] == list("DDDAK")
+    assert spec["layer_types"]["a"] == {"mixer": "mla", "ffn": "dense"}
+    assert parse_pattern(spec["pattern"])[:5] == list("kkkaK")
 
 
 # ----------------------------------------------------------------------------- bad configs
@@ -179,9 +200,7 @@ def _error(config: dict) -> InvalidSpec:
 
 
 @pytest.mark.parametrize("stem, change, field, words", [
-    ("llama-3.1-405b", {"architectures": ["BertModel"]}, "architectures", "unsupported architecture 'BertModel'"),
-    ("llama-3.1-405b", {"architectures": [], "model_type": "llama"}, "architectures", "non-empty list"),
-    ("llama-3.1-405b", {"num_hidden_layers": None}, "num_hidden_layers", "must not be null"),
+    ("llama-3.1-405b", {"num_hidden_layers": None}, "num_hidden_layers", "required key is missing"),
     ("llama-3.1-405b", {"num_hidden_layers": "126"}, "num_hidden_layers", "expected an integer, got str"),
     ("llama-3.1-405b", {"hidden_size": 16384.0}, "hidden_size", "expected an integer, got float"),
     ("llama-3.1-405b", {"num_attention_heads": True}, "num_attention_heads", "expected an integer, got bool"),
@@ -191,10 +210,10 @@ def _error(config: dict) -> InvalidSpec:
     ("deepseek-v3", {"kv_lora_rank": -512}, "kv_lora_rank", "must be between 1"),
     ("kimi-linear-48b", {"linear_attn_config": [1, 2]}, "linear_attn_config", "expected a mapping"),
     ("qwen3-next-80b", {"layer_types": ["full_attention"] * 47}, "layer_types", "has 47 entries"),
-    ("qwen3-next-80b", {"layer_types": ["full_attention"] * 47 + ["mamba"]}, "layer_types.47", "expected one of"),
+    ("qwen3-next-80b", {"layer_types": ["full_attention"] * 47 + ["conv"]}, "layer_types.47", "unknown layer type"),
     ("minimax-text-01", {"attn_type_list": [0] * 79 + [2]}, "attn_type_list.79", "expected 0"),
     ("jamba-1.5-large", {"mamba_dt_rank": "big"}, "mamba_dt_rank", "expected an integer"),
-    ("gpt-oss-120b", {"sliding_window": None}, "sliding_window", "must not be null"),
+    ("gpt-oss-120b", {"sliding_window": None}, "sliding_window", "no window size is given"),
 ])
 def test_bad_config_names_the_key(stem, change, field, words):
     cfg = _config(stem)
@@ -208,15 +227,11 @@ def test_missing_keys_are_named():
     cfg = _config("llama-3.1-405b")
     del cfg["num_hidden_layers"]
     err = _error(cfg)
-    assert (err.field, err.message) == ("num_hidden_layers", "required key is missing")
+    assert (err.field, err.message) == (
+        "num_hidden_layers", "required key is missing (also looked for n_layers, num_layers, n_layer)")
     cfg = _config("kimi-linear-48b")
     del cfg["linear_attn_config"]["num_heads"]
     assert _error(cfg).field == "linear_attn_config.num_heads"
-    cfg = _config("llama-3.1-405b")
-    del cfg["architectures"], cfg["model_type"]
-    assert _error(cfg).field == "architectures"
-    cfg["model_type"] = "bert"
-    assert _error(cfg).field == "model_type"
 
 
 def test_kimi_linear_layer_lists_must_partition():
@@ -290,7 +305,6 @@ def test_inspect_accepts_a_config_json(run_cli):
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"architectures": ["MysteryForCausalLM"]}, "architectures"),
     ({"num_hidden_layers": "many"}, "num_hidden_layers"),
     ({"num_key_value_heads": "8"}, "num_key_value_heads"),
     ("delete num_hidden_layers", "num_hidden_layers"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..hf import import_hf
+from ..import_hf import import_hf
 from .common import output_file
 
 
@@ -13,8 +13,9 @@ from .common import output_file
 def import_hf_command(config, output):
     """Turn a Hugging Face CONFIG.json into a placer model spec (YAML).
 
-    Supported: DeepseekV3 (DeepSeek-V3, Kimi K2), KimiLinear, Qwen3Next, Qwen3Moe, Llama,
-    MiniMaxText01, Jamba, GptOss. Every command taking a MODEL also accepts the config.json itself.
+    Families the interpreter reads are listed in the README (`placer import-hf --help`); others are
+    read from transformers' module tree on the meta device with the optional extra placer[hf].
+    Every command taking a MODEL also accepts the config.json itself.
     """
     text = import_hf(config, output)
     if output is None:

@@ -1,0 +1,140 @@
+"""A family the interpreter does not list, read from transformers' own module tree on the meta device.
+
+With the optional extra ``placer[hf]`` (transformers and torch), the config is built into the model
+class transformers registers for its ``model_type`` on the ``meta`` device: no weights are
+allocated and nothing is downloaded. Parameters are counted per decoder layer from the module
+tree; KV cache and state per layer come from the config fields the attention modules use
+(``layer_types``, heads, KV heads, head_dim, ``kv_lora_rank``, ``sliding_window``); a layer whose
+cache the fields cannot establish is refused, naming the missing field. Without the extra the
+refusal names the family and says that ``placer[hf]`` would read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+
+from ..errors import InvalidSpec
+from .config import Config
+
+__all__ = ["spec_from_module_tree", "meta_available"]
+
+
+def meta_available() -> bool:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _refuse(top: Config, text: Config, arch, model_type, reason: str) -> InvalidSpec:
+    from .quirks import FAMILIES
+    listed = ", ".join(sorted({t for f in FAMILIES for t in f.model_types}))
+    key = "model_type" if model_type else "architectures"
+    return InvalidSpec(top.source, text.key(key),
+                       f"family {model_type or arch!r} is not one the interpreter lists ({listed}); {reason}")
+
+
+def _build(text: Config, model_type: str):
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    data = {k: v for k, v in text.data.items() if k not in ("quantization_config", "auto_map", "architectures")}
+    cfg = AutoConfig.for_model(model_type, **{k: v for k, v in data.items() if k != "model_type"})
+    transformers.logging.set_verbosity_error()
+    with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            return cfg, AutoModelForCausalLM.from_config(cfg)
+        except ValueError:
+            return cfg, AutoModel.from_config(cfg)
+
+
+def _decoder_layers(model, n: int):
+    import torch.nn as nn
+    best = None
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.ModuleList) and len(mod) == n and "vision" not in name and "visual" not in name:
+            if best is None or len(name) < len(best[0]):
+                best = (name, mod)
+    return best
+
+
+def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, sibling_source) -> dict:
+    """An explicit-form spec (one entry per decoder layer) counted from the meta-device module tree."""
+    if not meta_available():
+        raise _refuse(top, text, arch, model_type,
+                      "the optional extra placer[hf] (transformers + torch) would read it from transformers' "
+                      "module tree on the meta device: pip install 'placer[hf]'")
+    if not isinstance(model_type, str):
+        raise _refuse(top, text, arch, model_type, "and the config names no model_type to build")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    try:
+        cfg, model = _build(text, model_type)
+    except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+        raise _refuse(top, text, arch, model_type,
+                      f"transformers cannot build it on the meta device ({type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+    n = getattr(cfg, "num_hidden_layers", None)
+    if not isinstance(n, int) or n < 1:
+        raise text.fail("num_hidden_layers", "required to find the decoder layers in the module tree")
+    found = _decoder_layers(model, n)
+    if found is None:
+        raise text.fail("num_hidden_layers", f"no list of {n} decoder layers in {type(model).__name__}'s module tree")
+    layers_name, layers = found
+    per_layer = [sum(p.numel() for p in layer.parameters()) for layer in layers]
+    seen = {id(p) for layer in layers for p in layer.parameters()}
+    emb = model.get_input_embeddings()
+    emb_params = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
+    seen |= {id(p) for p in emb.parameters()} if emb is not None else set()
+    rest = sum(p.numel() for p in model.parameters() if id(p) not in seen)
+    h = getattr(cfg, "hidden_size", None)
+    kv = [_kv_of(cfg, text, i) for i in range(n)]
+    entries = [{"kind": "embedding", "name": "embedding", "params": int(emb_params)}]
+    for i, (p, (kind, kv_el, window, state)) in enumerate(zip(per_layer, kv)):
+        e = {"kind": kind, "name": f"layers.{i}", "params": int(p)}
+        if kv_el:
+            e["kv_elements_per_token"] = kv_el
+        if window:
+            e["kv_window"] = window
+        if state:
+            e["state_elements_per_request"] = state
+        entries.append(e)
+    entries.append({"kind": "lm_head", "name": "lm_head", "params": int(rest)})
+    spec = {"hidden_size": h, "layers": entries,
+            "notes": f"parameters counted from transformers' {type(model).__name__} on the meta device "
+                     f"({layers_name}); KV and state from the config fields"}
+    mp = getattr(cfg, "max_position_embeddings", None)
+    spec["workload_notes"] = ("imported workload defaults: "
+                              + (f"context {mp:,} tokens (the config's max_position_embeddings), "
+                                 if isinstance(mp, int) and mp > 0 else "")
+                              + "concurrency 1 (placer's default); --context / --concurrency override")
+    if isinstance(mp, int) and 0 < mp <= 2**40:
+        spec["default_workload"] = {"context": mp}
+    return spec
+
+
+def _kv_of(cfg, text: Config, i: int) -> tuple[str, int, int | None, int]:
+    """(kind, KV elements per token, window, state elements per request) of layer ``i`` from the config."""
+    types = getattr(cfg, "layer_types", None)
+    t = types[i] if isinstance(types, (list, tuple)) and len(types) > i else "full_attention"
+    if t in ("linear_attention", "mamba", "mamba2", "conv", "recurrent"):
+        raise text.fail("layer_types", f"layer {i} is {t!r}: its state per request cannot be established from "
+                                       "the config fields (the interpreter would need this family)")
+    if getattr(cfg, "kv_lora_rank", None):
+        return "attention", int(cfg.kv_lora_rank) + int(getattr(cfg, "qk_rope_head_dim", 0) or 0), None, 0
+    nq = getattr(cfg, "num_attention_heads", None)
+    if not isinstance(nq, int) or nq < 1:
+        raise text.fail("num_attention_heads", "required for the KV cache per token")
+    nkv = getattr(cfg, "num_key_value_heads", None) or nq
+    d = getattr(cfg, "head_dim", None) or (cfg.hidden_size // nq)
+    window = None
+    if t in ("sliding_attention", "chunked_attention"):
+        window = getattr(cfg, "sliding_window", None) if t == "sliding_attention" else getattr(cfg, "attention_chunk_size", None)
+        if not isinstance(window, int) or window < 1:
+            raise text.fail("sliding_window" if t == "sliding_attention" else "attention_chunk_size",
+                            f"layer {i} is {t!r} but the window size is missing")
+    return "attention", 2 * int(nkv) * int(d), window, 0
