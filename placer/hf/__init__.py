@@ -266,8 +266,11 @@ def spec_from_hf_file(path: str | Path, data: dict | None = None) -> dict:
     ``data`` is its content when already read."""
     path = Path(path)
     data = load_config_json(path) if data is None else data
-    sibling_path = path.parent / "hf_quant_config.json"
-    sibling = load_config_json(sibling_path) if sibling_path.is_file() and sibling_path != path else None
+    # beside a config.json as Hugging Face snapshots lay it out, or as <name>.hf_quant_config.json
+    sibling_path = next((p for p in (path.parent / "hf_quant_config.json",
+                                     path.with_name(f"{path.stem}.hf_quant_config.json"))
+                         if p.is_file() and p != path), None)
+    sibling = load_config_json(sibling_path) if sibling_path is not None else None
     return spec_from_hf_config(data, str(path), sibling=sibling, sibling_source=str(sibling_path))
 
 

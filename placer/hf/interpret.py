@@ -86,7 +86,8 @@ def _layer_kinds(c: Config, n: int, fam: Family) -> list[str]:
         types = c.texts(types_key, n)
         table = {"full_attention": full, "attention": full, "global": full, "sliding_attention": "sliding",
                  "sliding": "sliding", "local": "sliding", "chunked_attention": "chunked",
-                 "linear_attention": None, "mamba": "mamba", "mamba2": "mamba2", "hybrid": None}
+                 "linear_attention": None, "mamba": "mamba2" if fam.norms == 1 else "mamba", "mamba2": "mamba2",
+                 "hybrid": None, "moe": "none", "mlp": "none"}
         out = []
         for i, t in enumerate(types):
             if t not in table:
@@ -143,6 +144,8 @@ def _linear_kind(c: Config, fam: Family) -> str:
 # ----------------------------------------------------------------------------- mixers
 def _qk_norm(c: Config, fam: Family):
     q = fam.qk_norm
+    if q == "none":
+        return None
     if q == "key":
         return "head" if c.data.get("use_qk_norm") else None
     if q is None and c.data.get("use_qk_norm") and c.data.get("qk_norm_type") != "l2":
@@ -257,6 +260,8 @@ def _moe_layers(c: Config, n: int, kinds: list[str]) -> list[bool]:
     if c.has("hybrid_override_pattern"):
         pat = c.text("hybrid_override_pattern")
         return [ch == "E" for ch in pat]
+    if isinstance(c.data.get("layers_block_type"), list) and "moe" in c.data["layers_block_type"]:
+        return [t == "moe" for t in c.texts("layers_block_type", n)]
     if c.has("mlp_layer_types"):
         types = c.texts("mlp_layer_types", n)
         return [t in ("sparse", "moe") for t in types]
@@ -308,8 +313,8 @@ def _moe(c: Config, fam: Family, experts: int) -> dict:
     i_key = c.first("moe_intermediate_size", "expert_intermediate_size", "moe_ffn_hidden_size")
     size = c.integer(i_key) if i_key else c.any_integer(DENSE)
     f = {"type": "moe", "num_experts": experts, "experts_per_token": top_k, "moe_intermediate_size": size}
-    shared_i = c.integer("shared_expert_intermediate_size", 0, minimum=0) or \
-        c.integer("shared_intermediate_size", 0, minimum=0)
+    shared_i = c.any_integer(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+                              "shared_intermediate_size"), 0, minimum=0)
     n_shared = c.any_integer(SHARED, 0, minimum=0)
     if shared_i and not n_shared:
         n_shared = 1
@@ -351,7 +356,11 @@ def interpret(c: Config, fam: Family) -> Interpretation:
     """Every decoder layer's mixer and FFN; ``c`` is the text config, ``fam`` its quirks row."""
     if fam.defaults:
         c = Config({**fam.defaults, **{k: v for k, v in c.data.items() if v is not None}}, c.source, c.prefix)
-    n = c.any_integer(LAYERS)
+    lists = [k for k in ("layers_block_type", "layer_types", "hybrid_override_pattern") if c.has(k)]
+    if not c.first(*LAYERS) and lists and isinstance(c.data[lists[0]], (list, str)):
+        n = len(c.data[lists[0]])       # the per-layer list is the layer count
+    else:
+        n = c.any_integer(LAYERS)
     h = c.any_integer(HIDDEN)
     vocab = c.any_integer(VOCAB)
     tie = c.flag("tie_word_embeddings", fam.tie)

@@ -20,7 +20,7 @@ class Family:
     ``defaults``: values of keys the family's config class fills in when a file leaves them out.
     ``qkv_bias`` / ``o_bias``: biases the modeling code always builds (None: from ``attention_bias``).
     ``qk_norm``: ``"head"`` (one norm of head_dim), ``"full"`` (over all heads), ``"key"`` (per head
-    when ``use_qk_norm`` is set), or None. ``gated_attention``: q_proj also emits an output gate.
+    when ``use_qk_norm`` is set), ``"none"`` (norms without weights), or None (``use_qk_norm``). ``gated_attention``: q_proj also emits an output gate.
     ``norms``: RMSNorms per layer in units of the hidden size (Gemma has four; 1 means every layer
     is one sub-block, a mixer or an FFN, as in Nemotron-H). ``expert_bias``: experts with biases.
     ``router_bias``: the router carries a per-expert score-correction bias (``"key:<name>"``: when
@@ -58,8 +58,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(("llama", "mistral", "ministral", "olmo", "granite", "smollm3", "arcee", "apertus", "seed_oss",
             "hunyuan_v1_dense", "exaone4"), "llama-3.1-405b",
            notes="GQA + SwiGLU; attention_bias / mlp_bias keys"),
-    Family(("qwen2",), "qwen2.5-7b", qkv_bias=True, o_bias=False, defaults={"tie_word_embeddings": False},
-           notes="q/k/v biases always present"),
+    Family(("qwen2", "mimo"), "qwen2.5-7b", qkv_bias=True, o_bias=False, defaults={"tie_word_embeddings": False},
+           notes="q/k/v biases always present; MiMo is Qwen2 with MTP layers"),
     Family(("qwen3",), "qwen3-8b", qk_norm="head", defaults={"head_dim": 128}),
     Family(("qwen2_moe",), "qwen3-235b", qkv_bias=True, o_bias=False, shared_expert_gate=True,
            names=(("shared_experts.", "shared_expert."),)),
@@ -86,7 +86,7 @@ FAMILIES: tuple[Family, ...] = (
                      "expert_layer_period": 2, "expert_layer_offset": 1}),
     Family(("gpt_oss",), "gpt-oss-120b", qkv_bias=True, o_bias=True, sinks=True, router_bias=True, expert_bias=True, sliding_period=2,
            names=(("mlp.gate", "mlp.router"),)),
-    Family(("llama4_text", "llama4"), "llama-4-scout", names=(("mlp.", "feed_forward."),
+    Family(("llama4_text", "llama4"), "llama-4-scout", defaults={"n_shared_experts": 1}, qk_norm="none", names=(("mlp.", "feed_forward."),
                                                               ("shared_experts.", "shared_expert.")),
            notes="q/k L2 norms without weights; chunked attention on RoPE layers"),
     Family(("ernie4_5_moe",), "ernie-4.5-moe", router_bias=True, qkv_bias=None),
