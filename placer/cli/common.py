@@ -196,6 +196,11 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
                       micro_batch=kw.get("micro_batch"), weight_group_size=kw.get("weight_group_size"))
     for note in workload_notes(model, wl):
         warn(note)
+    for note in model.notes:
+        # what the model's spec says about itself (an import's workload defaults, a tower, MTP layers)
+        if not (note.startswith("imported workload defaults") and kw.get("context") is not None
+                and kw.get("concurrency") is not None):
+            click.echo(f"note: {model.name}: {note}", err=True)
     return model, fleet, wl
 
 

@@ -226,6 +226,9 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
                               "transformers module tree on the meta device") + ")",
             "source": source, "architecture": arch or str(model_type)}
     spec = {**head, **spec}
+    mp = text.data.get("max_position_embeddings")
+    if isinstance(mp, int) and not isinstance(mp, bool) and 0 < mp <= 10**18:
+        spec["max_position_embeddings"] = mp
     h = spec["hidden_size"]
     for key, tower in towers:
         params = vision_params(Config(tower, source, prefix=f"{key}."), h)
