@@ -20,7 +20,8 @@ def inspect_model(model: LayerGraph, wl: Workload, fleet: Fleet | None = None) -
             weight_bytes=memory.weight_bytes(x, wl), kv_bytes_per_token=memory.kv_bytes_per_token(x, wl),
             kv_bytes_per_request=memory.kv_bytes_per_request(x, wl),
             state_bytes_per_request=memory.state_bytes_per_request(x, wl),
-            activation_bytes_per_token=memory.activation_bytes_per_token(x, wl)))
+            activation_bytes_per_token=memory.activation_bytes_per_token(x, wl),
+            weight_groups=_groups(x, wl)))
     totals = dict(
         layers=len(rows), params=sum(r["params"] for r in rows),
         weight_bytes=sum(r["weight_bytes"] for r in rows),
@@ -28,12 +29,37 @@ def inspect_model(model: LayerGraph, wl: Workload, fleet: Fleet | None = None) -
         kv_bytes_per_request=sum(r["kv_bytes_per_request"] for r in rows),
         state_bytes_per_request=sum(r["state_bytes_per_request"] for r in rows),
         by_kind=model.count_by_kind())
-    doc = dict(model=model.name, workload=wl.to_dict(), layers=rows, totals=totals)
+    doc = dict(model=model.name, workload=wl.to_dict(), layers=rows, totals=totals,
+               precision=_precision(rows), notes=list(model.notes))
     if model.published_total_params:
         doc["published_total_params"] = model.published_total_params
     if fleet is not None:
         doc["device"] = _device_view(model, wl, fleet)
     return doc
+
+
+def _groups(layer, wl: Workload) -> list[dict]:
+    """The layer's tensor groups at the precision they are counted in: as stored, or --weight-bits."""
+    if layer.weight_groups and wl.weights_as_stored:
+        return [dict(role=g.role, format=g.format, precision=g.label, params=g.params, bytes=g.bytes)
+                for g in layer.weight_groups]
+    if layer.weight_bytes_fixed is not None:
+        return [dict(role="all", format="fixed", precision="fixed bytes", params=layer.params,
+                     bytes=layer.weight_bytes_fixed)]
+    return [dict(role="all", format=f"{wl.weight_bits}-bit", precision=f"{wl.weight_bits}-bit (workload)",
+                 params=layer.params, bytes=memory.weight_bytes(layer, wl))]
+
+
+def _precision(rows: list[dict]) -> list[dict]:
+    """Parameters and bytes per (tensor role, precision) over the whole model."""
+    acc: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        for g in r["weight_groups"]:
+            e = acc.setdefault((g["role"], g["precision"]), dict(role=g["role"], precision=g["precision"],
+                                                                 params=0, bytes=0))
+            e["params"] += g["params"]
+            e["bytes"] += g["bytes"]
+    return list(acc.values())
 
 
 def _device_view(model: LayerGraph, wl: Workload, fleet: Fleet) -> dict:

@@ -249,9 +249,9 @@ def ffn_tensors(spec: dict | None, hidden: int) -> list[Tensor]:
         if spec.get("router_bias"):
             ts.append(Tensor("mlp.gate.e_score_correction_bias", (e,), role="router"))
         if latent:
-            ts += _lin("mlp.latent_down_proj", latent, h, role="shared") + _lin("mlp.latent_up_proj", h, latent, role="shared")
+            ts += _lin("mlp.latent_down_proj", latent, h, role="latent") + _lin("mlp.latent_up_proj", h, latent, role="latent")
             if spec.get("latent_norm"):
-                ts += _vec("mlp.latent_norm.weight", latent, role="shared")
+                ts += _vec("mlp.latent_norm.weight", latent, role="latent")
         ts += _mlp("mlp.experts", width, i, "experts", gated=gated, bias=bool(spec.get("expert_bias")), count=e)
         n_shared = spec.get("num_shared_experts", 0)
         if n_shared:

@@ -204,7 +204,7 @@ def _next_fit_devices(inst) -> int | None:
 
 # kimi-k3 at its published workload needs 16,129,032,258 + 184 x 150,994,944 = 43,912,101,954 B for
 # one dense layer: more than a 40 GB WSE-2 holds, whatever the fleet size (noted in wse-2.yaml).
-TOO_SMALL_DEVICES = {("kimi-k3", "wse-2")}
+TOO_SMALL_DEVICES = {("kimi-k3", "wse-2"), ("kimi-k3-hf", "wse-2")}
 
 
 def test_every_catalog_fleet_holds_every_catalog_model():

@@ -87,7 +87,7 @@ def granularity_option(f):
 
 
 def workload_options(f):
-    """--context --concurrency --weight-bits --kv-bits --state-bits --micro-batch --racks."""
+    """--context --concurrency --weight-bits --kv-bits --state-bits --micro-batch --racks --mtp --text-only."""
     opts = [
         click.option("--context", type=context_type, default=None, help="Context tokens per request, e.g. 256k."),
         click.option("--concurrency", type=click.IntRange(0, 10**9), default=None,
@@ -101,6 +101,10 @@ def workload_options(f):
         click.option("--weight-group-size", type=click.IntRange(0, 10**9), default=None,
                      help="Add one 16-bit scale per this many weights (0 = off)."),
         click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet."),
+        click.option("--mtp", is_flag=True, default=False,
+                     help="Include the model's multi-token-prediction layers (off by default)."),
+        click.option("--text-only", is_flag=True, default=False,
+                     help="Drop a multimodal model's vision/audio tower."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -186,7 +190,7 @@ def hardware_option(required: bool = False):
 
 def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet | None, Workload]:
     """Model, fleet (or None) and workload from command-line values."""
-    model = load_model(model_ref)
+    model = load_model(model_ref, mtp=bool(kw.get("mtp")), text_only=bool(kw.get("text_only")))
     fleet = load_fleet(hardware_ref, racks=kw.get("racks")) if hardware_ref else None
     if kw.get("racks") and not hardware_ref:
         raise InvalidSpec("--racks", "racks", "needs --hardware")

@@ -21,8 +21,10 @@ def inspect_command(model, hardware, as_json, **kw):
     if as_json:
         echo_json(doc)
         return
+    stored = wl.weights_as_stored and any(x.weight_groups for x in m.layers)
+    weights = "weights as stored" if stored else f"{wl.weight_bits}-bit weights"
     click.echo(f"{m.name}: {doc['totals']['layers']} nodes, {doc['totals']['params']:,} parameters "
-               f"({wl.weight_bits}-bit weights, {wl.kv_bits}-bit KV, {wl.state_bits}-bit state, "
+               f"({weights}, {wl.kv_bits}-bit KV, {wl.state_bits}-bit state, "
                f"context {format_tokens(wl.context_tokens)})")
     click.echo(workload_text(wl))
     click.echo(f"{'idx':>4} {'name':<14} {'kind':<17} {'mixer':<15} {'ffn':<6} {'params':>17} "
@@ -36,6 +38,12 @@ def inspect_command(model, hardware, as_json, **kw):
     click.echo(f"{'':>4} {'total':<14} {'':<17} {'':<15} {'':<6} {t['params']:>17,} "
                f"{format_bytes(t['weight_bytes']):>11} {t['kv_bytes_per_token']:>10,} "
                f"{t['state_bytes_per_request']:>12,}")
+    if stored:
+        click.echo("")
+        click.echo("weights by tensor group, as the checkpoint stores them:")
+        for g in doc["precision"]:
+            click.echo(f"  {g['role']:<14} {g['precision']:<48} {g['params']:>17,} params "
+                       f"{format_bytes(g['bytes']):>11}")
     if "device" in doc:
         d = doc["device"]
         click.echo("")
