@@ -231,7 +231,7 @@ class WorkloadDefaults(_Strict):
 
 
 class ExplicitLayer(_Strict):
-    kind: Literal["embedding", "attention", "linear_attention", "lm_head"]
+    kind: Literal["embedding", "vision", "attention", "linear_attention", "lm_head"]
     name: str | None = None
     mixer: str | None = None
     ffn: Literal["dense", "moe"] | None = None

@@ -14,7 +14,7 @@ from placer.cli import cli
 
 MAPPING = project_root() / "solutions" / "kimi-k3__wse-3t__contiguous.json"
 BAD_MODEL, BAD_HARDWARE = "kimi-k33", "wse3t"
-MODEL_HINT = "did you mean kimi-k3 or kimi-k2?"
+MODEL_HINT = "did you mean kimi-k3, kimi-k2 or kimi-k3-hf?"
 HARDWARE_HINT = "did you mean wse-3t, wse-3 or wse-2?"
 
 # every command, each way it takes a catalog name: (argv with {m} = a model name, {h} = a hardware name)

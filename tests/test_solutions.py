@@ -54,11 +54,21 @@ def _flags(text: str) -> list[str]:
     return shlex.split("\n".join(x for x in text.splitlines() if not x.startswith("#")).replace("\\\n", " "))
 
 
+# kimi-k3-hf at 182 live requests: its last MLA layer and KV reserve fill a wafer to within 23 MB,
+# so the 2.35 GB LM head takes a wafer of its own, a rank the runtimes cannot build (they refuse it).
+HEAD_ONLY_RANK = {"kimi-k3-hf"}
+
+
 @needs_files
 @pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
 def test_contiguous_solution_exports_in_every_format(path):
     doc = read_mapping(path)
     name = doc["model"]["name"]
+    if name in HEAD_ONLY_RANK:
+        for fmt in ("vllm", "sglang"):
+            with pytest.raises(ExportRefused, match="holds no decoder layer \\(only the LM head\\)"):
+                export_mapping(doc, fmt, options=ExportOptions(bare=True, force=True))
+        return
     pp = len(doc["stages"])
     layers = load_model(doc["model"]["source"]).num_hidden_layers
     bare = ExportOptions(bare=True, force=True)

@@ -230,7 +230,8 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
     if isinstance(mp, int) and not isinstance(mp, bool) and 0 < mp <= 10**18:
         spec["max_position_embeddings"] = mp
     h = spec["hidden_size"]
-    for key, tower in towers:
+    has_tower = any(x.get("kind") == "vision" for x in spec.get("layers") or [])
+    for key, tower in ([] if has_tower else towers):
         params = vision_params(Config(tower, source, prefix=f"{key}."), h)
         spec["vision_tower"] = {"params": params}
         break

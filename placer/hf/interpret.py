@@ -87,7 +87,7 @@ def _layer_kinds(c: Config, n: int, fam: Family) -> list[str]:
         table = {"full_attention": full, "attention": full, "global": full, "sliding_attention": "sliding",
                  "sliding": "sliding", "local": "sliding", "chunked_attention": "chunked",
                  "linear_attention": None, "mamba": "mamba2" if fam.norms == 1 else "mamba", "mamba2": "mamba2",
-                 "hybrid": None, "moe": "none", "mlp": "none"}
+                 "hybrid": None, "moe": "none", "mlp": "none", "indexed_attention": full}
         out = []
         for i, t in enumerate(types):
             if t not in table:
@@ -159,9 +159,9 @@ def _attention(c: Config, fam: Family, kind: str) -> dict:
     nkv = c.any_integer(KV_HEADS, nq)
     d = c.any_integer(HEAD_DIM, None)
     if d is None:
-        if h % nq:
-            raise c.fail("head_dim", f"missing, and hidden_size {h} is not a multiple of num_attention_heads {nq}")
-        d = h // nq
+        d = h // nq          # as the modeling code computes it when the config has no head_dim
+        if d < 1:
+            raise c.fail("head_dim", f"missing, and hidden_size {h} is smaller than num_attention_heads {nq}")
     bias = c.flag("attention_bias", False) if c.has("attention_bias") else bool(c.data.get("use_bias", False))
     qkv_bias = fam.qkv_bias if fam.qkv_bias is not None else bias
     o_bias = fam.o_bias if fam.o_bias is not None else bias

@@ -74,11 +74,11 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
         cfg, model = _build(text, model_type)
-    except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+    except Exception as exc:   # transformers raises many kinds; any of them means it cannot build this config
         raise _refuse(top, text, arch, model_type,
                       f"transformers cannot build it on the meta device ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
-    n = getattr(cfg, "num_hidden_layers", None)
+    n = _cfg(cfg, "num_hidden_layers")
     if not isinstance(n, int) or n < 1:
         raise text.fail("num_hidden_layers", "required to find the decoder layers in the module tree")
     found = _decoder_layers(model, n)
@@ -87,13 +87,17 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     layers_name, layers = found
     per_layer = [sum(p.numel() for p in layer.parameters()) for layer in layers]
     seen = {id(p) for layer in layers for p in layer.parameters()}
+    tower = sum(p.numel() for name, p in model.named_parameters()
+                if id(p) not in seen and any(k in name for k in _TOWER_WORDS))
+    seen |= {id(p) for name, p in model.named_parameters() if any(k in name for k in _TOWER_WORDS)}
     emb = model.get_input_embeddings()
     emb_params = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
     seen |= {id(p) for p in emb.parameters()} if emb is not None else set()
     rest = sum(p.numel() for p in model.parameters() if id(p) not in seen)
-    h = getattr(cfg, "hidden_size", None)
-    kv = [_kv_of(cfg, text, i) for i in range(n)]
-    entries = [{"kind": "embedding", "name": "embedding", "params": int(emb_params)}]
+    h = _cfg(cfg, "hidden_size")
+    kv = [_kv_of(cfg, text, i, layers[i]) for i in range(n)]
+    entries = [{"kind": "vision", "name": "vision_tower", "params": int(tower)}] if tower else []
+    entries.append({"kind": "embedding", "name": "embedding", "params": int(emb_params)})
     for i, (p, (kind, kv_el, window, state)) in enumerate(zip(per_layer, kv)):
         e = {"kind": kind, "name": f"layers.{i}", "params": int(p)}
         if kv_el:
@@ -107,7 +111,7 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     spec = {"hidden_size": h, "layers": entries,
             "notes": f"parameters counted from transformers' {type(model).__name__} on the meta device "
                      f"({layers_name}); KV and state from the config fields"}
-    mp = getattr(cfg, "max_position_embeddings", None)
+    mp = _cfg(cfg, "max_position_embeddings")
     spec["workload_notes"] = ("imported workload defaults: "
                               + (f"context {mp:,} tokens (the config's max_position_embeddings), "
                                  if isinstance(mp, int) and mp > 0 else "")
@@ -117,24 +121,49 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     return spec
 
 
-def _kv_of(cfg, text: Config, i: int) -> tuple[str, int, int | None, int]:
-    """(kind, KV elements per token, window, state elements per request) of layer ``i`` from the config."""
-    types = getattr(cfg, "layer_types", None)
+_TOWER_WORDS = ("vision", "visual", "mm_projector", "multi_modal_projector", "audio", "embed_vision")
+
+
+def _cfg(cfg, name: str):
+    try:
+        return getattr(cfg, name, None)
+    except Exception:    # a per-layer attribute some configs refuse to give globally
+        return None
+
+
+def _kv_from_module(layer) -> int | None:
+    """K plus V elements per token from the layer's attention projections, when it has them."""
+    import torch.nn as nn
+    for _, mod in layer.named_modules():
+        k = getattr(mod, "k_proj", None)
+        if isinstance(k, nn.Linear):
+            v = getattr(mod, "v_proj", None)
+            # with no v_proj the keys serve as values, and the cache still holds both
+            return k.out_features + (v.out_features if isinstance(v, nn.Linear) else k.out_features)
+    return None
+
+
+def _kv_of(cfg, text: Config, i: int, layer) -> tuple[str, int, int | None, int]:
+    """(kind, KV elements per token, window, state elements per request) of layer ``i``."""
+    types = _cfg(cfg, "layer_types")
     t = types[i] if isinstance(types, (list, tuple)) and len(types) > i else "full_attention"
     if t in ("linear_attention", "mamba", "mamba2", "conv", "recurrent"):
         raise text.fail("layer_types", f"layer {i} is {t!r}: its state per request cannot be established from "
                                        "the config fields (the interpreter would need this family)")
-    if getattr(cfg, "kv_lora_rank", None):
-        return "attention", int(cfg.kv_lora_rank) + int(getattr(cfg, "qk_rope_head_dim", 0) or 0), None, 0
-    nq = getattr(cfg, "num_attention_heads", None)
-    if not isinstance(nq, int) or nq < 1:
+    if _cfg(cfg, "kv_lora_rank"):
+        return "attention", int(cfg.kv_lora_rank) + int(_cfg(cfg, "qk_rope_head_dim") or 0), None, 0
+    from_module = _kv_from_module(layer)
+    nq = _cfg(cfg, "num_attention_heads")
+    if from_module is None and (not isinstance(nq, int) or nq < 1):
         raise text.fail("num_attention_heads", "required for the KV cache per token")
-    nkv = getattr(cfg, "num_key_value_heads", None) or nq
-    d = getattr(cfg, "head_dim", None) or (cfg.hidden_size // nq)
+    if from_module is None:
+        nkv = _cfg(cfg, "num_key_value_heads") or nq
+        d = _cfg(cfg, "head_dim") or (cfg.hidden_size // nq)
+        from_module = 2 * int(nkv) * int(d)
     window = None
     if t in ("sliding_attention", "chunked_attention"):
-        window = getattr(cfg, "sliding_window", None) if t == "sliding_attention" else getattr(cfg, "attention_chunk_size", None)
+        window = _cfg(cfg, "sliding_window") if t == "sliding_attention" else _cfg(cfg, "attention_chunk_size")
         if not isinstance(window, int) or window < 1:
             raise text.fail("sliding_window" if t == "sliding_attention" else "attention_chunk_size",
                             f"layer {i} is {t!r} but the window size is missing")
-    return "attention", 2 * int(nkv) * int(d), window, 0
+    return "attention", int(from_module), window, 0

@@ -55,9 +55,10 @@ _MIXTRAL_NAMES = (("mlp.", "block_sparse_moe."), ("experts.0.gate_proj", "expert
                   ("experts.0.up_proj", "experts.0.w3"), ("experts.0.down_proj", "experts.0.w2"))
 
 FAMILIES: tuple[Family, ...] = (
-    Family(("llama", "mistral", "ministral", "olmo", "granite", "smollm3", "arcee", "apertus", "seed_oss",
-            "hunyuan_v1_dense", "exaone4"), "llama-3.1-405b",
+    Family(("llama", "mistral", "ministral", "olmo", "granite", "smollm3", "seed_oss", "exaone4"), "llama-3.1-405b",
            notes="GQA + SwiGLU; attention_bias / mlp_bias keys"),
+    Family(("arcee",), "llama-3.1-405b", gated_mlp=False, notes="ReLU^2 MLP: up and down only"),
+    Family(("apertus",), "llama-3.1-405b", gated_mlp=False, qk_norm="head", notes="xIELU MLP: up and down only"),
     Family(("qwen2", "mimo"), "qwen2.5-7b", qkv_bias=True, o_bias=False, defaults={"tie_word_embeddings": False},
            notes="q/k/v biases always present; MiMo is Qwen2 with MTP layers"),
     Family(("qwen3",), "qwen3-8b", qk_norm="head", defaults={"head_dim": 128}),
