@@ -66,7 +66,11 @@ class Workload:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["weights_as_stored"]:
+            # the default: left out, so mappings written before stored formats existed read the same
+            del d["weights_as_stored"]
+        return d
 
 
 def workload_for(model, *, context=None, concurrency=None, weight_bits=None, kv_bits=None,

@@ -44,6 +44,9 @@ def unwrap(c: Config) -> tuple[Config, list[tuple[str, dict]]]:
     for key in _WRAPPERS:
         if isinstance(c.data.get(key), dict):
             text = c.section(key)
+            if text.data.get("tie_word_embeddings") is None and isinstance(c.data.get("tie_word_embeddings"), bool):
+                # the wrapper's flag is the one its model class reads
+                text = Config({**text.data, "tie_word_embeddings": c.data["tie_word_embeddings"]}, c.source, text.prefix)
             break
     towers = [(k, c.data[k]) for k in _TOWERS if isinstance(c.data.get(k), dict)]
     return text, towers
@@ -232,8 +235,14 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
     h = spec["hidden_size"]
     has_tower = any(x.get("kind") == "vision" for x in spec.get("layers") or [])
     for key, tower in ([] if has_tower else towers):
-        params = vision_params(Config(tower, source, prefix=f"{key}."), h)
-        spec["vision_tower"] = {"params": params}
+        from .meta import tower_params
+        exact = tower_params(top)
+        if exact:
+            spec["vision_tower"] = {"params": exact}
+            spec["notes"] = "vision/audio tower counted from transformers' module tree on the meta device"
+        else:
+            spec["vision_tower"] = {"params": vision_params(Config(tower, source, prefix=f"{key}."), h)}
+            spec["notes"] = "vision/audio tower counted from its config by the ViT formula (placer/hf/vision.py)"
         break
     return spec
 

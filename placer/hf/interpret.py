@@ -351,6 +351,42 @@ def _dense(c: Config, fam: Family) -> dict:
     return f
 
 
+def _block_configs(c: Config, fam: Family, n: int) -> list[LayerPlan]:
+    """DeciLM / Nemotron-NAS: each layer's attention and FFN from ``block_configs`` (absent with
+    ``no_op``; GQA with ``num_attention_heads // n_heads_in_group`` KV heads; a SwiGLU of width
+    ``int(2 * ffn_mult * h / 3)`` rounded up to a multiple of 256)."""
+    blocks = c.data["block_configs"]
+    if not isinstance(blocks, list) or len(blocks) != n:
+        raise c.fail("block_configs", f"expected one entry per layer ({n})")
+    h, nq = c.any_integer(HIDDEN), c.any_integer(HEADS)
+    plans = []
+    for i, raw in enumerate(blocks):
+        b = c.sub(raw, f"block_configs.{i}") if isinstance(raw, dict) else None
+        if b is None:
+            raise c.fail(f"block_configs.{i}", "expected a mapping")
+        a, f = b.section("attention"), b.section("ffn")
+        for part in (a, f):
+            if part.data.get("replace_with_linear"):
+                raise part.fail("replace_with_linear", "a sub-block replaced by one linear map is not read")
+        mixer = None
+        if not a.flag("no_op", False):
+            group = a.integer("n_heads_in_group")
+            if nq % group:
+                raise a.fail("n_heads_in_group", f"does not divide num_attention_heads {nq}")
+            mixer = {"type": "gqa", "num_heads": nq, "num_kv_heads": nq // group, "head_dim": h // nq}
+        ffn = None
+        if not f.flag("no_op", False):
+            mult = f.data.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1000:
+                raise f.fail("ffn_mult", f"expected a positive number, got {mult!r}")
+            width = -(-int(2 * mult * h / 3) // 256) * 256
+            ffn = {"type": "dense", "intermediate_size": width}
+        if mixer is None and ffn is None:
+            raise b.fail("attention", "a layer with neither attention nor an FFN")
+        plans.append(LayerPlan(mixer, ffn))
+    return plans
+
+
 # ----------------------------------------------------------------------------- the whole model
 def interpret(c: Config, fam: Family) -> Interpretation:
     """Every decoder layer's mixer and FFN; ``c`` is the text config, ``fam`` its quirks row."""
@@ -364,6 +400,12 @@ def interpret(c: Config, fam: Family) -> Interpretation:
     h = c.any_integer(HIDDEN)
     vocab = c.any_integer(VOCAB)
     tie = c.flag("tie_word_embeddings", fam.tie)
+    if isinstance(c.data.get("block_configs"), list):
+        out = Interpretation(hidden=h, vocab=vocab, tie=tie, layers=_block_configs(c, fam, n))
+        mp = c.data.get("max_position_embeddings")
+        if isinstance(mp, int) and not isinstance(mp, bool) and 0 < mp <= 2**40:
+            out.max_positions = mp
+        return out
     kinds = _layer_kinds(c, n, fam)
     experts = c.any_integer(EXPERTS, 0, minimum=0)
     moe = _moe_layers(c, n, kinds) if experts > 1 else [False] * n

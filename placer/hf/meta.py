@@ -94,6 +94,14 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     emb_params = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
     seen |= {id(p) for p in emb.parameters()} if emb is not None else set()
     rest = sum(p.numel() for p in model.parameters() if id(p) not in seen)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    untied = text.data.get("tie_word_embeddings") is False
+    if head is not None and emb is not None and head.weight is emb.weight and untied:
+        # built from the text config alone the head came out tied; the checkpoint's config says it is not
+        rest += head.weight.numel()
+    elif head is None and emb is not None and untied:
+        # no causal-LM class for this text config: the bare text model, whose wrapper adds the head
+        rest += emb.weight.numel()
     h = _cfg(cfg, "hidden_size")
     kv = [_kv_of(cfg, text, i, layers[i]) for i in range(n)]
     entries = [{"kind": "vision", "name": "vision_tower", "params": int(tower)}] if tower else []
@@ -157,7 +165,8 @@ def _kv_of(cfg, text: Config, i: int, layer) -> tuple[str, int, int | None, int]
     if from_module is None and (not isinstance(nq, int) or nq < 1):
         raise text.fail("num_attention_heads", "required for the KV cache per token")
     if from_module is None:
-        nkv = _cfg(cfg, "num_key_value_heads") or nq
+        nkv = next((_cfg(cfg, k) for k in ("num_key_value_heads", "num_kv_heads", "n_head_kv",
+                                           "multi_query_group_num") if _cfg(cfg, k)), nq)
         d = _cfg(cfg, "head_dim") or (cfg.hidden_size // nq)
         from_module = 2 * int(nkv) * int(d)
     window = None
@@ -167,3 +176,34 @@ def _kv_of(cfg, text: Config, i: int, layer) -> tuple[str, int, int | None, int]
             raise text.fail("sliding_window" if t == "sliding_attention" else "attention_chunk_size",
                             f"layer {i} is {t!r} but the window size is missing")
     return "attention", int(from_module), window, 0
+
+
+def tower_params(top: Config) -> int | None:
+    """Parameters of a multimodal wrapper's non-text towers (vision / audio encoders and their
+    projectors), counted on the meta device from the class ``architectures[0]`` names, or None when
+    the extra is missing or transformers cannot build the wrapper."""
+    if not meta_available():
+        return None
+    archs = top.data.get("architectures")
+    model_type = top.data.get("model_type")
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str) and isinstance(model_type, str)):
+        return None
+    try:
+        import torch
+        import transformers
+        from transformers import CONFIG_MAPPING
+
+        if model_type not in CONFIG_MAPPING or not hasattr(transformers, archs[0]):
+            return None
+        data = {k: v for k, v in top.data.items() if k not in ("quantization_config", "auto_map")}
+        cfg = CONFIG_MAPPING[model_type].from_dict(data)
+        transformers.logging.set_verbosity_error()
+        with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
+            full = getattr(transformers, archs[0])._from_config(cfg)
+        text = {id(p) for p in full.get_decoder().parameters()}
+        head = full.get_output_embeddings()
+        if head is not None:
+            text |= {id(p) for p in head.parameters()}
+        return sum(p.numel() for p in full.parameters() if id(p) not in text)
+    except Exception:   # any failure to build means no exact count; the caller falls back to the formula
+        return None
