@@ -23,6 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .algorithms.deadline import interrupted
 from .errors import InfeasiblePlacement, InvalidSpec, PlacerError
 from .fleet import Fleet
 from .instance import MODES, make_instance
@@ -482,6 +483,8 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
         elif n_workers == 1:
             for p in todo:
                 finished(solve_point(model, fleet, settings, p, setup))
+                if interrupted():       # Ctrl-C stopped that point's search: keep the rows, stop here
+                    raise KeyboardInterrupt
         else:
             _run_processes(model, fleet, settings, setup, todo, finished, n_workers)
     finally:

@@ -96,3 +96,14 @@ def test_latency_model_past_the_deadline_claims_no_proof():
     names = {lv.name: lv for lv in r.levels}
     assert "latency" in names and not names["latency"].proven
     assert r.status == Status.FEASIBLE and not r.proven_optimal
+
+
+def test_an_earlier_ctrl_c_does_not_cut_a_later_solve_short():
+    """place() forgets a Ctrl-C that stopped an earlier call (a notebook keeps one process)."""
+    note_interrupt()
+    try:
+        r = place(sparse_ring_instance(12, 20, 0), "cpsat", time_limit=30, workers=1, objective="devices")
+    finally:
+        clear_interrupt()
+    assert r.feasible and not r.interrupted
+    assert r.levels[0].proven      # a ring: the walk's arcs prove the count, no search cut short

@@ -9,8 +9,8 @@ limit instead of each taking a fresh one.
 Ctrl-C is process-wide by nature: the CP-SAT adapter catches the :class:`KeyboardInterrupt`, stops
 the search and calls :func:`note_interrupt`; from then on every deadline reports itself expired,
 so loops over phases or probes (``compare``'s rows, a bisection, the explanation) end at once with
-what they have instead of starting the next step. Commands call :func:`clear_interrupt` before
-they start.
+what they have instead of starting the next step. ``place()`` and the command line call
+:func:`clear_interrupt` when they start, so an earlier Ctrl-C never cuts a later solve short.
 """
 
 from __future__ import annotations

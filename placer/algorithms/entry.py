@@ -19,7 +19,7 @@ from ..instance import Instance
 from ..placement import Result, Status
 from .bound import bounds
 from .check import PlacementBug, check_placement, requirement_violation
-from .deadline import Deadline, interrupted
+from .deadline import Deadline, clear_interrupt, interrupted
 from .guards import infeasibility
 from .registry import method as method_row
 from .search import largest_true
@@ -48,6 +48,7 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
     :class:`PlacementBug` when a method's placement fails the exact check or undercuts the bound.
     """
     t0 = time.perf_counter()
+    clear_interrupt()   # a Ctrl-C belongs to the call it stopped; callers look at it when place() returns
     row = _check_method(instance, method)
     options = row.parse_options(opts)
     if options is not None and hasattr(options, "deadline"):
