@@ -70,8 +70,15 @@ def contiguous(run: Run) -> Result:
             dp_segments = (segs, classes)
     run.record("bound", devices=bound_bytes)
     start = _contiguous_hints(run, dp_segments, walked)
-    if start is not None and walked is None:
-        run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
+    if start is not None:
+        if walked is None:
+            run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
+        used = len(set(start[0]))
+        proven = used <= bound_bytes
+        run.best = (list(start[0]), list(start[1]),
+                    {"devices": dict(value=used, bound=used if proven else bound_bytes, proven=proven)})
+    if run.deadline is not None:
+        run.deadline.check()    # no time left to build the model: the best start stands (DeadlineReached)
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
     probe = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
     if want_latency and not probe.latency_supported:
