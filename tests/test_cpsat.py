@@ -1,4 +1,5 @@
-"""CP-SAT placement against independent oracles: brute force, the chain DP, known optima, pins."""
+"""CP-SAT placement against independent oracles: brute force, the chain DP, pins (the known-optimum
+battery, run by every exact method, is tests/test_exact_battery.py)."""
 
 from __future__ import annotations
 
@@ -173,16 +174,6 @@ def test_free_mode_small_matches_brute_force():
         assert (r.devices_used, r.hop_latency_us) == want
 
 
-def test_free_mode_bin_packing_known_optimum():
-    """Sizes 6,6,5,5,4,4,3,3,2 (38) in bins of 10: volume says 4, and 4 bins work (6+4, 6+4, 5+5,
-    3+3+2): brute force agrees, CP-SAT proves 4."""
-    sizes = [6, 5, 3, 6, 4, 2, 5, 4, 3]
-    assert brute_bin_packing(sizes, 10) == 4
-    inst = instance(sizes, 10, mode="free")
-    r = cpsat(inst, objective="devices", **FAST)
-    assert r.devices_used == 4 and r.proven_optimal and r.bound == 4
-
-
 def test_split_mode_shards_match_brute_force():
     """Split mode with shards:2 on a chain: contiguous placement of the refined chain, as brute force
     over the refined instance."""
@@ -214,33 +205,6 @@ def test_dag_contiguous_matches_brute_force():
         r = cpsat(inst, **FAST)
         assert r.status == Status.OPTIMAL, r.message
         assert (r.devices_used, r.hop_latency_us) == want
-
-
-# ----------------------------------------------------------------------------------------- battery
-def _cut(capacities, pieces, seed):
-    rng = random.Random(seed)
-    out = []
-    for c in capacities:
-        cuts = sorted(rng.sample(range(1, c), pieces - 1))
-        b = [0, *cuts, c]
-        out.append([y - x for x, y in zip(b, b[1:])])
-    return out
-
-
-@pytest.mark.parametrize("mode", ["contiguous", "free", "split"])
-@pytest.mark.parametrize("capacities", [[50] * 6, [40, 40, 70, 70, 90, 90]])
-def test_perfect_packings_are_solved_to_their_optimum(mode, capacities):
-    """Full devices cut into layers: every byte of the fleet is needed, so the optimum is exactly the
-    fleet size in every mode; CP-SAT finds it and proves it."""
-    parts = _cut(capacities, 4, seed=len(capacities) + sum(capacities))
-    weights = [w for p in parts for w in p]
-    groups = [(c, 1, 1) for c in capacities]
-    fl = fleet(None, groups=groups, topology="full")
-    inst = make_instance(chain_model(weights), fl, Workload(concurrency=0), mode=mode,
-                         granularity="shards:2" if mode == "split" else "layer")
-    r = cpsat(inst, objective="devices", **FAST)
-    assert r.devices_used == len(capacities)
-    assert r.proven_optimal and r.bound == len(capacities)
 
 
 # ----------------------------------------------------------------------------------------- pins
