@@ -1,13 +1,14 @@
 """Calibrate the simulator's cost model: wafers on Cerebras' published single-user speeds, GPUs on
-published measured decode throughput (TensorRT-LLM, FasterTransformer).
+published measured decode throughput (NVIDIA's TensorRT-LLM performance tables).
 
     python benchmarks/calibrate_simulator.py            # fit, verify, print
     python benchmarks/calibrate_simulator.py --write    # and write the perf blocks of the specs
 
-GPUs: :data:`GPU_POINTS` (8 rows, 4 GPU types, batch 1 to 128): one set of constants for every
-GPU (per-layer overhead, fractions of peak HBM bandwidth and of peak compute) by least squares on
-the relative error, each row then re-run through the discrete-event simulator and its error
-printed.
+GPUs: :data:`GPU_POINTS` (8 rows from NVIDIA's TensorRT-LLM documents, 4 GPU types, batch 16 to
+128): one set of constants for every GPU (per-layer overhead, fractions of peak HBM bandwidth and
+of peak compute) by least squares on the relative error, each row then re-run through the
+discrete-event simulator and its error printed. Devices outside placer's catalog (A100 80GB,
+L40S) take their peaks from :data:`CAL_DEVICE_SOURCES`, each number with its source.
 
 Published decode speeds at batch 1 (hardware reference section 3, V: Cerebras launch blog, 2024-08):
 
@@ -148,45 +149,46 @@ def write_perf(name: str, block: str) -> None:
 
 
 # ----------------------------------------------------------------------------- GPUs
-# Published, measured decode figures on GPUs (hardware reference section 7; each row's source is
-# quoted in the h100 / h200 / b200 specs). The TensorRT-LLM rows are static batches
-# (gptSessionBenchmark): `batch` requests of `isl` prompt tokens generate `osl` tokens each and
-# the table gives batch x osl / (prefill + decode time); the FasterTransformer row is one request's
-# decode time per token; the vLLM row is the mean end-to-end latency of a batch (prefill + decode). Rows with long prompts and short outputs measure prefill, and rows with
-# tensor parallelism need the device-group collectives, so neither is used.
-TRTLLM_PERF = ("NVIDIA TensorRT-LLM, docs/source/performance.md, \"Performance of TensorRT-LLM\" "
-               "(H100 and A100 tables updated for v0.6.1, L40S from v0.5), "
-               "https://nvidia.github.io/TensorRT-LLM/performance.html")
+# Published, measured decode figures on GPUs, every one from NVIDIA's own TensorRT-LLM documents
+# (status V; the tables were read in the repository NVIDIA/TensorRT-LLM, files and versions below).
+# They are static batches (gptSessionBenchmark): `batch` requests of `isl` prompt tokens generate
+# `osl` tokens each and the table gives batch x osl / (prefill + decode time), one GPU (TP 1).
+# Rows with long prompts and short outputs (2048/128) measure prefill, and rows with tensor
+# parallelism need the device-group collectives, so neither is used. "LLaMA 7B" is Llama-2-7b
+# (the same documents' methodology section: "the GPT-J, Llama2-7b, and Llama2-70b benchmarks").
+# Dropped from an earlier version of this table for want of a primary source: a FasterTransformer
+# 13B decode time on A100-40GB (known only as tabulated by a third party, cli99/llm-analysis, from
+# kipply's blog) and a vLLM CI latency on H200 (a Buildkite build page, not retrievable here).
+TRTLLM_PERF = ("NVIDIA TensorRT-LLM, docs/source/performance.md, \"Performance of TensorRT-LLM\", "
+               "\"Peak Throughput\" tables (H100 and A100 updated for v0.6.1; L40S from v0.5), "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/v0.6.1/docs/source/performance.md")
+TRTLLM_PERF_05 = ("NVIDIA TensorRT-LLM v0.5.0, docs/source/performance.md, \"High Throughput\", H100 GPUs (FP8), "
+                  "https://raw.githubusercontent.com/NVIDIA/TensorRT-LLM/release/0.5.0/docs/source/performance.md")
 TRTLLM_H200 = ("NVIDIA TensorRT-LLM, docs/source/blogs/H200launch.md, \"H200 achieves nearly 12,000 tokens/sec "
-               "on Llama2-13B with TensorRT-LLM\" (v0.5.0, H200 FP8 max throughput table)")
-VLLM_CI = ("vLLM performance benchmark (CI), buildkite.com/vllm/performance-benchmark/builds/9515, "
-           "latency tests: input 32, output 128, batch 8, latency_llama8B_tp1 on H200")
-FT_KIPPLY = ("kipply, \"Transformer Inference Arithmetic\" (kipp.ly/blog/transformer-inference-arithmetic), "
-             "FasterTransformer measurements as tabulated by cli99/llm-analysis examples/fastertransformer/README.md")
+               "on Llama2-13B with TensorRT-LLM\" (v0.5.0, \"H200 FP8 Max throughput\" table), "
+               "https://github.com/NVIDIA/TensorRT-LLM/blob/main/docs/source/blogs/H200launch.md")
 
 GPU_POINTS = [
     # name, gpu, model, bits (weights = KV), batch, isl, osl, measured, metric, source
-    ("A100 40GB, 13B (GPT-style), batch 1, 512 ctx", "a100-40gb", "test-13b", 16, 1, 512, 10, 22.0,
-     "decode_ms", FT_KIPPLY),
-    ("A100 80GB FP16, Llama-2-7B, batch 60, 128/2048", "a100-80gb", "llama-2-7b", 16, 60, 128, 2048, 1928.0,
+    ("A100 80GB FP16, Llama-2-7B, batch 60, 128/2048 (v0.6.1)", "a100-80gb", "llama-2-7b", 16, 60, 128, 2048,
+     1928.0, "tokens_per_s", TRTLLM_PERF),
+    ("H100 FP8, Llama-2-7B, batch 112, 128/2048 (v0.6.1)", "h100", "llama-2-7b", 8, 112, 128, 2048, 6818.0,
      "tokens_per_s", TRTLLM_PERF),
-    ("H100 FP8, Llama-2-7B, batch 112, 128/2048", "h100", "llama-2-7b", 8, 112, 128, 2048, 6818.0,
+    ("H100 FP8, Llama-2-7B, batch 48, 2048/2048 (v0.6.1)", "h100", "llama-2-7b", 8, 48, 2048, 2048, 2740.0,
      "tokens_per_s", TRTLLM_PERF),
-    ("H100 FP8, Llama-2-7B, batch 48, 2048/2048", "h100", "llama-2-7b", 8, 48, 2048, 2048, 2740.0,
-     "tokens_per_s", TRTLLM_PERF),
-    ("H200 FP8, Llama-2-13B, batch 128, 128/2048", "h200", "llama-2-13b", 8, 128, 128, 2048, 4750.0,
+    ("H100 FP8, Llama-2-7B, batch 64, 128/2048 (v0.5)", "h100", "llama-2-7b", 8, 64, 128, 2048, 5367.0,
+     "tokens_per_s", TRTLLM_PERF_05),
+    ("H100 FP8, Llama-2-7B, batch 32, 2048/2048 (v0.5)", "h100", "llama-2-7b", 8, 32, 2048, 2048, 2230.0,
+     "tokens_per_s", TRTLLM_PERF_05),
+    ("H200 FP8, Llama-2-13B, batch 128, 128/2048 (v0.5)", "h200", "llama-2-13b", 8, 128, 128, 2048, 4750.0,
      "tokens_per_s", TRTLLM_H200),
-    ("H200 BF16, Llama-3.1-8B, batch 8, 32/128 (vLLM)", "h200", "llama-3.1-8b", 16, 8, 32, 128, 833.421,
-     "latency_ms", VLLM_CI),
-    ("L40S FP8, Llama-2-7B, batch 64, 128/2048", "l40s", "llama-2-7b", 8, 64, 128, 2048, 1622.0,
+    ("L40S FP8, Llama-2-7B, batch 64, 128/2048 (v0.5)", "l40s", "llama-2-7b", 8, 64, 128, 2048, 1622.0,
      "tokens_per_s", TRTLLM_PERF),
-    ("L40S FP8, Llama-2-7B, batch 16, 2048/2048", "l40s", "llama-2-7b", 8, 16, 2048, 2048, 531.0,
+    ("L40S FP8, Llama-2-7B, batch 16, 2048/2048 (v0.5)", "l40s", "llama-2-7b", 8, 16, 2048, 2048, 531.0,
      "tokens_per_s", TRTLLM_PERF),
 ]
 
-# Models of the calibration rows (Hugging Face configs: meta-llama/Llama-2-7b-hf, Llama-2-13b-hf;
-# llm-analysis llm_analysis/model_configs/test-13b.json for the FasterTransformer model, whose MLP is
-# two 5120 x 20480 matrices with biases rather than a gated one).
+# Models of the calibration rows (Hugging Face configs: meta-llama/Llama-2-7b-hf, Llama-2-13b-hf).
 CAL_MODELS = {
     "llama-2-7b": {"name": "llama-2-7b", "hidden_size": 4096, "vocab_size": 32000, "num_layers": 32,
                    "pattern": "A*32", "mixers": {"attention": {"type": "mha", "num_heads": 32, "head_dim": 128}},
@@ -196,27 +198,39 @@ CAL_MODELS = {
                     "pattern": "A*40", "mixers": {"attention": {"type": "mha", "num_heads": 40, "head_dim": 128}},
                     "ffns": {"mlp": {"type": "dense", "intermediate_size": 13824}},
                     "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
-    "test-13b": {"name": "test-13b", "hidden_size": 5120, "vocab_size": 50272, "num_layers": 40,
-                 "tie_word_embeddings": True, "pattern": "A*40",
-                 "mixers": {"attention": {"type": "mha", "num_heads": 40, "head_dim": 128, "qkv_bias": True,
-                                          "o_bias": True}},
-                 "ffns": {"mlp": {"type": "dense", "params": 2 * 5120 * 20480 + 20480 + 5120}},
-                 "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
 }
 
-# GPUs of the calibration rows that placer's catalog does not ship (one device, no links needed).
-# A100: NVIDIA A100 datasheet (80 GB SXM 2,039 GB/s, 40 GB 1,555 GB/s, 312 TFLOPS dense BF16,
-# 400 W; U: quoted from memory of the datasheet); the "80 GB" part has 80 GiB, which the batch of
-# 60 Llama-2-7B requests at 2,176 tokens needs (13.5 GB of weights + 60 x 1.14 GB of KV). L40S: NVIDIA's L40S table as reproduced by
-# resellers (48 GB GDDR6, 864 GB/s, 362 TFLOPS dense BF16, 733 dense FP8, 350 W; U).
-CAL_DEVICES = {
-    "a100-80gb": {"memory": "80 GiB", "memory_bandwidth": "2039 GB/s", "compute": "312 TFLOPS", "power": "400 W"},
-    "a100-40gb": {"memory": "40 GB", "memory_bandwidth": "1555 GB/s", "compute": "312 TFLOPS", "power": "400 W"},
-    "l40s": {"memory": "48 GB", "memory_bandwidth": "864 GB/s", "compute": "362 TFLOPS", "compute_fp8": "733 TFLOPS",
-             "power": "350 W"},
+# GPUs of the calibration rows that placer's catalog does not ship (one device, no links needed),
+# every number with its source and status (V vendor, S secondary quoting the vendor, U unverified,
+# D derived; hardware reference conventions). No NVIDIA-hosted copy of the A100 or L40S datasheet
+# could be retrieved, so the peaks are S; each memory bandwidth is also derived from the bus width
+# and memory clock (D), which agrees with the datasheet figure to the GB/s.
+A100_DS = ("glennklockwood.com/garden/processors/A100 (S), tabulating NVIDIA's A100 datasheet "
+           "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf and the Ampere architecture whitepaper")
+A100_DQ = ("CUDA deviceQuery on an NVIDIA A100-SXM4-80GB (gist.github.com/gengwg/3520df2ebf8872e5ee4818367e3a4122, "
+           "U): 85,198,045,184 bytes of global memory, 5120-bit bus, 1593 MHz memory clock")
+L40S_DS = ("NVIDIA L40S datasheet table (\"* With Sparsity\") as reproduced by the reseller mullet.se "
+           "(product 355414) and omegaco.ae (S/U); memory clock 2250 MHz (18 Gbps) on a 384-bit bus per "
+           "TechPowerUp-derived listings (itcreations.com)")
+CAL_DEVICE_SOURCES = {
+    "a100-80gb": {
+        "memory": (85198045184, "the device's own report (80 GB marketed; the batch of 60 Llama-2-7B requests "
+                   "at 2,176 tokens that NVIDIA ran needs 13.5 GB of weights + 60 x 1.14 GB of KV = 82 GB)", A100_DQ),
+        "memory_bandwidth": ("2039 GB/s", "S; D: 5120 bit x 1593 MHz x 2 / 8 = 2,039 GB/s", A100_DS),
+        "compute": ("312 TFLOPS", "dense BF16 Tensor Core (624 with sparsity), S", A100_DS),
+        "power": ("400 W", "SXM4 maximum, S", A100_DS),
+    },
+    "l40s": {
+        "memory": ("48 GB", "GDDR6 with ECC, S", L40S_DS),
+        "memory_bandwidth": ("864 GB/s", "S; D: 384 bit x 18 Gbps / 8 = 864 GB/s", L40S_DS),
+        "compute": ("362 TFLOPS", "dense BF16 Tensor Core 362.05 (733 with sparsity), S", L40S_DS),
+        "compute_fp8": ("733 TFLOPS", "dense FP8 Tensor Core (1,466 with sparsity), S", L40S_DS),
+        "power": ("350 W", "maximum power consumption, S", L40S_DS),
+    },
 }
-GPU_SPECS = ("h100", "h200", "b200")
-UNITS = {"decode_ms": "ms/token", "latency_ms": "ms per batch", "tokens_per_s": "tok/s"}     # catalog GPUs that take the fitted constants
+CAL_DEVICES = {name: {k: v[0] for k, v in fields.items()} for name, fields in CAL_DEVICE_SOURCES.items()}
+GPU_SPECS = ("h100", "h200", "b200")     # catalog GPUs that take the fitted constants
+UNITS = {"decode_ms": "ms/token", "latency_ms": "ms per batch", "tokens_per_s": "tok/s"}
 
 
 def _gpu_fleet(name: str, perf: dict):
@@ -394,11 +408,15 @@ def main(argv=None) -> int:
     print(f"GPU fit over {len(GPU_POINTS)} published measurements (least squares on relative time error): "
           f"{gpu['fixed_overhead_us_per_layer']} us per layer, {gpu['bandwidth_efficiency']:.1%} of peak HBM "
           f"bandwidth, {gpu['compute_efficiency']:.1%} of peak compute")
+    print("  devices outside the catalog (value, status, source):")
+    for name, fields in CAL_DEVICE_SOURCES.items():
+        for key, (value, status, src) in fields.items():
+            print(f"    {name} {key} = {value}: {status}; {src}")
     rows = verify_gpus(gpu)
-    print(f"  {'point':<50} {'measured':>10} {'simulated':>10} {'error':>7}")
+    print(f"  {'point':<58} {'measured':>10} {'simulated':>10} {'error':>7}")
     for r in rows:
         unit = UNITS[r["metric"]]
-        print(f"  {r['point']:<50} {r['measured']:>10,.1f} {r['simulated']:>10,.1f} {r['error']:>+7.1%}  {unit}")
+        print(f"  {r['point']:<58} {r['measured']:>10,.1f} {r['simulated']:>10,.1f} {r['error']:>+7.1%}  {unit}")
     mae = float(np.mean([abs(r["error"]) for r in rows]))
     worst = max(rows, key=lambda r: abs(r["error"]))
     print(f"  mean absolute error {mae:.1%}; worst {worst['point']} ({worst['error']:+.1%})")
@@ -417,7 +435,7 @@ def main(argv=None) -> int:
             f"  mean absolute error {mae:.1%}, worst {worst['point']} ({worst['error']:+.1%}).",
             "Sources:",
         ] + [f"  {s}" for s in dict.fromkeys(r["source"] for r in rows)] + [
-            "The rows run TensorRT-LLM 0.5-0.6, FasterTransformer and vLLM (2023-24); the per-layer overhead",
+            "The rows run TensorRT-LLM 0.5-0.6.1 (2023); the per-layer overhead",
             "absorbs that software's launch and synchronisation costs and is not re-measured for",
             "newer runtimes; devices without a row of their own (b200) take the same fractions of peak.",
         ]
