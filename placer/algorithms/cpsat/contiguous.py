@@ -6,7 +6,6 @@ fleet a second DP over runs of stages inside one rack bounds the rack changes fr
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 
 from ...instance import Instance
 from ...placement import Result, Status
@@ -15,25 +14,15 @@ from ..check import stage_order
 from ..dp import dp
 from ..greedy import greedy
 from ..pathwalk import walk_paths
-from .core import explain_infeasible
 from .fleet import min_groups_covering, path_latency_bound
-from .levels import (
-    Built,
-    bottleneck_level,
-    cheapest_hops_bound,
-    exact_latency_units,
-    latency_level,
-    solve_level,
-)
+from .levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
 from .models import ContiguousModel, fix_latency
 from .run import (
     LIGHT_F2,
     Run,
     acceptable,
-    bottleneck_value,
     capacity_classes,
     device_level,
-    finish,
     latency_value,
     no_placement,
     objective_levels,
@@ -73,10 +62,7 @@ def contiguous(run: Run) -> Result:
     if start is not None:
         if walked is None:
             run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
-        used = len(set(start[0]))
-        proven = used <= bound_bytes
-        run.best = (list(start[0]), list(start[1]),
-                    {"devices": dict(value=used, bound=used if proven else bound_bytes, proven=proven)})
+        run.best = (list(start[0]), list(start[1]), {"devices": device_level(run, len(set(start[0])), bound_bytes)})
     if run.deadline is not None:
         run.deadline.check()    # no time left to build the model: the best start stands (DeadlineReached)
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
@@ -85,69 +71,34 @@ def contiguous(run: Run) -> Result:
         run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
         want_latency = False
     run.stats["strategy"] = "F2: contiguous stages along a fleet path"
-    # level 1: devices
     first = [probe]
 
     def devices_model(p):
         mdl = first.pop() if first and p is prob else ContiguousModel(p, s_max=s_max, bottleneck=want_bottleneck)
         return Built(mdl, lambda m: m.devices_count(), ordered=True)
 
-    found = solve_level(run, "devices", devices_model, start=start, value=lambda a: len(set(a)),
-                        target=bound_bytes, light=LIGHT_F2)
-    if found.infeasible:
-        return explain_infeasible(run, "contiguous")
-    if found.best is None:
-        why = "interrupted before any placement was found" if run.interrupted else \
-            "no placement found within the time limit"
-        return no_placement(run, Status.UNKNOWN, why)
-    assignment, order = found.best
-    used = len(set(assignment))
-    levels = {"devices": device_level(run, used, max(bound_bytes, found.bound or 0))}
-    run.best = (assignment, order, dict(levels))
-    if not want_latency or run.interrupted or not levels["devices"]["proven"]:
-        if want_latency:
-            levels["latency"] = latency_level(run, assignment, None)
-        return finish(run, assignment, order, levels)
-    # level 2: hop latency with the device count fixed
-    cuts, target, witness = _level_bounds(run, used)
-    if witness is not None and latency_value(instance, witness[0]) < latency_value(instance, assignment):
-        assignment, order = witness
-    target = max(target or 0, path_latency_bound(prob.link, prob.groups, used) if prob.is_chain else 0,
-                 cheapest_hops_bound(run, used))
+    def fix_count(used: int, best) -> CountFixed:
+        cuts, target, witness = _level_bounds(run, used)
+        if witness is not None and latency_value(instance, witness[0]) < latency_value(instance, best[0]):
+            best = witness
+        target = max(target or 0, path_latency_bound(prob.link, prob.groups, used) if prob.is_chain else 0,
+                     cheapest_hops_bound(run, used))
 
-    def latency_model(p):
-        mdl = ContiguousModel(p, s_max=s_max, bottleneck=want_bottleneck)
-        mdl.fix_count(used, cuts)
-        return Built(mdl, lambda m: m.latency(), ordered=True)
+        def latency_model(p):
+            mdl = ContiguousModel(p, s_max=s_max, bottleneck=want_bottleneck)
+            mdl.fix_count(used, cuts)
+            return Built(mdl, lambda m: m.latency(), ordered=True)
 
-    lat_value = lambda a: exact_latency_units(run, a)  # noqa: E731
-    found = solve_level(run, "latency", latency_model, start=(assignment, order), value=lat_value,
-                        target=target, scale=prob.lat_scale, light=LIGHT_F2)
-    assignment, order = found.best
-    levels["latency"] = latency_level(run, assignment, found.bound)
-    run.best = (assignment, order, dict(levels))
-    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
-        if want_bottleneck:
-            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
-        return finish(run, assignment, order, levels)
-    # level 3: bottleneck with latency fixed at its proven optimum
-    proven_latency = found.bound
+        def bottleneck_model(p, proven_latency):
+            mdl = ContiguousModel(p, s_max=s_max, bottleneck=True)
+            mdl.fix_count(used, cuts)
+            fix_latency(mdl, proven_latency)
+            return Built(mdl, lambda m: m.bottleneck, ordered=True)
 
-    def bottleneck_model(p):
-        mdl = ContiguousModel(p, s_max=s_max, bottleneck=True)
-        mdl.fix_count(used, cuts)
-        fix_latency(mdl, proven_latency)
-        return Built(mdl, lambda m: m.bottleneck, ordered=True)
+        return CountFixed(best, target, latency_model, bottleneck_model)
 
-    unit = run.quant.unit
-    keep = (assignment, order)
-    found = solve_level(run, "bottleneck", bottleneck_model, start=keep,
-                        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
-    assignment, order = found.best
-    if exact_latency_units(run, assignment) > proven_latency:     # a rounded latency let it slip
-        assignment, order = keep
-    levels["bottleneck"] = bottleneck_level(run, assignment, found.bound)
-    return finish(run, assignment, order, levels)
+    return solve_levels(run, Strategy("contiguous", LIGHT_F2, devices_model, fix_count), start=start,
+                        device_target=bound_bytes, want_latency=want_latency, want_bottleneck=want_bottleneck)
 
 
 def _level_bounds(run: Run, count: int):

@@ -5,8 +5,6 @@ per-node F1 model then minimises hop latency with that count fixed."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from ...placement import Result, Status
 from .. import ortools_adapter as ora
 from ..chain import next_fit
@@ -14,24 +12,13 @@ from ..ffd import ffd
 from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
 from ..pathwalk import walk_paths
 from .arcflow import solve_arcflow
-from .core import explain_infeasible
-from .levels import (
-    Built,
-    bottleneck_level,
-    cheapest_hops_bound,
-    exact_latency_units,
-    latency_level,
-    solve_level,
-)
+from .levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
 from .models import FreeModel, fix_latency
 from .run import (
     LIGHT_F1,
     Run,
     acceptable,
-    bottleneck_value,
     capacity_classes,
-    device_level,
-    finish,
     fits_bytes,
     latency_value,
     no_placement,
@@ -91,56 +78,24 @@ def free(run: Run) -> Result:
         # the device count alone needs no latency terms, unless they keep edges inside components
         return Built(FreeModel(p, latency=disconnected), lambda m: m.devices_count(), ordered=False)
 
+    def fix_count(used: int, best) -> CountFixed:
+        def latency_model(p):
+            mdl = FreeModel(p, bottleneck=want_bottleneck, latency=True)
+            mdl.fix_count(used)
+            return Built(mdl, lambda m: m.latency(), ordered=False)
+
+        def bottleneck_model(p, proven_latency):
+            mdl = FreeModel(p, bottleneck=True, latency=True)
+            mdl.fix_count(used)
+            fix_latency(mdl, proven_latency)
+            return Built(mdl, lambda m: m.bottleneck, ordered=False)
+
+        return CountFixed(best, cheapest_hops_bound(run, used), latency_model, bottleneck_model)
+
     # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
-    found = solve_level(run, "devices", count_model, start=None if start is None else (start, None),
-                        value=lambda a: len(set(a)), target=bound_bytes, light=LIGHT_F1)
-    if found.infeasible:
-        return explain_infeasible(run, "free")
-    if found.best is None:
-        why = "interrupted before any placement was found" if run.interrupted else \
-            "no placement found within the time limit"
-        return no_placement(run, Status.UNKNOWN, why)
-    assignment = found.best[0]
-    used = len(set(assignment))
-    levels = {"devices": device_level(run, used, max(bound_bytes, found.bound or 0))}
-    run.best = (assignment, None, dict(levels))
-    if not want_latency or run.interrupted or not levels["devices"]["proven"]:
-        if want_latency:
-            levels["latency"] = latency_level(run, assignment, None)
-        return finish(run, assignment, None, levels)
-
-    def latency_model(p):
-        mdl = FreeModel(p, bottleneck=want_bottleneck, latency=True)
-        mdl.fix_count(used)
-        return Built(mdl, lambda m: m.latency(), ordered=False)
-
-    found = solve_level(run, "latency", latency_model, start=(assignment, None),
-                        value=lambda a: exact_latency_units(run, a), target=cheapest_hops_bound(run, used),
-                        scale=prob.lat_scale, light=LIGHT_F1)
-    assignment = found.best[0]
-    levels["latency"] = latency_level(run, assignment, found.bound)
-    run.best = (assignment, None, dict(levels))
-    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
-        if want_bottleneck:
-            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
-        return finish(run, assignment, None, levels)
-    proven_latency = found.bound
-
-    def bottleneck_model(p):
-        mdl = FreeModel(p, bottleneck=True, latency=True)
-        mdl.fix_count(used)
-        fix_latency(mdl, proven_latency)
-        return Built(mdl, lambda m: m.bottleneck, ordered=False)
-
-    keep = (assignment, None)
-    unit = run.quant.unit
-    found = solve_level(run, "bottleneck", bottleneck_model, start=keep,
-                        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
-    assignment = found.best[0]
-    if exact_latency_units(run, assignment) > proven_latency:     # a rounded latency let it slip
-        assignment = keep[0]
-    levels["bottleneck"] = bottleneck_level(run, assignment, found.bound)
-    return finish(run, assignment, None, levels)
+    return solve_levels(run, Strategy("free", LIGHT_F1, count_model, fix_count),
+                        start=None if start is None else (start, None), device_target=bound_bytes,
+                        want_latency=want_latency, want_bottleneck=want_bottleneck)
 
 
 def _arcflow_devices(run: Run, arc, classes, lower: int):

@@ -5,15 +5,12 @@ cut), and the cuts minimise the bottleneck exactly (binary search)."""
 
 from __future__ import annotations
 
-import math
-
-from ...instance import Instance
 from ...placement import Result, Status
 from ..chain import bottleneck_ends, next_fit, prefix_sums
 from ..paths import find_path
 from .fleet import path_latency_bound
-from .levels import latency_level
-from .models import PathModel
+from .levels import exact_latency_units, latency_level, solve_level
+from .models import PathModel, Problem
 from .run import Run, finish, no_placement, objective_levels
 
 __all__ = ["identical_chain"]
@@ -31,40 +28,28 @@ def identical_chain(run: Run) -> Result:
             run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages; the fleet has "
                                     f"{instance.n_devices} available devices")
     want_latency, want_bottleneck = objective_levels(run)
-    model = PathModel(prob, count)
-    target = None
-    if want_latency:
-        model.m.minimize(model.latency())
-        target = path_latency_bound(prob.link, prob.groups, count)
-    start = _path_hint(instance, count)
-    if start is not None:
-        model.hint(start)
-    out = run.solve("path", model.m, model.watch(), scale=prob.lat_scale, target=target, light_presolve=True,
-                    quiet=not want_latency)
-    if out.status == "INFEASIBLE":
-        return no_placement(
-            run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages, but the fleet graph has no "
-                                    f"simple path of {count} linked devices")
-    if out.values is None:
-        if start is None:
-            return no_placement(
-                run, Status.UNKNOWN, f"{count} stages needed; no path of {count} linked devices found in time")
-        order = list(start)
-        lat_bound = target
-    else:
-        order = model.order(out.values)
-        got = out.objective if out.proven else out.bound
-        lat_bound = None if got is None else max(math.ceil(got - 1e-6), target or 0)
+    # the cuts do not depend on the path: whichever devices the path visits, stage k holds cuts[k]
     ends = bottleneck_ends(prefix_sums(instance.demand_bytes), cap, count,
                            load_prefix=prefix_sums(instance.weight_bytes))
     cuts = list(zip([0, *ends], ends))
-    assignment = [0] * instance.n_nodes
-    for k, (a, b) in enumerate(cuts):
-        for node in range(a, b):
-            assignment[node] = order[k]
+    path = find_path(instance, count, budget=20_000).path
+    start = None if path is None else (_lay_cuts(instance.n_nodes, cuts, path), list(path))
+    # the path level: the cheapest path when latency is wanted, else any path of ``count`` devices
+    found = solve_level(run, "path", lambda p: _PathLevel(p, count, cuts, instance.n_nodes, want_latency),
+                        start=start, value=lambda a: exact_latency_units(run, a),
+                        target=path_latency_bound(prob.link, prob.groups, count) if want_latency else None,
+                        scale=prob.lat_scale, light=True, sizes=False)
+    if found.infeasible:
+        return no_placement(
+            run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages, but the fleet graph has no "
+                                    f"simple path of {count} linked devices")
+    if found.best is None:
+        return no_placement(
+            run, Status.UNKNOWN, f"{count} stages needed; no path of {count} linked devices found in time")
+    assignment, order = found.best
     levels = {"devices": dict(value=count, bound=count, proven=True)}
     if want_latency:
-        levels["latency"] = latency_level(run, assignment, lat_bound)
+        levels["latency"] = latency_level(run, assignment, found.bound)
     if want_bottleneck:
         top = max(sum(instance.weight_bytes[a:b]) for a, b in cuts)
         levels["bottleneck"] = dict(value=top, bound=top, proven=True)
@@ -72,5 +57,33 @@ def identical_chain(run: Run) -> Result:
     return finish(run, assignment, order, levels)
 
 
-def _path_hint(instance: Instance, count: int):
-    return find_path(instance, count, budget=20_000).path
+class _PathLevel:
+    """The F0 path model as :func:`solve_level` sees it: a placement is the fixed cuts laid along
+    the path's devices; the objective is the path's latency (None when latency is not wanted)."""
+
+    def __init__(self, p: Problem, count: int, cuts, n_nodes: int, want_latency: bool):
+        self.model = PathModel(p, count)
+        self.m = self.model.m
+        self._cuts, self._n, self._want_latency = cuts, n_nodes, want_latency
+
+    def objective(self):
+        return self.model.latency() if self._want_latency else None
+
+    def hint(self, assignment, order):
+        self.model.hint(order)
+
+    def watch(self) -> dict:
+        return self.model.watch()
+
+    def read(self, values) -> tuple:
+        order = self.model.order(values)
+        return _lay_cuts(self._n, self._cuts, order), order
+
+
+def _lay_cuts(n_nodes: int, cuts, order) -> list[int]:
+    """Stage k's nodes ``cuts[k]`` on device ``order[k]``."""
+    assignment = [0] * n_nodes
+    for k, (a, b) in enumerate(cuts):
+        for node in range(a, b):
+            assignment[node] = order[k]
+    return assignment

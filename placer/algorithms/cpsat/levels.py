@@ -16,11 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ...placement import Result, Status
 from ..check import acceptable
-from .run import Run, reachable
+from .core import explain_infeasible
+from .models import Problem
+from .run import Run, bottleneck_value, device_level, finish, latency_value, no_placement, reachable
 
 __all__ = ["LevelSearch", "Built", "solve_level", "exact_latency_units", "latency_level", "cheapest_hops_bound",
-           "bottleneck_level"]
+           "bottleneck_level", "CountFixed", "Strategy", "solve_levels"]
 
 
 @dataclass
@@ -52,8 +55,9 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
                 scale: float = 1.0, light: bool = False, sizes: bool = True) -> LevelSearch:
     """Minimise one level.
 
-    ``build(problem)`` returns a model with ``m``, ``objective()``, ``hint(assignment, order)``,
-    ``watch()`` and ``read(values) -> (assignment, order)``; ``value(assignment)`` is the exact
+    ``build(problem)`` returns a model with ``m``, ``objective()`` (None: no objective, any
+    placement will do), ``hint(assignment, order)``, ``watch()`` and
+    ``read(values) -> (assignment, order)``; ``value(assignment)`` is the exact
     objective of a placement in solver units; ``start``: (assignment, order) valid in bytes, or
     None; ``target``: a lower bound valid for the exact problem (the search stops on reaching
     it); ``sizes``: the model has capacity rows (else the rounding of sizes does not matter).
@@ -68,12 +72,14 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
         if best is not None and bound is not None and value(best[0]) <= bound:
             break                                    # the incumbent meets a valid bound
         model = build(prob)
-        model.m.minimize(model.objective())
+        objective = model.objective()
+        if objective is not None:       # None: a feasibility search (any placement will do)
+            model.m.minimize(objective)
         if best is not None:
             model.hint(*best)
         cap = run.remaining() / 2 if len(passes) > 1 and not relaxed else None
         out = run.solve(phase + (" (relaxed sizes)" if relaxed else ""), model.m, model.watch(), target=target,
-                        scale=scale, light_presolve=light, time_cap=cap)
+                        scale=scale, light_presolve=light, time_cap=cap, quiet=objective is None)
         valid = relaxed or len(passes) == 1          # this model's bound holds in bytes
         if out.status == "INFEASIBLE":
             if valid:
@@ -92,7 +98,8 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
 
 
 class Built:
-    """A model as :func:`solve_level` sees it (``objective``: the expression to minimise)."""
+    """A model as :func:`solve_level` sees it (``objective``: the expression to minimise, from the
+    model)."""
 
     def __init__(self, model, objective, *, ordered: bool):
         self.model = model
@@ -120,8 +127,6 @@ class Built:
 def latency_level(run: Run, assignment, bound: int | None) -> dict:
     """The latency level of ``assignment``: its exact value (us), the bound (us, never above the
     value), proven only when the exact value in solver units meets the bound."""
-    from .run import latency_value
-
     value = latency_value(run.instance, assignment)
     if bound is None:
         return dict(value=value, bound=None, proven=False)
@@ -161,10 +166,82 @@ def _connected(n: int, edges) -> bool:
 def bottleneck_level(run: Run, assignment, bound: int | None) -> dict:
     """The bottleneck level (largest weight bytes on a device); the bound in units x unit is a
     lower bound in bytes (loads are rounded down in the model)."""
-    from .run import bottleneck_value
-
     value = bottleneck_value(run.instance, assignment)
     if bound is None:
         return dict(value=value, bound=None, proven=False)
     b = bound * run.quant.unit
     return dict(value=value, bound=min(b, value), proven=value <= b)
+
+
+@dataclass
+class CountFixed:
+    """What a strategy supplies once the device count is proven: ``start`` (assignment, order) for
+    the latency level, ``target`` a latency lower bound valid for the exact problem (solver units),
+    ``latency(problem)`` the model with the count fixed, ``bottleneck(problem, latency)`` the model
+    with the count and the proven latency (solver units) fixed."""
+
+    start: tuple
+    target: int
+    latency: Callable[[Problem], Built]
+    bottleneck: Callable[[Problem, int], Built]
+
+
+@dataclass
+class Strategy:
+    """A search strategy as :func:`solve_levels` sees it: ``kind`` (``"contiguous"`` or
+    ``"free"``, the model an unsat core is taken from), ``light`` (light presolve),
+    ``devices(problem)`` the device-count model, ``fix_count(used, best)`` the rest
+    (:class:`CountFixed`) once ``used`` devices are proven, ``best`` the (assignment, order) found."""
+
+    kind: str
+    light: bool
+    devices: Callable[[Problem], Built]
+    fix_count: Callable[[int, tuple], CountFixed]
+
+
+def solve_levels(run: Run, strategy: Strategy, *, start, device_target: int, want_latency: bool,
+                 want_bottleneck: bool) -> Result:
+    """The levels in order, each by :func:`solve_level`: devices (from ``start``, an
+    (assignment, order) valid in bytes or None, towards ``device_target``, a device lower bound
+    valid in bytes), then hop latency with the count fixed, then the bottleneck with the latency
+    fixed at its proven optimum. A level is searched only when the one before it is proven and
+    nothing interrupted the run; a level not searched is reported with its value, unproven."""
+    instance = run.instance
+    found = solve_level(run, "devices", strategy.devices, start=start, value=lambda a: len(set(a)),
+                        target=device_target, light=strategy.light)
+    if found.infeasible:
+        return explain_infeasible(run, strategy.kind)
+    if found.best is None:
+        why = "interrupted before any placement was found" if run.interrupted else \
+            "no placement found within the time limit"
+        return no_placement(run, Status.UNKNOWN, why)
+    assignment, order = found.best
+    used = len(set(assignment))
+    levels = {"devices": device_level(run, used, max(device_target, found.bound or 0))}
+    run.best = (assignment, order, dict(levels))
+    if not want_latency or run.interrupted or not levels["devices"]["proven"]:
+        if want_latency:
+            levels["latency"] = latency_level(run, assignment, None)
+        return finish(run, assignment, order, levels)
+    # hop latency with the device count fixed
+    fixed = strategy.fix_count(used, (assignment, order))
+    found = solve_level(run, "latency", fixed.latency, start=fixed.start, value=lambda a: exact_latency_units(run, a),
+                        target=fixed.target, scale=run.prob.lat_scale, light=strategy.light)
+    assignment, order = found.best
+    levels["latency"] = latency_level(run, assignment, found.bound)
+    run.best = (assignment, order, dict(levels))
+    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
+        if want_bottleneck:
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+        return finish(run, assignment, order, levels)
+    # the bottleneck with latency fixed at its proven optimum
+    proven_latency = found.bound
+    keep = (assignment, order)
+    unit = run.quant.unit
+    found = solve_level(run, "bottleneck", lambda p: fixed.bottleneck(p, proven_latency), start=keep,
+                        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
+    assignment, order = found.best
+    if exact_latency_units(run, assignment) > proven_latency:     # a rounded latency let it slip
+        assignment, order = keep
+    levels["bottleneck"] = bottleneck_level(run, assignment, found.bound)
+    return finish(run, assignment, order, levels)
