@@ -12,6 +12,7 @@ placement satisfies; a level is proven only when a placement's exact value meets
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -70,6 +71,9 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
         if run.interrupted or (k and run.remaining() <= 0.05):
             break
         if best is not None and bound is not None and value(best[0]) <= bound:
+            if not k and run.progress is not None:   # settled without a search: say so once
+                run.progress(dict(phase=phase, best=float(value(best[0])) / scale, bound=bound / scale,
+                                  elapsed=time.monotonic() - run.t0))
             break                                    # the incumbent meets a valid bound
         model = build(prob)
         objective = model.objective()
