@@ -116,3 +116,88 @@ def test_frontier_command_writes_the_chart_and_the_table(tmp_path, run_cli):
     assert out.splitlines()[1].startswith("workload: context 1000 (1,000 tokens), concurrency per point")
     code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "--hardware", "fast", "--speeds", "x"])
     assert code == 2 and err.startswith("error: --speeds: speeds:")
+
+
+# A small model with head and width dimensions, so tensor parallelism applies: 8 query heads, 4 KV
+# heads, MLP width 1,024 (degrees 1, 2 and 4 divide them all); nodes of 4 GPUs joined by NVLink-like links.
+TP_MODEL = {"name": "small-tp", "hidden_size": 512, "vocab_size": 2048, "tie_word_embeddings": False,
+            "num_layers": 4, "pattern": "A*4",
+            "mixers": {"attention": {"type": "gqa", "num_heads": 8, "num_kv_heads": 4, "head_dim": 64}},
+            "ffns": {"mlp": {"type": "dense", "intermediate_size": 1024}},
+            "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}}
+INTRA_US, INTRA_BW = 3.0, 100e9           # one link inside a node: 3 us, 100 GB/s per direction
+
+
+def _gpu(intra_us, intra_bw):
+    hw = {"name": "gpu4", "device": {"memory": "8 MB", "memory_bandwidth": "2 TB/s", "compute": "100 TFLOPS",
+                                     "power": "700 W", "kind": "gpu",
+                                     "perf": {"fixed_overhead_us_per_layer": 5.0, "bandwidth_efficiency": 0.8,
+                                              "compute_efficiency": 0.8}},
+          "fleet": {"racks": 3, "per_rack": 4, "intra_rack_latency_us": intra_us, "inter_rack_latency_us": 6,
+                    "inter_rack_bandwidth": "50 GB/s"}}
+    if intra_bw:
+        hw["fleet"]["intra_rack_bandwidth"] = f"{intra_bw / 1e9:g} GB/s"
+    return fleet_from_dict(hw)
+
+
+@pytest.fixture(scope="module")
+def tp_report():
+    model = model_from_dict(TP_MODEL)
+    fleet = _gpu(INTRA_US, INTRA_BW)
+    return model, fleet, speed_frontier(model, [fleet], Workload(context_tokens=256), speeds=(100,), method="dp",
+                                        output_tokens=8, jobs=1)
+
+
+def _route_instance(model, fleet, r):
+    from placer.groups import per_device
+    from placer.mapping import build_mapping
+    from placer.placement import Result
+
+    inst = make_instance(model, fleet, Workload(context_tokens=256, concurrency=r["target"]), tp=r["tp"], ep=r["ep"])
+    route = [inst.device_index[d] for d in r["route"].split()]
+    groups = len(set(route))
+    doc = build_mapping(inst, per_device(Result(method="check", mode="contiguous", status="feasible",
+                                                assignment=route, devices_used=groups), r["tp"]))
+    return inst, route, doc
+
+
+def test_frontier_points_per_degree_are_validated_mappings(tp_report, tmp_path):
+    model, fleet, rep = tp_report
+    assert {r["tp"] for r in rep.rows} == {1, 2, 4}                  # the node-size divisors the heads allow
+    for r in rep.rows:
+        inst, route, doc = _route_instance(model, fleet, r)
+        assert r["valid"] is True and validate_mapping(doc, model=model, fleet=fleet) == []
+        assert {s.get("group", {}).get("tp", 1) for s in doc["stages"]} == {r["tp"]}
+        assert r["devices"] == len(set(route)) * r["tp"] == doc["summary"]["devices_used"]
+        assert r["replicas"] == (12 // r["tp"]) // len(set(route))   # groups of tp the 3 nodes form
+        sim = simulate(inst, route, requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8)
+        assert sim.per_user_tokens_per_s == pytest.approx(r["per_user_tokens_per_s"], rel=1e-12)
+        assert sim.power_w == pytest.approx(700.0 * r["devices"])    # every member of every group draws power
+        assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])
+    path = tmp_path / "points.csv"
+    from placer.frontier import write_csv
+
+    write_csv(path, rep.rows)
+    assert sorted({int(x["tp"]) for x in csv.DictReader(path.open())}) == [1, 2, 4]
+
+
+def test_a_tensor_parallel_point_pays_its_all_reduces(tp_report):
+    """A tp 4 point of one request: its per-token time minus the same mapping's on links of no cost
+    is the ring all-reduces of the cost model's formula, by hand: per layer two (attention output,
+    MLP down) and one for the embedding, each 2 (g - 1) x (latency + bytes / g / bandwidth) with
+    the hidden state's bytes (512 x 2) and the node's link."""
+    model, fleet, rep = tp_report
+    row = next(r for r in rep.rows if r["tp"] == 4 and r["live_per_replica"] == 1)
+    _inst, _route, doc = _route_instance(model, fleet, row)
+    g, hidden_bytes = 4, 512 * 2
+    per_reduce_us = 2 * (g - 1) * (INTRA_US + hidden_bytes / g / (INTRA_BW / 1e6))
+    reduces = sum(2 if name.startswith("layers.") else 1 if name == "embedding" else 0
+                  for s in doc["stages"] for name in s["layers"])
+    assert reduces == 2 * 4 + 1
+    free = _gpu(0.0, None)                       # the same fleet, intra-node links of no cost
+    from placer.simulate import simulate_mapping
+
+    with_links = simulate_mapping(doc, model=model, hardware=fleet, requests=1, output_tokens=8)
+    without = simulate_mapping(doc, model=model, hardware=free, requests=1, output_tokens=8)
+    assert with_links.itl_p50_us == pytest.approx(row["itl_p50_us"], rel=1e-12)
+    assert with_links.itl_p50_us - without.itl_p50_us == pytest.approx(reduces * per_reduce_us, rel=1e-9)

@@ -8,55 +8,89 @@ import json
 import pytest
 
 from placer import load_fleet, load_model, workload_for
+from placer.compare import solve
 from placer.errors import InvalidSpec
-from placer.mapping import build_mapping
 from placer.simulate import simulate_mapping
-from placer.speed import floor_from, plan_for_speed
+from placer.speed import floor_from, layouts, plan_for_speed
 
-CASES = [  # model, fleet, context, planned live requests, floor (tokens/s per user)
-    ("llama-3.1-70b", "h200", "8k", 64, 20.0),
-    ("llama-3.1-8b", "h100", "8k", 300, 30.0),
+CASES = [  # model, fleet, context, planned live requests, floor (tokens/s per user), degrees (None: default)
+    ("llama-3.1-70b", "h200", "8k", 64, 20.0, [1]),
+    ("llama-3.1-8b", "h100", "8k", 300, 30.0, [1]),
+    ("llama-3.1-70b", "h200", "8k", 64, 50.0, None),     # no pure pipeline reaches 50 (25 alone)
+    ("llama-3.1-8b", "h100", "8k", 300, 120.0, None),
 ]
 
 
-def _plan(name, hw, ctx, live, floor, fleet=None):
+def _plan(name, hw, ctx, live, floor, fleet=None, degrees=None):
     model = load_model(name)
     fleet = fleet or load_fleet(hw)
     return plan_for_speed(model, fleet, workload_for(model, context=ctx, concurrency=live), min_user_tps=floor,
-                          method="dp"), fleet
+                          method="dp", degrees=degrees), fleet
 
 
-@pytest.mark.parametrize("name, hw, ctx, live, floor", CASES)
-def test_plan_meets_the_floor_and_a_device_fewer_does_not(name, hw, ctx, live, floor):
-    plan, fleet = _plan(name, hw, ctx, live, floor)
+def _sim(doc, live):
+    return simulate_mapping(doc, requests=live, max_live=live, output_tokens=16).per_user_tokens_per_s
+
+
+@pytest.mark.parametrize("name, hw, ctx, live, floor, degrees", CASES)
+def test_plan_meets_the_floor_and_a_device_fewer_does_not(name, hw, ctx, live, floor, degrees):
+    plan, fleet = _plan(name, hw, ctx, live, floor, degrees=degrees)
     c = plan.chosen
     assert plan.feasible and c is not None
     assert c.replicas * c.load >= live and c.held >= live
     # re-check: the mapping document, simulated afresh at the load one replica serves
-    doc = build_mapping(c.shape.instance, c.shape.result)
-    sim = simulate_mapping(doc, requests=c.load, max_live=c.load, output_tokens=16)
-    assert sim.per_user_tokens_per_s >= floor
-    assert sim.per_user_tokens_per_s == pytest.approx(c.sim.per_user_tokens_per_s, rel=1e-9)
-    # and at the concurrency it claims to hold per replica
-    at_held = simulate_mapping(doc, requests=c.shape.held, max_live=c.shape.held, output_tokens=16)
-    assert at_held.per_user_tokens_per_s >= floor
-    # the same plan with one device fewer in the fleet: no plan, or fewer live requests held
+    doc = c.shape.mapping()
+    assert {s.get("group", {}).get("tp", 1) for s in doc["stages"]} == {c.shape.tp}
+    assert doc["summary"]["devices_used"] == c.shape.devices == len(doc["stages"]) * c.shape.tp
+    assert c.replicas * c.shape.devices <= len(fleet.available)
+    assert _sim(doc, c.load) >= floor
+    assert _sim(doc, c.load) == pytest.approx(c.sim.per_user_tokens_per_s, rel=1e-9)
+    # at the concurrency it claims to hold per replica, and one more falls below the floor (or does not fit)
+    held = c.shape.held
+    assert _sim(doc, held) >= floor
+    if held < doc["summary"]["concurrency_ceiling"]:
+        assert _sim(doc, held + 1) < floor
+    # the same search with one device fewer in the fleet: no plan, or fewer live requests held
     keep = c.devices - 1
     ids = [d.id for d in fleet.available]
     smaller = fleet.without(ids[keep:])
     assert len(smaller.available) == keep
-    fewer, _ = _plan(name, hw, ctx, live, floor, fleet=smaller)
+    fewer, _ = _plan(name, hw, ctx, live, floor, fleet=smaller, degrees=degrees)
     assert not fewer.feasible
-    most = max(s.held * (keep // s.devices) for s in fewer.shapes)
+    most = max(s.held * (s.available_groups // s.groups) for s in fewer.shapes)
     assert most < live and "not for" in fewer.message
+    # one degree lower, for the same per-replica target: the placement holds fewer live requests at
+    # the floor (its own ceiling is lower, or the simulated speed at the chosen load misses the floor)
+    lower = [g for g, _ in layouts(load_model(name), fleet, degrees)[0] if g < c.shape.tp]
+    if lower:
+        model = load_model(name)
+        solved = solve(model, fleet, workload_for(model, context=ctx, concurrency=c.shape.target), method="dp",
+                       tp=max(lower))
+        step = solved.mapping
+        assert step["summary"]["concurrency_ceiling"] < held or _sim(step, held) < floor
+
+
+def test_layouts_of_dense_and_moe_models():
+    h200 = load_fleet("h200")
+    assert layouts(load_model("llama-3.1-70b"), h200) == ([(1, False), (2, False), (4, False), (8, False)], {})
+    # an MoE model: every degree tensor-split, and above 1 with experts spread whole
+    found, _ = layouts(load_model("qwen3-235b"), h200)
+    assert (8, True) in found and (8, False) in found and (1, True) not in found
+    assert layouts(load_model("qwen3-235b"), h200, ep=True)[0] == [(1, False), (2, True), (4, True), (8, True)]
+    found, refused = layouts(load_model("llama-3.1-70b"), h200, degrees=[1, 3, 16])
+    assert found == [(1, False)] and "tp 3" in refused and "tp 16" in refused
+    # wafers: a stage is one device
+    found, refused = layouts(load_model("llama-3.1-70b"), load_fleet("wse-3t"), degrees=[1, 2])
+    assert found == [(1, False)] and "no GPU fleet" in refused["tp 2"]
 
 
 def test_a_floor_out_of_reach_names_the_fastest_placement():
     plan, _ = _plan("llama-3.1-70b", "h200", "8k", 8, 500.0)
+    assert {s.tp for s in plan.shapes} == {1, 2, 4, 8}
     assert not plan.feasible and plan.fastest is not None
     assert "cannot be met" in plan.message and f"{plan.fastest.alone_tokens_per_s:,.1f}" in plan.message
     # the closed-form single-request speed bounds every simulated one of that shape
-    doc = build_mapping(plan.fastest.instance, plan.fastest.result)
+    doc = plan.fastest.mapping()
     assert simulate_mapping(doc, requests=1, output_tokens=16).per_user_tokens_per_s <= \
         plan.fastest.alone_tokens_per_s * (1 + 1e-9)
 
@@ -90,3 +124,25 @@ def test_solve_command_with_a_floor(run_cli, tmp_path):
                                "--method", "dp", "--json"])
     assert code == 1
     assert json.loads(text)["speed_target"]["feasible"] is False
+
+
+def test_solve_command_with_a_floor_degrees_experts_and_a_reserve(run_cli, tmp_path):
+    """--tp, --ep and --reserve apply to the speed search: every shape is an expert-parallel
+    layout of the degrees asked for, and the mapping written keeps the reserve on every device."""
+    out = tmp_path / "plan.json"
+    args = ["solve", "qwen3-235b", "-H", "h200", "--context", "8k", "--concurrency", 32, "--min-user-tps", 30,
+            "--tp", "4,8", "--ep", "--reserve", "0.2", "--method", "dp", "-o", out]
+    code, text, err = run_cli(args)
+    assert code == 0, err
+    assert "runtime reserve 0.2 of memory per device (--reserve)" in text and "of tp 4 ep, tp 8 ep)" in text
+    doc = json.loads(out.read_text())
+    tps = {s["group"]["tp"] for s in doc["stages"]}
+    assert len(tps) == 1 and tps <= {4, 8}
+    assert all(s["group"]["ep"] == s["group"]["tp"] for s in doc["stages"])      # experts spread whole
+    memory = load_fleet("h200").available[0].memory_bytes
+    assert all(s["bytes"]["reserve"] == -(-memory // 5) for s in doc["stages"])
+    code, text, err = run_cli(args[:-2] + ["--json"])
+    assert code == 0, err
+    chosen = json.loads(text)["speed_target"]["chosen"]
+    assert chosen["ep"] is True and chosen["tp"] in (4, 8)
+    assert _sim(doc, chosen["load_per_replica"]) >= 30

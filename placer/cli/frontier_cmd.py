@@ -12,8 +12,11 @@ from .common import (
     granularity_option,
     jobs_option,
     output_file,
+    parallel_options,
+    parse_degrees,
     quiet_option,
     renamed,
+    reserve_of,
     warn,
     workload_doc,
     workload_notes,
@@ -50,6 +53,10 @@ def _speeds(text: str) -> tuple[float, ...]:
 @jobs_option
 @click.option("--output-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
               help="Tokens each simulated request generates.")
+@parallel_options
+@click.option("--max-target", type=click.IntRange(1, 2**30), default=None, metavar="N",
+              help="Largest per-replica concurrency a placement is solved for (targets 1, 2, 4, ... up to N; "
+                   "default: up to what the fleet holds).")
 @click.option("-o", "--output", type=output_file, default="frontier.csv", show_default=True,
               help="CSV of every simulated point (Pareto points marked).")
 @click.option("--plot", type=output_file, default="frontier.png", show_default=True,
@@ -57,10 +64,14 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mode, granularity, method, time_limit,
-                     threads, jobs, workers_deprecated, output_tokens, output, plot, as_json, quiet):
+                     threads, jobs, workers_deprecated, output_tokens, tp, ep, reserve, max_target, output, plot,
+                     as_json, quiet):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
-    placements, replicas and live requests, each point a validated placement and its simulation;
-    writes the CSV and the PNG and says, per requested speed, which platform is ahead and by what ratio."""
+    placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
+    and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
+    and live requests, each point a validated placement and its simulation; writes the CSV (with
+    each point's degree) and the PNG and says, per requested speed, which platform is ahead and by
+    what ratio."""
     from ..frontier import speed_frontier, write_csv
     from ..model import load_model
     from ..workload import workload_for
@@ -85,7 +96,8 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
 
     try:
         rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
-                             output_tokens=output_tokens, jobs=jobs, progress=progress, **opts)
+                             output_tokens=output_tokens, jobs=jobs, progress=progress, degrees=parse_degrees(tp),
+                             ep=True if ep else None, reserve=reserve_of(reserve), max_target=max_target, **opts)
     finally:
         if bar[0] is not None:
             bar[0].close()
@@ -102,14 +114,19 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
     n_front = sum(1 for r in rep.rows if r.get("pareto"))
     click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
                f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
-    click.echo(workload_text(wl, concurrency="per point (the live loads swept)"))
+    click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
+    if reserve is None:
+        from .common import reserve_text
+        for f in fleets:
+            click.echo(f"  runtime reserve on {f.name}: {reserve_text(f)}")
     for p in rep.platforms:
         front = sorted((r for r in rep.rows if r["platform"] == p and r.get("pareto")),
                        key=lambda r: -r["per_user_tokens_per_s"])
         for r in front[:1] + front[-1:] if len(front) > 1 else front:
             click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user, "
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW, {r['tokens_per_s_per_device']:,.0f} per "
-                       f"device ({r['devices']} devices, {r['live_per_replica']} live, {r['replicas']} replicas fit)")
+                       f"device ({r['devices']} devices at tp {r['tp']}{' ep' if r['ep'] else ''}, "
+                       f"{r['live_per_replica']} live, {r['replicas']} replicas fit)")
     for s in rep.sentences:
         click.echo(s)
     for n in rep.notes:

@@ -147,12 +147,10 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         speed = objective or "devices"
         if speed not in ("devices", "mw", "tokens-per-mw"):
             raise InvalidSpec("--objective", "objective", "with a speed floor: devices, mw or tokens-per-mw")
-        if tp is not None or ep or reserve is not None:
-            raise InvalidSpec("--tp", "tp", "a speed floor plans pure pipelines with the hardware's reserve; "
-                                            "--tp, --ep and --reserve cannot be combined with it yet")
         return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
-                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed)
+                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed,
+                                degrees=parse_degrees(tp), ep=True if ep else None, reserve=reserve_of(reserve))
     opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress,
                 deadline=deadline) if method == "cpsat" else {}
     if method == "cpsat":
@@ -266,10 +264,10 @@ def _print_stages(inst, doc) -> None:
 
 
 def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limit, seed, workers, output, as_json,
-                     min_user_tps, max_itl_ms, objective) -> int:
-    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.speed.plan_for_speed`, printed."""
+                     min_user_tps, max_itl_ms, objective, degrees=None, ep=None, reserve=None) -> int:
+    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.speed.plan_for_speed` over the allowed
+    degrees (``--tp``; ``--ep`` only expert-parallel layouts, else MoE models try both), printed."""
     from ..errors import InvalidSpec
-    from ..mapping import build_mapping
     from ..speed import floor_from, plan_for_speed
 
     floor = floor_from(min_user_tps, max_itl_ms)
@@ -278,10 +276,12 @@ def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limi
     opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
     plan = plan_for_speed(m, fleet, wl, min_user_tps=floor, objective=objective, mode=mode or "contiguous",
                           granularity=granularity, method=method, progress=lambda msg: click.echo(msg, err=True),
-                          **opts)
+                          degrees=degrees, ep=ep, reserve=reserve, **opts)
+    for what, why in plan.refused.items():
+        click.echo(f"{what} excluded: {why}", err=True)
     doc = None
     if plan.chosen is not None:
-        doc = build_mapping(plan.chosen.shape.instance, plan.chosen.shape.result)
+        doc = plan.chosen.shape.mapping()
         if output:
             from ..mapping import write_mapping
             write_mapping(output, doc)
@@ -293,13 +293,15 @@ def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limi
     click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
                f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
                f"objective {objective}")
-    click.echo(workload_text(wl))
+    click.echo(workload_text(wl, fleet=fleet, reserve=reserve))
     if plan.chosen is None:
         click.echo(plan.message)
         return 1
     r = plan.chosen.row()
     click.echo(plan.message)
-    click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}), "
+    layouts = [s.layout for s in sorted({(s.tp, s.ep): s for s in plan.shapes}.values(), key=lambda s: (s.tp, s.ep))]
+    click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}, {plan.chosen.shape.layout} "
+               f"of {', '.join(layouts)}), "
                f"{'-' if r['power_w'] is None else format(r['power_w'] / 1e3, ',.1f')} kW; per user "
                f"{r['per_user_tokens_per_s']:,.1f} tokens/s at {r['load_per_replica']} live per replica; "
                f"aggregate {r['aggregate_tokens_per_s']:,.0f} tokens/s; "
