@@ -121,9 +121,9 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
     ``on_degree(tp, solved)`` is called after each. Raises :class:`InvalidSpec` (``--tp``) when the
     model allows none of them."""
     if degrees is None:
-        allowed, refused = default_degrees(model, fleet, ep)
+        allowed, refused = default_degrees(model, fleet, ep, workload)
     else:
-        allowed, refused = allowed_degrees(model, degrees, ep)
+        allowed, refused = allowed_degrees(model, degrees, ep, workload)
     if not allowed:
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
         raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")

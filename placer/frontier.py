@@ -113,7 +113,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found, refused = layouts(model, fleet, degrees, ep, mode)
+        found, refused = layouts(model, fleet, degrees, ep, mode, workload)
         if refused:
             notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
         for tp, spread in found:

@@ -33,15 +33,17 @@ def node_sizes(fleet: Fleet) -> dict[int, int]:
     return out
 
 
-def default_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False) -> tuple[list[int], dict[int, str]]:
+def default_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False,
+                    workload=None) -> tuple[list[int], dict[int, str]]:
     """The degrees ``--tp`` defaults to: 1 on wafer fleets; on GPU fleets every divisor of the
-    largest node's size that the model allows. Returns (degrees, {refused degree: reason})."""
+    largest node's size that the model allows (under ``workload`` when given: see
+    :func:`placer.parallel.allowed_degrees`). Returns (degrees, {refused degree: reason})."""
     from .parallel import allowed_degrees
 
     if all(d.type.kind != "gpu" for d in fleet.available):
         return [1], {}
     size = max(node_sizes(fleet).values())
-    return allowed_degrees(model, [g for g in range(1, size + 1) if size % g == 0], ep)
+    return allowed_degrees(model, [g for g in range(1, size + 1) if size % g == 0], ep, workload)
 
 
 def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ...]]:

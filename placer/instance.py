@@ -19,7 +19,7 @@ from .errors import InvalidSpec
 from .fleet import Device, Fleet
 from .groups import group_fleet, node_sizes
 from .model import LayerGraph
-from .parallel import model_refusal, shard_model
+from .parallel import model_refusal, shard_model, stored_refusal
 from .refine import parse_granularity
 from .reserve import Reserve
 from .workload import Workload
@@ -292,7 +292,7 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
     if mode == "split" and tp > 1:
         raise InvalidSpec("--tp", "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
                                         "or free mode")
-    why = model_refusal(model, tp, ep)
+    why = model_refusal(model, tp, ep) or (stored_refusal(model, workload) if tp > 1 else None)
     if why is not None:
         raise InvalidSpec("--tp", "tp", f"{model.name} cannot run at tp {tp}: {why}")
     derived, members = group_fleet(fleet, tp)

@@ -20,7 +20,12 @@ Rules (``h`` hidden size, ``g`` the degree):
   The replicated down-projections (q_a, kv_a) and their norms stay whole as well.
 * **Linear-attention and Mamba states split by heads** (KDA, Gated DeltaNet and lightning heads,
   Mamba-1 channels, Mamba-2 heads; Mamba-2 groups split when they divide, else one per rank).
-* **Norms, routers, output biases, per-head-dim norms and the shared-expert gate are replicated.**
+* **Output gates** (a gated attention's ``g_proj``, KDA's full-rank gate) are column-parallel, by head.
+* **Norms, routers, output biases, per-head-dim norms and the shared-expert gate are replicated**;
+  full-width q/k norms (``qk_norm: full``) follow their heads.
+* **A latent MoE's down and up projections** (hidden to latent width and back) and the latent norm
+  are replicated, and its experts run at the latent width (vLLM's ``ReplicatedLinear``
+  ``fc1_latent_proj`` / ``fc2_latent_proj`` in ``nemotron_h.py``).
 * **Embedding and LM head are vocabulary-parallel**: a rank holds ``ceil(V / g)`` rows (vLLM pads
   V to a multiple of 64 first; equal whenever V is a multiple of 64 x g, as for every catalog
   model); the final norm is replicated.
@@ -29,7 +34,10 @@ Rules (``h`` hidden size, ``g`` the degree):
   heaviest rank (vLLM's ``--enable-expert-parallel``: the first ``E mod g`` ranks take one more).
   Shared experts are tensor-split in both cases.
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
-  has no tensors to split: it only runs at degree 1.
+  has no tensors to split: it only runs at degree 1; so does a DSA indexer (no rule written yet).
+* Weights kept in the checkpoint's stored formats (mixed precisions per tensor group) have no
+  per-rank rule yet (:func:`stored_refusal`): such a model runs at degree 1 unless ``--weight-bits``
+  places every weight at one precision.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from .workload import Workload
 __all__ = [
     "refusal",
     "model_refusal",
+    "stored_refusal",
     "allowed_degrees",
     "params_per_rank",
     "kv_elements_per_rank",
@@ -82,6 +91,8 @@ def _mixer_refusal(d: dict, g: int) -> str | None:
         if g > nkv and g % nkv:
             return f"tp {g} is not a multiple of the {nkv} KV heads (each rank must hold whole heads)"
         return None
+    if t == "mla" and d.get("index_head_dim"):
+        return "the DSA indexer has no tensor-parallel rule"
     if t in ("mla", "kda", "lightning"):
         n = d["num_heads"]
         return None if n % g == 0 else f"{n} {t} heads do not divide by tp {g}"
@@ -162,11 +173,24 @@ def model_refusal(model: LayerGraph, tp: int, ep: bool = False) -> str | None:
     return None
 
 
-def allowed_degrees(model: LayerGraph, candidates, ep: bool = False) -> tuple[list[int], dict[int, str]]:
-    """(the degrees of ``candidates`` every layer allows, {refused degree: reason})."""
+def stored_refusal(model: LayerGraph, workload: Workload | None) -> str | None:
+    """Why ``model`` cannot run above degree 1 under ``workload``: its weights are kept in the
+    checkpoint's stored formats (``workload.weights_as_stored`` and some layer has weight groups),
+    for which no per-rank rule is written yet; None when it can (or no workload is given)."""
+    if workload is None or not workload.weights_as_stored or not any(x.weight_groups for x in model.layers):
+        return None
+    return ("weights kept in the checkpoint's stored formats have no per-rank rule yet "
+            "(--weight-bits N places every weight at N bits and allows tensor parallelism)")
+
+
+def allowed_degrees(model: LayerGraph, candidates, ep: bool = False,
+                    workload: Workload | None = None) -> tuple[list[int], dict[int, str]]:
+    """(the degrees of ``candidates`` every layer allows, {refused degree: reason}); with
+    ``workload``, degrees above 1 are refused when :func:`stored_refusal` says so."""
     ok, refused = [], {}
+    stored = stored_refusal(model, workload)
     for g in sorted(set(candidates)):
-        why = model_refusal(model, g, ep)
+        why = model_refusal(model, g, ep) or (stored if g > 1 else None)
         if why is None:
             ok.append(g)
         else:
@@ -188,7 +212,11 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
             p += qr * d_head + 2 * kvr * d_head
         if d.get("o_bias"):
             p += h                                           # row-parallel bias: whole on each rank
-        if d.get("qk_norm"):
+        if d.get("output_gate"):
+            p += h * qr * d_head                             # g_proj: column, by head
+        if d.get("qk_norm") == "full":
+            p += qr * d_head + kvr * d_head                  # full-width norms: by head
+        elif d.get("qk_norm"):
             p += 2 * d_head                                  # per-head-dim norms: replicated
         if d.get("sinks"):
             p += qr                                          # one sink per local head
@@ -203,12 +231,18 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
             p = h * nr * (dn + dr)                           # q_proj column
         p += h * (kvr + dr) + kvr                            # kv_a (with the rope key) and its norm: replicated
         p += kvr * nr * (dn + dv) + nr * dv * h              # kv_b column, o row
+        if d.get("output_gate"):
+            p += h * nr * dv                                 # g_proj: column, by head
         return p
     if t == "kda":
         nr, dh, k = d["num_heads"] // g, d["head_dim"], d.get("conv_kernel", 4)
         proj = nr * dh
         p = 3 * h * proj                                     # q, k, v: column
-        p += (h * dh + dh * proj) * 2                        # f_a, g_a replicated; f_b, g_b column
+        p += h * dh + dh * proj                              # decay: f_a replicated, f_b column
+        if d.get("full_rank_gate"):
+            p += h * proj                                    # output gate g_proj: column
+        else:
+            p += h * dh + dh * proj                          # output gate: g_a replicated, g_b column
         p += h * nr                                          # beta: column
         p += 3 * proj * k                                    # short convs: by channel
         p += nr + proj                                       # A_log, dt_bias: by head
@@ -244,21 +278,34 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
     raise ValueError(f"mixer {t!r} has no tensor-parallel rule")
 
 
+def _expert_params(h: int, i: int, gated: bool, bias: bool) -> int:
+    """One (Swi)GLU MLP of width ``i`` on an input of ``h``: gate (when gated), up, down (+ biases)."""
+    m = 3 if gated else 2
+    return m * h * i + ((m - 1) * i + h if bias else 0)
+
+
 def _ffn_params(d: dict, h: int, g: int, ep: bool) -> int:
+    gated = d.get("gated", True)
     if d["type"] == "dense":
-        i = d["intermediate_size"] // g
-        return 3 * h * i + (2 * i + h if d.get("bias") else 0)
+        return _expert_params(h, d["intermediate_size"] // g, gated, bool(d.get("bias")))
     e, i = d["num_experts"], d["moe_intermediate_size"]
-    bias = d.get("expert_bias")
+    latent = d.get("latent_size")
+    width = latent or h                                      # a latent MoE's experts run at the latent width
+    bias = bool(d.get("expert_bias"))
     if ep:
-        experts = _ceil(e, g) * (3 * h * i + (2 * i + h if bias else 0))   # whole experts
+        experts = _ceil(e, g) * _expert_params(width, i, gated, bias)      # whole experts
     else:
-        ir = i // g
-        experts = e * (3 * h * ir + (2 * ir + h if bias else 0))         # every expert, 1/g of each
-    shared = d.get("num_shared_experts", 0) * 3 * h * (d.get("shared_intermediate_size") or i) // g
+        experts = e * _expert_params(width, i // g, gated, bias)          # every expert, 1/g of each
+    shared = 0
+    n_shared = d.get("num_shared_experts", 0)
+    if n_shared:
+        wide = n_shared * (d.get("shared_intermediate_size") or i)
+        shared = _expert_params(h, wide // g, d.get("shared_gated", gated), False)
     if d.get("shared_expert_gate"):
         shared += h
     router = e * h + (e if d.get("router_bias") else 0)
+    if latent:
+        router += 2 * h * latent + (latent if d.get("latent_norm") else 0)   # replicated projections and norm
     return experts + shared + router
 
 
@@ -361,11 +408,10 @@ def experts_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> tu
     with ``ep``, ``ceil(E / g)`` whole experts and ``k / g`` per token on average (at least 1)."""
     d = dict(layer.ffn_dims)
     e, k, i = d["num_experts"], d["experts_per_token"], d["moe_intermediate_size"]
-    bias = d.get("expert_bias")
+    width, gated, bias = d.get("latent_size") or hidden, d.get("gated", True), bool(d.get("expert_bias"))
     if ep:
-        return _ceil(e, tp), 3 * hidden * i + (2 * i + hidden if bias else 0), max(1, round(k / tp))
-    ir = i // tp
-    return e, 3 * hidden * ir + (2 * ir + hidden if bias else 0), k
+        return _ceil(e, tp), _expert_params(width, i, gated, bias), max(1, round(k / tp))
+    return e, _expert_params(width, i // tp, gated, bias), k
 
 
 def shard_layer(layer: Layer, hidden: int, wl: Workload, tp: int, ep: bool = False) -> Layer:
@@ -401,7 +447,7 @@ def shard_model(model: LayerGraph, wl: Workload, tp: int, ep: bool = False) -> L
     """``model`` with every layer as one rank of a degree-``tp`` group holds it (``tp = 1``: itself)."""
     if tp == 1:
         return model
-    why = model_refusal(model, tp, ep)
+    why = model_refusal(model, tp, ep) or stored_refusal(model, wl)
     if why is not None:
         raise ValueError(why)
     layers = tuple(shard_layer(x, model.hidden_size, wl, tp, ep) for x in model.layers)

@@ -67,14 +67,15 @@ def has_experts(model: LayerGraph) -> bool:
     return any(x.ffn == "moe" and x.ffn_dims for x in model.layers)
 
 
-def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = None,
-            mode: str = "contiguous") -> tuple[list[tuple[int, bool]], dict[str, str]]:
+def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = None, mode: str = "contiguous",
+            workload: Workload | None = None) -> tuple[list[tuple[int, bool]], dict[str, str]]:
     """The device layouts ``(tp, ep)`` a search over degrees tries on ``fleet``, and the refused
     ones with their reasons (``{"tp 3": why}``).
 
     Degrees: ``degrees`` (default :func:`placer.groups.default_degrees`: the divisors of the
     largest node's size the model's heads allow; 1 on wafer fleets and in split mode), each at most
-    the largest node. ``ep``: None tries, for a model with MoE layers, every degree above 1 both
+    the largest node (under ``workload`` when given: see :func:`placer.parallel.allowed_degrees`).
+    ``ep``: None tries, for a model with MoE layers, every degree above 1 both
     with experts tensor-split and spread whole; True only spread whole (tp 1 stays, unsplit);
     False only tensor-split.
     """
@@ -90,9 +91,9 @@ def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = Non
     out: list[tuple[int, bool]] = []
     for spread in ((False,) if ep is False or not experts else (True,) if ep else (False, True)):
         if degrees is None:
-            ok, bad = default_degrees(model, fleet, spread)
+            ok, bad = default_degrees(model, fleet, spread, workload)
         else:
-            ok, bad = allowed_degrees(model, degrees, spread)
+            ok, bad = allowed_degrees(model, degrees, spread, workload)
         tag = " ep" if spread else ""
         refused.update({f"tp {g}{tag}": why for g, why in bad.items()})
         for g in ok:
@@ -322,7 +323,7 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
     total = workload.concurrency
     if total < 1:
         raise InvalidSpec("--concurrency", "concurrency", "a speed target needs at least 1 planned live request")
-    found, refused = layouts(model, fleet, degrees, ep, mode)
+    found, refused = layouts(model, fleet, degrees, ep, mode, workload)
     if not found:
         why = "; ".join(f"{k}: {v}" for k, v in refused.items())
         raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")

@@ -11,7 +11,7 @@ from placer.model import load_model, model_from_dict
 from placer.workload import workload_for
 
 CATALOG = ["llama-3.1-70b", "deepseek-v3", "qwen3-235b", "qwen3-next-80b", "kimi-linear-48b",
-           "jamba-1.5-large", "minimax-text-01", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b"]
+           "jamba-1.5-large", "minimax-text-01", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b", "kimi-k3-hf"]
 
 
 def _layer(model, name):
@@ -171,3 +171,57 @@ def test_shard_model_fixes_per_rank_bytes():
     assert memory.weight_bytes(x, wl) == 213_942_272
     assert memory.kv_bytes_per_request(x, wl) == 512 * 131_072
     assert P.shard_model(m, wl, 1) is m
+
+
+def test_kimi_k3_tp8_full_rank_gate_output_gate_and_latent_moe():
+    """Kimi K3 (config.json) at tp 8, 4-bit weights: KDA with a full-rank output gate, MLA with an
+    output gate, a latent MoE whose projections are replicated and whose experts run at the latent width."""
+    from placer.workload import Workload
+
+    m = load_model("kimi-k3-hf", text_only=True)
+    h, g = 7168, 8
+    kda, mla = _layer(m, "layers.1"), _layer(m, "layers.3")
+    assert (kda.mixer, kda.ffn, mla.mixer, mla.ffn) == ("kda", "moe", "mla", "moe")
+    # KDA, 96 heads of 128 (12 per rank, 1,536 channels)
+    kda_mixer = (3 * h * 1536            # q, k, v: column
+                 + h * 128 + 128 * 1536  # decay f_a (replicated), f_b (column)
+                 + 1536 * h              # full-rank output gate g_proj: column
+                 + h * 12                # beta b_proj: column
+                 + 3 * 1536 * 4          # three short convs, kernel 4: by channel
+                 + 12 + 1536             # A_log by head, dt_bias by channel
+                 + 128                   # o_norm over head_dim: replicated
+                 + 1536 * h)             # o_proj: row
+    # MLA, 96 heads (12 per rank), q_lora 1536, kv_lora 512, nope 128, rope 64, v 128, output gate
+    mla_mixer = (h * 1536 + 1536 + 1536 * 12 * 192   # q_a + its norm (replicated), q_b (column)
+                 + h * 576 + 512                     # kv_a with the rope key + its norm (replicated)
+                 + 512 * 12 * 256                    # kv_b: column
+                 + 12 * 128 * h                      # o_proj: row
+                 + h * 12 * 128)                     # output gate g_proj: column
+    # latent MoE: 896 experts of width 3072 on a 3,584 latent; 2 shared experts (3072 each) on h
+    latent = 2 * h * 3584 + 3584                     # down / up projections and the latent norm: replicated
+    router = 896 * h + 896
+    shared = 3 * h * (2 * 3072 // g)
+    split_experts = 896 * 3 * 3584 * (3072 // g)     # every expert, 1/8 of its width
+    ep_experts = 112 * 3 * 3584 * 3072               # 896 / 8 whole experts
+    norms = 2 * h
+    assert P.params_per_rank(kda, h, g) == kda_mixer + latent + router + shared + split_experts + norms
+    assert P.params_per_rank(kda, h, g, ep=True) == kda_mixer + latent + router + shared + ep_experts + norms
+    assert P.params_per_rank(mla, h, g) == mla_mixer + latent + router + shared + split_experts + norms
+    wl = Workload(weight_bits=4, weights_as_stored=False)
+    assert P.weight_bytes_per_rank(mla, h, wl, g) == -(-P.params_per_rank(mla, h, g) * 4 // 8)
+    # what a token reads on one rank: 16 of the 896 experts (tensor-split) or 2 whole ones (EP)
+    n, one, k = P.experts_per_rank(kda, h, g)
+    assert (n, one, k) == (896, 3 * 3584 * 384, 16)
+    assert P.experts_per_rank(kda, h, g, ep=True) == (112, 3 * 3584 * 3072, 2)
+
+
+def test_stored_formats_run_at_degree_one_unless_weight_bits_given():
+    from placer.workload import Workload
+
+    m = load_model("kimi-k3-hf", text_only=True)
+    stored = Workload()                               # weights as the checkpoint stores them
+    ok, refused = P.allowed_degrees(m, [1, 2, 8], workload=stored)
+    assert ok == [1] and "stored formats" in refused[8]
+    assert P.allowed_degrees(m, [1, 2, 8], workload=Workload(weight_bits=4, weights_as_stored=False))[0] == [1, 2, 8]
+    with pytest.raises(ValueError, match="stored formats"):
+        P.shard_model(m, stored, 8)
