@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from .algorithms import default_mode, place
-from .algorithms.deadline import interrupted
+from .algorithms.deadline import interrupt_scope, interrupted
 from .errors import InvalidSpec
 from .fleet import Fleet
 from .groups import default_degrees, node_sizes, per_device
@@ -127,6 +127,11 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
     if not allowed:
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
         raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+    with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
+        return _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, kw)
+
+
+def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, kw) -> DegreeSearch:
     sizes = node_sizes(fleet)
     out = []
     skipped: list[int] = []
@@ -170,15 +175,24 @@ def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: 
     """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
     (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved. After
     Ctrl-C the rows so far come back with ``"interrupted": True``."""
+    with interrupt_scope():     # a Ctrl-C noted in one row stays set until the loop has seen it
+        return _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress)
+
+
+def _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress) -> dict:
     out = []
     instances: dict[str, Instance] = {}
     for method, mode in rows:
         try:
+            if interrupted():
+                return {"rows": out, "interrupted": True}
             if mode not in instances:
                 instances[mode] = make_instance(model, fleet, workload, mode=mode,
                                                 granularity=_granularity(mode, granularity))
             if progress is not None:
                 progress(method, mode)
+            if interrupted():       # noted while the row was announced: start no search
+                return {"rows": out, "interrupted": True}
             opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
             t0 = perf_counter()
             result = place(instances[mode], method, **opts)

@@ -81,6 +81,8 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                            granularity=SPLIT_GRANULARITY if mode == "split" else None,
                            time_limit=time_limit, workers=workers, seed=seed)
             r, doc = solved.result, solved.mapping
+            if r.interrupted:   # Ctrl-C: a best-so-far placement is no committed solution; stop here
+                raise KeyboardInterrupt
             label = f"{model.name} on {hw}, {mode}"
             if doc is None:
                 log(f"skip  {label}: {r.status}: {r.message}")

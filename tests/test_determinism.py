@@ -1,8 +1,10 @@
 """Same seed and one worker give the same answer; a solve never claims more than it proved.
 
 Determinism (cpsat.md section 7): CP-SAT is deterministic with one worker and a fixed seed as long
-as no time limit cuts the search, so these instances solve well inside their limits. Tests compare
-status, device count, hops and hop latency (never assignments: equivalent optima may differ).
+as no wall-clock limit cuts the search. So the repeat tests bound each search by CP-SAT's
+deterministic time (``work_limit``, work units that do not depend on the machine's speed or load)
+and give a wall-clock limit no run comes near: a slow machine takes longer, never ends elsewhere.
+They compare everything the two runs return: status, levels (value, bound, proof), assignment.
 
 Honest status: ``proven_optimal`` only when every level is proven (objective == bound); a time
 limit that stops the search leaves ``proven_optimal`` false with the bound and gap; a gap limit in
@@ -12,9 +14,10 @@ CP-SAT (which makes it answer OPTIMAL) never becomes a claim of optimality; the 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 from strategies import fleets, models, workloads
@@ -27,11 +30,24 @@ from placer.model import model_from_dict
 from placer.placement import Status
 from placer.workload import Workload
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from generators import sparse_ring_instance  # noqa: E402
+
 OK = Path(__file__).parent / "bad_inputs" / "ok"
 
 
 def signature(r):
     return (str(r.status), r.devices_used, r.hops, r.hop_latency_us, r.proven_optimal)
+
+
+def outcome(r):
+    """Everything a run decides (not its timings)."""
+    return (signature(r), r.bound, r.assignment, r.order, r.levels, r.concurrency_ceiling, r.max_concurrency)
+
+
+# wall-clock seconds no repeat run comes near; the work limit is what ends a search early
+NEVER = 3600.0
+WORK = 2.0
 
 
 @settings(max_examples=25, deadline=None, derandomize=True,
@@ -40,12 +56,9 @@ def signature(r):
        mode=st.sampled_from(["contiguous", "free", "split"]), seed=st.integers(0, 1000))
 def test_same_seed_one_worker_same_result(model, fleet, wl, mode, seed):
     inst = make_instance(model, fleet, wl, mode=mode, granularity="shards:2" if mode == "split" else "layer")
-    a = place(inst, "cpsat", time_limit=10, seed=seed, workers=1)
-    # a run the time limit cut short is not reproducible (google/or-tools#4195); those are skipped
-    assume(a.status != Status.FEASIBLE)
-    b = place(inst, "cpsat", time_limit=10, seed=seed, workers=1)
-    assert signature(a) == signature(b)
-    assert a.bound == b.bound
+    a = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, workers=1)
+    b = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, workers=1)
+    assert outcome(a) == outcome(b)
 
 
 MIXED_FLEET = {"name": "mixed", "device_types": {"s": {"memory": "16 GB"}, "l": {"memory": "24 GB"}},
@@ -71,13 +84,13 @@ def _instance_24(mode: str, fleet_spec: dict):
 
 
 def test_repeats_on_a_heterogeneous_ring_and_a_plain_fleet():
-    """Contiguous and split on two device types joined in a ring, free mode on one type (each proven
-    well inside the limit, so no time limit cuts the search)."""
+    """Contiguous and split on two device types joined in a ring, free mode on one type: each proven
+    within the work limit (CP-SAT's deterministic time, so on any machine), the same both times."""
     for mode, spec in (("contiguous", MIXED_FLEET), ("split", MIXED_FLEET), ("free", PLAIN_FLEET)):
         inst = _instance_24(mode, spec)
-        runs = [place(inst, "cpsat", time_limit=60, seed=11, workers=1) for _ in range(2)]
+        runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=30.0, seed=11, workers=1) for _ in range(2)]
         assert runs[0].proven_optimal, (mode, runs[0].message)
-        assert signature(runs[0]) == signature(runs[1]), mode
+        assert outcome(runs[0]) == outcome(runs[1]), mode
 
 
 def test_cli_same_seed_same_mapping(run_cli, tmp_path, monkeypatch):
@@ -197,3 +210,14 @@ def test_cli_says_proven_or_not(run_cli, tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "k.json").read_text())["summary"]
     assert summary["proven_optimal"] is False and summary["status"] == "feasible"
     assert summary["bound"] == 59 and summary["gap"] == 0.0
+
+
+def test_a_search_cut_by_the_work_limit_ends_the_same_way_twice():
+    """Free mode on a ring of 16 single-device racks: the hop-latency search needs far more than 0.2
+    work units, so the work limit (not the clock) cuts it; both runs stop at the same placement
+    with the same bound."""
+    inst = sparse_ring_instance(16, 30, 2, mode="free")
+    runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=0.2, seed=5, workers=1) for _ in range(2)]
+    assert runs[0].status == Status.FEASIBLE and not runs[0].proven_optimal
+    assert runs[0].level("devices").proven and not runs[0].level("latency").proven
+    assert outcome(runs[0]) == outcome(runs[1])

@@ -9,8 +9,16 @@ limit instead of each taking a fresh one.
 Ctrl-C is process-wide by nature: the CP-SAT adapter catches the :class:`KeyboardInterrupt`, stops
 the search and calls :func:`note_interrupt`; from then on every deadline reports itself expired,
 so loops over phases or probes (``compare``'s rows, a bisection, the explanation) end at once with
-what they have instead of starting the next step. ``place()`` and the command line call
-:func:`clear_interrupt` when they start, so an earlier Ctrl-C never cuts a later solve short.
+what they have instead of starting the next step.
+
+Who forgets a Ctrl-C: the outermost :func:`interrupt_scope`. The command line, ``place()`` and
+every caller that owns a sequence of solves (``compare``'s rows, the degrees of ``solve_degrees``,
+``simulate``'s modes) run inside one; the outermost scope forgets an earlier Ctrl-C when it opens
+(an earlier call's interrupt never cuts a later solve short) and when it closes (the interrupt has
+been reported by then), and nested scopes leave the flag alone. So a Ctrl-C noted anywhere inside
+a command or a sequence stays set until its owner has seen it: a nested ``place()`` that starts
+with the flag set runs no method and returns an interrupted result, and an owner checks
+:func:`interrupted` before it starts the next solve.
 """
 
 from __future__ import annotations
@@ -18,11 +26,15 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["Deadline", "DeadlineReached", "note_interrupt", "interrupted", "clear_interrupt"]
+__all__ = ["Deadline", "DeadlineReached", "note_interrupt", "interrupted", "clear_interrupt", "interrupt_scope"]
 
 _INTERRUPT = threading.Event()
+_SCOPE_LOCK = threading.Lock()
+_SCOPE_DEPTH = 0
 
 
 def note_interrupt() -> None:
@@ -36,8 +48,30 @@ def interrupted() -> bool:
 
 
 def clear_interrupt() -> None:
-    """Forget an earlier Ctrl-C (a command calls this before it starts)."""
+    """Forget an earlier Ctrl-C (done by the outermost :func:`interrupt_scope`)."""
     _INTERRUPT.clear()
+
+
+@contextmanager
+def interrupt_scope() -> Iterator[None]:
+    """The extent of one call that owns its Ctrl-C (a command, ``place()``, a sequence of solves).
+
+    The outermost scope forgets an earlier Ctrl-C when it opens and when it closes; a nested scope
+    changes nothing, so an interrupt noted inside stays visible to the owner until it returns.
+    """
+    global _SCOPE_DEPTH
+    with _SCOPE_LOCK:
+        outermost = _SCOPE_DEPTH == 0
+        _SCOPE_DEPTH += 1
+        if outermost:
+            _INTERRUPT.clear()
+    try:
+        yield
+    finally:
+        with _SCOPE_LOCK:
+            _SCOPE_DEPTH -= 1
+            if _SCOPE_DEPTH == 0:
+                _INTERRUPT.clear()
 
 
 class DeadlineReached(Exception):

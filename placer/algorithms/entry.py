@@ -19,7 +19,7 @@ from ..instance import Instance
 from ..placement import Result, Status
 from .bound import bounds
 from .check import PlacementBug, check_placement, requirement_violation
-from .deadline import Deadline, clear_interrupt, interrupted
+from .deadline import Deadline, interrupt_scope, interrupted
 from .guards import infeasibility
 from .registry import method as method_row
 from .search import largest_true
@@ -46,11 +46,27 @@ def place(instance: Instance, method: str = "cpsat", **opts) -> Result:
     a method without options takes none (TypeError). Raises :class:`InvalidSpec` (field ``method``
     or ``mode``) for an unknown method or a mode the method does not place in,
     :class:`PlacementBug` when a method's placement fails the exact check or undercuts the bound.
+
+    Ctrl-C (see :mod:`placer.algorithms.deadline`): a result is ``interrupted`` whenever one was
+    noted during the call; called inside a caller's :func:`~placer.algorithms.deadline.interrupt_scope`
+    with a Ctrl-C already noted, no method runs and the result is interrupted with no placement.
     """
+    with interrupt_scope():
+        result = _place(instance, method, opts)
+        if interrupted() and not result.interrupted:
+            # a Ctrl-C during this call that no method result carries (a concurrency probe, a guard)
+            result = result.replace(interrupted=True)
+        return result
+
+
+def _place(instance: Instance, method: str, opts: dict) -> Result:
     t0 = time.perf_counter()
-    clear_interrupt()   # a Ctrl-C belongs to the call it stopped; callers look at it when place() returns
     row = _check_method(instance, method)
     options = row.parse_options(opts)
+    if interrupted():
+        # a Ctrl-C the caller that owns this sequence of solves has not seen yet: start nothing
+        return Result(method, instance.mode, Status.UNKNOWN, message="interrupted before the solve started",
+                      interrupted=True)
     if options is not None and hasattr(options, "deadline"):
         # one deadline for the method and the concurrency search after it (not a fresh limit each)
         options = replace(options, deadline=Deadline.of(options.deadline, options.time_limit))

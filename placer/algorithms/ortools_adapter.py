@@ -61,12 +61,18 @@ def status_name(code) -> str:
 
 
 def parameters(*, time_limit: float, seed: int, workers: int, assumptions: bool = False,
-               fix_to_hint: bool = False, light_presolve: bool = False) -> dict:
-    """CP-SAT parameters placer uses, as a plain dict (recorded in ``Result.stats``)."""
+               fix_to_hint: bool = False, light_presolve: bool = False, work_limit: float | None = None) -> dict:
+    """CP-SAT parameters placer uses, as a plain dict (recorded in ``Result.stats``).
+
+    ``work_limit``: CP-SAT's deterministic time (``max_deterministic_time``, its own work units,
+    independent of the machine's speed and load); with one worker and a fixed seed a search it
+    stops ends the same way on every run."""
     if time_limit is None or not time_limit > 0:
         raise ValueError("time_limit must be a positive number of seconds")
     if workers < 1:
         raise ValueError("workers must be at least 1")
+    if work_limit is not None and not work_limit > 0:
+        raise ValueError("work_limit must be a positive number of CP-SAT work units")
     p = dict(
         max_time_in_seconds=float(time_limit),
         random_seed=int(seed),
@@ -81,6 +87,8 @@ def parameters(*, time_limit: float, seed: int, workers: int, assumptions: bool 
         log_search_progress=True,
         log_to_stdout=False,
     )
+    if work_limit is not None:
+        p["max_deterministic_time"] = float(work_limit)
     if assumptions:
         p["keep_all_feasible_solutions_in_presolve"] = True   # google/or-tools#2649
     if fix_to_hint:

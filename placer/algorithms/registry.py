@@ -28,7 +28,8 @@ class CpsatOptions:
     callable given ``dict(best, bound, elapsed, phase)``; ``hint``: a Result or an assignment to
     start from; ``objective``: one of :data:`OBJECTIVES`; ``deadline``: a
     :class:`~placer.algorithms.deadline.Deadline` shared with the caller's other phases (the call
-    ends by the earlier of it and ``time_limit``).
+    ends by the earlier of it and ``time_limit``); ``work_limit``: CP-SAT's deterministic time per
+    search (machine-independent work units; None: no such limit).
     """
 
     time_limit: float = 30.0
@@ -38,6 +39,7 @@ class CpsatOptions:
     hint: Any = None
     objective: str = "lex"
     deadline: Any = None
+    work_limit: float | None = None
 
     def __post_init__(self):
         if self.time_limit is None or not self.time_limit > 0:
@@ -45,6 +47,8 @@ class CpsatOptions:
         if int(self.workers) < 1:
             raise ValueError("workers must be at least 1")
         parse_objective(self.objective)
+        if self.work_limit is not None and not self.work_limit > 0:
+            raise ValueError("work_limit must be a positive number of CP-SAT work units")
 
     def as_kwargs(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -128,11 +128,11 @@ def _click_error(exc: click.ClickException) -> str:
 
 
 def main(argv=None):
-    from ..algorithms.deadline import clear_interrupt
+    from ..algorithms.deadline import interrupt_scope
 
-    clear_interrupt()   # a Ctrl-C belongs to the command it interrupted
     try:
-        rv = cli.main(args=argv, prog_name="placer", standalone_mode=False)
+        with interrupt_scope():     # the command owns its Ctrl-C: noted once, seen by every phase after
+            rv = cli.main(args=argv, prog_name="placer", standalone_mode=False)
     except PlacerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

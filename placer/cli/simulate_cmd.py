@@ -95,11 +95,14 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
                             prefill=prefill, schedule=schedule, max_batch=max_batch, runtime=runtime)
+        done = 130 if doc.get("interrupted") else 0     # Ctrl-C: the modes so far, then exit 130
+        if done:
+            click.echo("interrupted: the modes solved so far", err=True)
         if as_json:
             echo_json(doc)
-            return 0
+            return done
         _print_compare(doc)
-        return 0
+        return done
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
@@ -162,7 +165,7 @@ def _print_compare(doc: dict) -> None:
               "single_user_tokens_per_s": "tok/s alone", "per_user_tokens_per_s": "tok/s/user at cap",
               "aggregate_tokens_per_s": "tok/s total", "power_w": "power W", "tokens_per_s_per_mw": "tok/s/MW",
               "joules_per_token": "J/token"}
-    width = max(18, *(len(r["mode"]) for r in doc["rows"]))
+    width = max([18, *(len(r["mode"]) for r in doc["rows"])])
     for key, fmt in cols:
         cells = [_f(r.get(key), fmt) for r in doc["rows"]]
         click.echo(f"{labels.get(key, key):<{width}}" + "".join(f"{c:>{width}}" for c in cells))

@@ -10,6 +10,7 @@ and aggregate speed, power and tokens/s per MW with every KV slot in use).
 from __future__ import annotations
 
 from ..algorithms import MODES_OF, place
+from ..algorithms.deadline import interrupt_scope, interrupted
 from ..fleet import Fleet
 from ..instance import MODES, make_instance
 from ..model import LayerGraph
@@ -29,10 +30,21 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=
 
     ``granularity`` refines the model for ``split`` mode; ``sim`` goes to :func:`simulate` for the
     loaded run (``micro_batch``, ``context_dist``, ``max_live``, ...). A mode with no placement
-    gets a row with its status and the reason.
+    gets a row with its status and the reason. After Ctrl-C the rows so far come back (the
+    interrupted mode's with its best placement so far) with ``"interrupted": True``.
     """
+    with interrupt_scope():     # a Ctrl-C in one mode's solve stays set until the loop has seen it
+        return _compare_modes(model, fleet, workload, modes, method, granularity, time_limit, seed, output_tokens,
+                              sim)
+
+
+def _compare_modes(model, fleet, workload, modes, method, granularity, time_limit, seed, output_tokens, sim) -> dict:
     rows = []
+    stopped = False
     for mode in modes:
+        if interrupted():
+            stopped = True
+            break
         inst = make_instance(model, fleet, workload, mode=mode,
                              granularity=granularity if mode == "split" else "layer")
         m = method if mode in MODES_OF.get(method, ()) else FALLBACK_METHOD[mode]
@@ -44,6 +56,9 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=
         if not res.feasible:
             row["message"] = res.message
             rows.append(row)
+            if res.interrupted:
+                stopped = True
+                break
             continue
         alone = simulate(inst, res.assignment, requests=1, output_tokens=output_tokens, seed=seed,
                          **{k: sim.get(k) for k in ("micro_batch", "schedule", "max_batch", "runtime")})
@@ -63,7 +78,10 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=
             single_user_tokens_per_s_per_mw=(alone.aggregate_tokens_per_s / (alone.power_w / 1e6)
                                              if alone.power_w else None))
         rows.append(row)
+        if res.interrupted:
+            stopped = True
+            break
     schedule = sim.get("schedule") or ("micro-batch" if sim.get("micro_batch") is not None else "continuous")
     return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), schedule=schedule,
                 micro_batch=sim.get("micro_batch") or workload.micro_batch, max_batch=sim.get("max_batch"),
-                output_tokens=output_tokens, rows=rows)
+                output_tokens=output_tokens, rows=rows, **({"interrupted": True} if stopped else {}))

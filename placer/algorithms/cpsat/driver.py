@@ -71,8 +71,8 @@ __all__ = ["cpsat"]
 
 
 def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
-          hint=None, objective: str = "lex", lower_bound: int | None = None, deadline: Deadline | None = None
-          ) -> Result:
+          hint=None, objective: str = "lex", lower_bound: int | None = None, deadline: Deadline | None = None,
+          work_limit: float | None = None) -> Result:
     """Place ``instance`` optimally (see the module docstring).
 
     ``time_limit`` (s, whole call), ``seed`` and ``workers`` go to CP-SAT; ``progress`` is called
@@ -82,7 +82,9 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
     (devices, latency: the default), ``"lex3"`` (devices, latency, bottleneck); ``lower_bound``: a
     device lower bound already known; ``deadline``: a shared
     :class:`~placer.algorithms.deadline.Deadline` (the call ends by it and by ``time_limit``, model
-    building included). Ctrl-C stops the search and returns the best placement found so far
+    building included); ``work_limit``: CP-SAT's deterministic time for each search (machine-independent
+    work units: with one worker and a fixed seed a search it cuts short ends the same way on every
+    run, whatever the load). Ctrl-C stops the search and returns the best placement found so far
     (FEASIBLE). Call it through :func:`placer.algorithms.place`, which rules out the requests no
     placement can meet before any model is built.
     """
@@ -96,17 +98,17 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
     if "concurrency" in order and any(instance.request_bytes):
         return _with_concurrency(instance, order, t0=t0, time_limit=float(time_limit), seed=int(seed),
                                  workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
-                                 deadline=deadline)
+                                 deadline=deadline, work_limit=work_limit)
     return _solve(instance, tuple(x for x in order if x != "concurrency"), t0=t0, time_limit=float(time_limit),
                   seed=int(seed), workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
-                  deadline=deadline)
+                  deadline=deadline, work_limit=work_limit)
 
 
 def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit: float, seed: int, workers: int,
-           progress, hint, lower_bound, deadline: Deadline) -> Result:
+           progress, hint, lower_bound, deadline: Deadline, work_limit: float | None = None) -> Result:
     """The levels of ``order`` (devices, then latency, then bottleneck) by the strategy that fits."""
     run = Run(instance, t0, time_limit, seed, workers, progress, ",".join(order), order=order,
-              deadline=deadline.within(time_limit))
+              deadline=deadline.within(time_limit), work_limit=work_limit)
     run.prob, run.quant = build_problem(instance)
     run.prob.deadline = run.deadline
     run.relaxed = run.prob if run.quant.faithful else relaxed_problem(run.prob, run.quant)
@@ -142,7 +144,7 @@ def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit:
 
 
 def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, workers, progress, hint, lower_bound,
-                      deadline: Deadline):
+                      deadline: Deadline, work_limit: float | None = None):
     """The guaranteed-concurrency level: the largest live-request count c such that the levels
     before it keep their optimal values at c (a placement meets them and holds c requests on every
     stage), by exponential then binary search on c; then the levels after it at that c.
@@ -160,7 +162,7 @@ def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, worker
     def sub(inst, levels, share, start, lb):
         limit = max(0.05, min(left(), share))
         return _solve(inst, levels, t0=time.monotonic(), time_limit=limit, seed=seed, workers=workers,
-                      progress=progress, hint=start, lower_bound=lb, deadline=deadline)
+                      progress=progress, hint=start, lower_bound=lb, deadline=deadline, work_limit=work_limit)
 
     first = sub(instance, before, left() / 3, hint, lower_bound) if before else None
     if first is not None and (not first.feasible or first.interrupted

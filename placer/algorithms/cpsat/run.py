@@ -49,6 +49,7 @@ class Run:
     best: tuple | None = None       # (assignment, order, levels) of the best placement so far
     levels: dict = field(default_factory=dict)
     deadline: Deadline | None = None  # shared with the caller's phases; None: time_limit alone
+    work_limit: float | None = None   # CP-SAT deterministic time per search (reproducible cut-offs)
 
     def remaining(self) -> float:
         left = self.time_limit - (time.monotonic() - self.t0)
@@ -59,7 +60,7 @@ class Run:
         limit = max(self.remaining(), 0.05)
         if time_cap is not None:
             limit = min(limit, time_cap)
-        params = ora.parameters(time_limit=limit, seed=self.seed, workers=self.workers,
+        params = ora.parameters(time_limit=limit, seed=self.seed, workers=self.workers, work_limit=self.work_limit,
                                 assumptions=bool(assumptions), light_presolve=light_presolve)
         cb = None
         if self.progress is not None and not quiet:   # quiet: a search without an objective to report
