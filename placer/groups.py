@@ -22,7 +22,7 @@ from .errors import InvalidSpec
 from .fleet import Device, Fleet
 from .model import LayerGraph
 
-__all__ = ["group_fleet", "node_sizes", "default_degrees", "per_device"]
+__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "default_degrees", "per_device"]
 
 
 def node_sizes(fleet: Fleet) -> dict[int, int]:
@@ -52,22 +52,29 @@ def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ..
     racks: dict[int, list[Device]] = {}
     for d in fleet.available:
         racks.setdefault(d.rack, []).append(d)
-    devices: list[Device] = []
     members: list[tuple[str, ...]] = []
-    leader: dict[str, str] = {}
     for rack in sorted(racks):
         avail = sorted(racks[rack], key=lambda d: d.slot)
         for k in range(len(avail) // tp):
-            chunk = avail[k * tp:(k + 1) * tp]
-            devices.append(chunk[0])
-            ids = tuple(d.id for d in chunk)
-            members.append(ids)
-            for i in ids:
-                leader[i] = chunk[0].id
-    if not devices:
+            members.append(tuple(d.id for d in avail[k * tp:(k + 1) * tp]))
+    if not members:
         largest = max(node_sizes(fleet).values())
         raise InvalidSpec("--tp", "tp", f"no node of {fleet.name} has {tp} available devices (the largest has "
                                         f"{largest})")
+    return fleet_of_groups(fleet, members), tuple(members)
+
+
+def fleet_of_groups(fleet: Fleet, members) -> Fleet:
+    """The derived fleet whose devices are the groups ``members`` (device ids of ``fleet``, each
+    group named after its first member); two groups are linked when some pair of their members is,
+    at the lowest such latency."""
+    by_id = fleet.by_id
+    devices: list[Device] = []
+    leader: dict[str, str] = {}
+    for ids in members:
+        devices.append(by_id[ids[0]])
+        for i in ids:
+            leader[i] = ids[0]
     best: dict[tuple[str, str], tuple[float, float | None]] = {}
     for a, b, lat, bw in fleet.links:
         ga, gb = leader.get(a), leader.get(b)
@@ -77,7 +84,7 @@ def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ..
         if key not in best or lat < best[key][0]:
             best[key] = (lat, bw)
     links = tuple((a, b, lat, bw) for (a, b), (lat, bw) in best.items())
-    return replace(fleet, devices=tuple(devices), links=links), tuple(members)
+    return replace(fleet, devices=tuple(devices), links=links)
 
 
 def per_device(result, tp: int):

@@ -9,7 +9,7 @@ integer view CP-SAT works in.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -17,14 +17,15 @@ import numpy as np
 from . import memory
 from .errors import InvalidSpec
 from .fleet import Device, Fleet
-from .groups import group_fleet, node_sizes
+from .groups import fleet_of_groups, group_fleet, node_sizes
 from .model import LayerGraph
-from .parallel import model_refusal, shard_model, stored_refusal
+from .parallel import model_refusal, shard_layer, shard_model, stored_refusal
 from .refine import parse_granularity
 from .reserve import Reserve
 from .workload import Workload
 
-__all__ = ["Pin", "Layout", "Instance", "make_instance", "group_instance", "parse_pin", "MODES", "REQUIREMENTS"]
+__all__ = ["Pin", "Layout", "Instance", "make_instance", "group_instance", "per_stage_instance", "parse_pin", "MODES",
+           "REQUIREMENTS"]
 
 MODES = ("contiguous", "free", "split")
 # constraints a user may ask for on top of the mode's: "attention-per-stage" = every used device
@@ -48,7 +49,7 @@ class Layout:
     ``tp`` devices of one node form each device of the instance (``groups[k]``: the member ids of
     the instance's device ``k``, the first being the device's own id); the nodes are one rank's
     share of the model's layers (``ep``: experts spread whole). ``reserve`` overrides every device
-    type's own reserve when given.
+    type's own reserve when given. With ``per_stage`` each group has its own size (its degree).
     """
 
     tp: int = 1
@@ -56,6 +57,9 @@ class Layout:
     reserve: Reserve | None = None
     groups: tuple[tuple[str, ...], ...] = ()
     base_fleet: Fleet | None = None
+    # the degree differs per stage (placer.perstage): ``groups[k]`` has its own size, ``tp`` is
+    # the largest, and every node is one rank's share at the degree of the group that holds it
+    per_stage: bool = False
 
 
 @dataclass(frozen=True)
@@ -317,3 +321,18 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
     layout = Layout(tp=tp, ep=ep, reserve=reserve, groups=members, base_fleet=fleet)
     return Instance(plain.model, derived, workload, mode, tuple(translated), base_model=model,
                     require=tuple(require), layout=layout)
+
+
+def per_stage_instance(model: LayerGraph, fleet: Fleet, workload: Workload, groups, degree_of_node, *, ep: bool = False,
+                  reserve: Reserve | None = None, require=()) -> Instance:
+    """The instance of a per-stage plan: its devices are ``groups`` (device ids of ``fleet``), its
+    nodes one rank's share of each layer at ``degree_of_node[i]`` (the degree of the group holding it)."""
+    layers = tuple(shard_layer(x, model.hidden_size, workload, g, ep) for x, g in zip(model.layers, degree_of_node))
+    sharded = replace(model, layers=layers)
+    derived = fleet_of_groups(fleet, groups)
+    tp = max(len(g) for g in groups)
+    per_stage = len({len(g) for g in groups}) > 1
+    layout = Layout(tp=tp, ep=ep, reserve=reserve, groups=tuple(tuple(g) for g in groups), base_fleet=fleet,
+                    per_stage=per_stage)
+    return Instance(sharded, derived, workload, "contiguous", (), base_model=model, require=tuple(require),
+                    layout=layout)

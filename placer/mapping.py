@@ -124,9 +124,10 @@ def build_mapping(instance, result) -> dict:
         reserve = instance.reserve_bytes[d]
         stage = dict(index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes])
         if instance.tp > 1 or instance.ep:
-            # a group of one (the stage's device alone) is left implicit
-            stage["group"] = dict(devices=list(instance.members(d)), tp=instance.tp,
-                                  ep=instance.tp if instance.ep else 1)
+            # a group of one (the stage's device alone) is left implicit; per-stage plans give
+            # every stage its own degree (the size of its group)
+            members = instance.members(d)
+            stage["group"] = dict(devices=list(members), tp=len(members), ep=len(members) if instance.ep else 1)
         stage.update(
             bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
                        free=dev.memory_bytes - weights - kv - state - act - reserve),
@@ -156,16 +157,15 @@ def build_mapping(instance, result) -> dict:
         "schema_version": SCHEMA_VERSION,
         "model": model_doc,
         "hardware": dict(name=fleet.name, sha256=fleet.sha256, source=_spec_ref(fleet.source, hardware_dir()),
-                         racks=_racks(fleet)),
+                         racks=_racks(instance.layout.base_fleet if instance.layout is not None
+                                      and instance.layout.base_fleet is not None else fleet)),
         "workload": wl.to_dict(),
         "mode": instance.mode,
-        "parallel": dict(tp=instance.tp, ep=instance.tp if instance.ep else 1,
-                         reserve=None if instance.layout is None or instance.layout.reserve is None
-                         else instance.layout.reserve.to_dict()),
+        "parallel": _parallel_doc(instance),
         "stages": stages,
         "route": [devices[d].id for d in assignment],
         "summary": dict(
-            devices_used=len(order) * instance.tp,   # every stage's group counts tp devices
+            devices_used=sum(len(instance.members(d)) for d in order),   # every device of every group
             hops=pick(result.hops, hops),
             hop_latency_us=_finite(pick(result.hop_latency_us, lat)),
             concurrency_ceiling=ceiling,
@@ -181,6 +181,15 @@ def build_mapping(instance, result) -> dict:
     if instance.pins:
         doc["pins"] = [dict(layers=[model.layers[i].name for i in p.nodes], device=p.device)
                        for p in instance.pins]
+    return doc
+
+
+def _parallel_doc(instance) -> dict:
+    lay = instance.layout
+    doc = dict(tp=instance.tp, ep=instance.tp if instance.ep else 1,
+               reserve=None if lay is None or lay.reserve is None else lay.reserve.to_dict())
+    if lay is not None and lay.per_stage:
+        doc["per_stage"] = True      # tp and ep are the largest stage's; each stage's group has its own
     return doc
 
 
@@ -220,6 +229,9 @@ def mapping_schema() -> dict:
                         "properties": {"fraction": {"type": "string", "pattern": r"^[0-9./]+$"},
                                        "bytes": count},
                     },
+                    "per_stage": {"type": "boolean",
+                                  "description": "every stage has its own degree (its group's tp and ep); "
+                                                 "tp and ep here are the largest"},
                 },
             },
             "model": {
@@ -492,8 +504,33 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     if doc.get("schema_version", SCHEMA_VERSION) == 1:
         reserve = {"fraction": "0", "bytes": 0}     # written before reserves existed
     from .reserve import Reserve
+    if par.get("per_stage"):
+        inst = _per_stage_instance(doc, probe, fleet, wl, ep=par.get("ep", 1) > 1,
+                                        reserve=None if reserve is None else Reserve.from_dict(reserve))
+        return m, fleet, wl, inst
     inst = make_instance(m, fleet, wl, mode=doc["mode"],
                          granularity=granularity if doc["mode"] == "split" else "layer",
                          pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
                          reserve=None if reserve is None else Reserve.from_dict(reserve))
     return m, fleet, wl, inst
+
+
+def _per_stage_instance(doc: dict, model: LayerGraph, fleet: Fleet, workload: Workload, *, ep: bool = False,
+                        reserve=None):
+    """The plan instance of a per-stage mapping (its stages' groups and layers); :class:`InvalidSpec`
+    naming the field when a stage names an unknown device or node."""
+    names = {x.name: i for i, x in enumerate(model.layers)}
+    groups, degree_of_node = [], [1] * len(model.layers)
+    for k, st in enumerate(doc["stages"]):
+        members = list((st.get("group") or {}).get("devices") or [st["device"]])
+        for dev in members:
+            if dev not in fleet.by_id or not fleet.by_id[dev].available:
+                raise InvalidSpec("<mapping>", f"/stages/{k}/group/devices", f"unknown or unavailable device {dev!r}")
+        for name in st["layers"]:
+            if name not in names:
+                raise InvalidSpec("<mapping>", f"/stages/{k}/layers", f"unknown node {name!r} in {model.name}")
+            degree_of_node[names[name]] = len(members)
+        groups.append(tuple(members))
+    from .instance import per_stage_instance
+
+    return per_stage_instance(model, fleet, workload, groups, degree_of_node, ep=ep, reserve=reserve)

@@ -180,6 +180,8 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     layout = doc.get("parallel") or {"tp": 1, "ep": 1, "reserve": None}
     tp, ep_degree = layout["tp"], layout["ep"]
     ep = ep_degree > 1
+    # per-stage degrees: every stage's group states its own tp (and ep); tp and ep above are the largest
+    per_stage = bool(layout.get("per_stage"))
     if ep_degree not in (1, tp):
         report("group_mismatch", f"expert-parallel degree {ep_degree} in a plan of tp {tp}: experts are spread "
                                  f"over a stage's group (ep = tp) or tensor-split (ep = 1)")
@@ -188,9 +190,16 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     else:
         override = None if layout.get("reserve") is None else Reserve.from_dict(layout["reserve"])
     hidden = graph.hidden_size
-    refused = par.model_refusal(graph, tp, ep) if tp > 1 else None
-    if refused is not None:
-        report("group_mismatch", f"{graph.name} cannot run at tp {tp}: {refused}")
+    def degree_of(st) -> int:
+        return int(st["group"]["tp"]) if per_stage and "group" in st else (1 if per_stage else tp)
+
+    degrees = sorted({degree_of(st) for st in doc["stages"]}) if per_stage else [tp]
+    if per_stage and degrees and max(degrees) != tp:
+        report("group_mismatch", f"a per-stage plan states tp {tp}, its largest stage has {max(degrees)}")
+    refusals = {g: par.model_refusal(graph, g, ep) if g > 1 else None for g in degrees}
+    for g, why in refusals.items():
+        if why is not None:
+            report("group_mismatch", f"{graph.name} cannot run at tp {g}: {why}")
 
     def group_of(st) -> list[str]:
         return list(st["group"]["devices"]) if "group" in st else [st["device"]]
@@ -215,9 +224,13 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         if members[0] != st["device"]:
             report("group_mismatch", f"stage {k}: the group's first device is {members[0]}, the stage names "
                                      f"{st['device']}")
-        if g["tp"] != tp or g.get("ep", 1) != ep_degree or len(set(members)) != tp or len(members) != tp:
+        want_tp = degree_of(st)
+        want_ep = (want_tp if ep else 1) if per_stage else ep_degree
+        if g["tp"] != want_tp or g.get("ep", 1) != want_ep or len(set(members)) != want_tp \
+                or len(members) != want_tp:
+            plan = "a per-stage plan" if per_stage else f"a plan of tp {tp}, ep {ep_degree}"
             report("group_mismatch", f"stage {k}: a group of {len(members)} device(s) (tp {g['tp']}, ep "
-                                     f"{g.get('ep', 1)}) in a plan of tp {tp}, ep {ep_degree}")
+                                     f"{g.get('ep', 1)}) in {plan}")
         for m in members:
             dev = by_id.get(m)
             if dev is None:
@@ -249,16 +262,18 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     stage_of = {i: held[0] for i, held in holders.items() if len(held) == 1}
 
     # --- bytes per device, capacity and concurrency per stage
-    def rank_bytes(i: int) -> tuple[int, int, int]:
+    def rank_bytes(i: int, g: int) -> tuple[int, int, int]:
         x = nodes[i]
-        if tp == 1 or refused is not None:
+        if g == 1 or refusals.get(g) is not None:
             return (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
                     memory.state_bytes_per_request(x, wl))
-        return (par.weight_bytes_per_rank(x, hidden, wl, tp, ep),
-                par.kv_bytes_per_request_per_rank(x, hidden, wl, tp),
-                par.state_bytes_per_request_per_rank(x, hidden, wl, tp))
+        return (par.weight_bytes_per_rank(x, hidden, wl, g, ep),
+                par.kv_bytes_per_request_per_rank(x, hidden, wl, g),
+                par.state_bytes_per_request_per_rank(x, hidden, wl, g))
 
-    per_node = {i: rank_bytes(i) for i in range(n)}
+    # each node at the degree of the stage that holds it (a node on several stages is reported above)
+    node_degree = {i: degree_of(stages[k]) for i, k in stage_of.items()}
+    per_node = {i: rank_bytes(i, node_degree.get(i, tp)) for i in range(n)}
     c = wl.concurrency
     act = memory.activation_buffer_bytes(nodes, wl)
     ceilings = []
@@ -276,7 +291,7 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         total = weights + kv + state + act
         if dev.rack != st["rack"]:
             report("stage_mismatch", f"stage {k}: device {dev.id} is in rack {dev.rack}, the stage says {st['rack']}")
-        each = " on each of its devices" if tp > 1 else ""
+        each = " on each of its devices" if degree_of(st) > 1 else ""
         if total + reserve > mem:
             over = total + reserve - mem
             report("over_capacity",

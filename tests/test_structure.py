@@ -19,6 +19,7 @@ ORTOOLS_MODULES = {
     "placer.algorithms.cpsat.models",
     "placer.algorithms.cpsat.arcflow",
     "placer.algorithms.cpsat.core",
+    "placer.algorithms.cpsat.perstage",
 }
 
 # cycles tolerated for now: none (the spec loader and the Hugging Face importer no longer import

@@ -14,7 +14,7 @@ from ..model import LayerGraph, load_model
 from ..units import format_tokens, parse_tokens
 from ..workload import Workload, workload_for
 
-__all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "context_type", "warn",
+__all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
@@ -269,6 +269,15 @@ def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurr
             f"KV {field('kv_bits', f'{wl.kv_bits}-bit')}, "
             f"state {wl.state_bits}-bit (conv {wl.conv_state_bits}-bit), activations {wl.activation_bits}-bit, "
             f"micro-batch {wl.micro_batch}; runtime reserve {reserve_text(fleet, reserve)}")
+
+
+def group_label(devices) -> str:
+    """``r0g0-7`` for the devices r0g0..r0g7 of one node, the single id for a group of one."""
+    if len(devices) == 1:
+        return devices[0]
+    first, last = devices[0], devices[-1]
+    head = first.rstrip("0123456789")
+    return f"{first}-{last[len(head):]}" if last.startswith(head) else f"{first}+{len(devices) - 1}"
 
 
 def echo_json(doc) -> None:

@@ -12,6 +12,7 @@ from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
     granularity_option,
+    group_label,
     hardware_option,
     load_inputs,
     output_file,
@@ -66,15 +67,6 @@ def progress_line(info) -> str:
     return f"cpsat, {level} level: " + ", ".join(parts)
 
 
-def group_label(devices) -> str:
-    """``r0g0-7`` for the devices r0g0..r0g7 of one node, the single id for a group of one."""
-    if len(devices) == 1:
-        return devices[0]
-    first, last = devices[0], devices[-1]
-    head = first.rstrip("0123456789")
-    return f"{first}-{last[len(head):]}" if last.startswith(head) else f"{first}+{len(devices) - 1}"
-
-
 def degree_line(tp: int, solved) -> str:
     """One line per degree tried: devices, stages, concurrency ceiling, hop latency, proof."""
     from ..compare import devices_proven
@@ -123,13 +115,17 @@ def print_progress(info) -> None:
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
                    "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
+@click.option("--per-stage-tp", "per_stage_tp", is_flag=True,
+              help="Let the tensor-parallel degree differ per stage, chosen from --tp (default: the divisors of "
+                   "every node size the model allows), for fleets of mixed GPU types and runtimes that allow it "
+                   "(vLLM and SGLang do not). Contiguous mode, no pins.")
 @click.option("--require", "require", multiple=True, type=click.Choice(list(REQUIREMENTS)),
               help="A constraint on every placement: attention-per-stage (each stage holds a full-attention "
                    "layer, as vLLM needs on hybrid models); repeatable.")
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
-                  tp, ep, reserve, **kw):
+                  tp, ep, reserve, per_stage_tp=False, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -143,6 +139,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     deadline = Deadline.after(time_limit)   # every phase below shares it, the explanation too
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
+    if per_stage_tp and (min_user_tps is not None or max_itl_ms is not None):
+        raise InvalidSpec("--per-stage-tp", "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
     if min_user_tps is not None or max_itl_ms is not None:
         speed = objective or "devices"
         if speed not in ("devices", "mw", "tokens-per-mw"):
@@ -151,6 +149,15 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                                 time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
                                 min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed,
                                 degrees=parse_degrees(tp), ep=True if ep else None, reserve=reserve_of(reserve))
+    if per_stage_tp:
+        if method != "cpsat":
+            raise InvalidSpec("--method", "method", "per-stage degrees are solved by cpsat")
+        from .perstage_cmd import solve_per_stage_command
+        return solve_per_stage_command(m, fleet, wl, degrees=parse_degrees(tp), ep=ep, reserve=reserve_of(reserve),
+                                       require=require, mode=mode, pins=pins, objective=objective or DEFAULT_OBJECTIVE,
+                                       time_limit=time_limit, seed=seed, workers=threads,
+                                       progress=None if quiet else print_progress, deadline=deadline,
+                                       output=output, as_json=as_json)
     opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress,
                 deadline=deadline) if method == "cpsat" else {}
     if method == "cpsat":

@@ -215,7 +215,8 @@ def megatron_flags(doc: dict, graph: LayerGraph, ranks: list[RankStage], release
     ffns = [f for r in ranks for f in r.ffns]
     kinds = [k for r in ranks for k in r.kinds]
     _refuse_kinds(ranks, release, options.force, source)
-    tp = uniform_degree(ranks, "tensor_parallel", "Megatron-LM", "--tensor-model-parallel-size", source)
+    tp = uniform_degree(ranks, "tensor_parallel", "Megatron-LM", "--tensor-model-parallel-size", source,
+                        " (one tensor-parallel group size for the whole pipeline; solve without --per-stage-tp)")
     ep = uniform_degree(ranks, "expert_parallel", "Megatron-LM", "--expert-model-parallel-size", source)
     par = (["--tensor-model-parallel-size", str(tp)] if tp > 1 else []) + \
           (["--expert-model-parallel-size", str(ep)] if ep > 1 else [])

@@ -24,7 +24,8 @@ def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     ranks, text = export_partition(doc, graph, "SGLang", source)
     pp = len(ranks)
     warnings = check_support("sglang", version, graph, pp, options, source)
-    tp = uniform_degree(ranks, "tensor_parallel", "SGLang", "--tp-size", source)
+    tp = uniform_degree(ranks, "tensor_parallel", "SGLang", "--tp-size", source,
+                        " (one tensor-parallel group size for the whole pipeline; solve without --per-stage-tp)")
     ep = uniform_degree(ranks, "expert_parallel", "SGLang", "--ep-size", source)
     if options.bare:
         return Export(text=text, warnings=tuple(warnings))

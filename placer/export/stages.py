@@ -119,12 +119,13 @@ def require_layers_per_rank(ranks: list[RankStage], runtime: str, source: str) -
                                 "needs at least one decoder layer per rank")
 
 
-def uniform_degree(ranks: list[RankStage], attr: str, runtime: str, flag: str, source: str) -> int:
-    """The one ``attr`` degree all ranks share; refuse when stages differ (the runtime takes one value)."""
+def uniform_degree(ranks: list[RankStage], attr: str, runtime: str, flag: str, source: str, why: str = "") -> int:
+    """The one ``attr`` degree all ranks share; refuse when stages differ (the runtime takes one value;
+    ``why`` adds the runtime's own word on it)."""
     values = sorted({getattr(r, attr) for r in ranks})
     if len(values) > 1:
         raise ExportRefused(source, "/stages", f"{runtime} takes one {flag} for every pipeline rank; this mapping's "
-                                               f"stages use {', '.join(map(str, values))}")
+                                               f"stages use {', '.join(map(str, values))}{why}")
     return values[0]
 
 

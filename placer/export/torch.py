@@ -139,6 +139,14 @@ def export_torch(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     """A pipelining script (``torchrun --nproc-per-node S script.py``), or the split points as JSON (``bare``)."""
     version = target_version("torch", options)
     ranks = runtime_stages(doc, graph, "torch.distributed.pipelining", source)
+    grouped = [r for r in ranks if r.tensor_parallel > 1 or r.expert_parallel > 1]
+    if grouped:
+        r = grouped[0]
+        raise ExportRefused(source, f"/stages/{r.index}",
+                            f"the torch.distributed.pipelining script runs one process per stage with whole layers; "
+                            f"stage {r.index} is a group of {r.tensor_parallel} devices (tensor parallelism inside "
+                            "a stage needs a 2-D device mesh of one tensor-parallel size, which the script does not "
+                            "build); solve with --tp 1 for this export")
     try:
         spec = split_points(ranks)
         counts = parse_split_spec(spec, graph.num_hidden_layers)

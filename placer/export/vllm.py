@@ -124,7 +124,9 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     ranks, text = export_partition(doc, graph, "vLLM", source)
     pp = len(ranks)
     warnings = check_support("vllm", version, graph, pp, options, source)
-    tp = uniform_degree(ranks, "tensor_parallel", "vLLM", "--tensor-parallel-size", source)
+    tp = uniform_degree(ranks, "tensor_parallel", "vLLM", "--tensor-parallel-size", source,
+                        " (per-stage tensor parallelism is an open request, vllm-project/vllm#27239; solve "
+                        "without --per-stage-tp for a plan vLLM runs)")
     ep = uniform_degree(ranks, "expert_parallel", "vLLM", "expert-parallel degree", source)
     no_attention = ranks_without_full_attention(ranks, graph)
     limits = plan_limits(doc, source)
