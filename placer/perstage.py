@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .algorithms.deadline import clear_interrupt
+from .algorithms.deadline import interrupt_scope
 from .algorithms.perstage import FleetNode, PerStageProblem
 from .algorithms.perstage import solve_per_stage as _solve
 from .algorithms.registry import parse_objective
@@ -162,10 +162,10 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     if not allowed:
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
         raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
-    clear_interrupt()
     prob = per_stage_problem(model, fleet, workload, allowed, ep=ep, reserve=reserve, require=require)
-    out = _solve(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
-                 deadline=deadline)
+    with interrupt_scope():     # the solve owns its Ctrl-C unless a caller's scope does
+        out = _solve(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
+                     deadline=deadline)
     stats = dict(out.stats, degrees=list(allowed))
     if not out.feasible:
         devices = next((lv for lv in out.levels if lv.name == "devices"), None)
