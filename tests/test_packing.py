@@ -14,6 +14,7 @@ from placer.algorithms.packing import (
     ffd_classes,
     first_fit_decreasing,
     max_fill_bins,
+    packs,
     prune_for_waste,
 )
 
@@ -71,3 +72,33 @@ def test_arcflow_graph_and_decomposition():
             flow[index[arc]] += 1
     bins = decompose(af, {0: flow})
     assert sorted(sorted(items) for _, items in bins) == [[3, 3, 4], [4, 6]]
+
+
+def _packs_brute(sizes, rooms) -> bool:
+    for labels in itertools.product(range(len(rooms)), repeat=len(sizes)):
+        loads = [0] * len(rooms)
+        for s, b in zip(sizes, labels):
+            loads[b] += s
+        if all(x <= r for x, r in zip(loads, rooms)):
+            return True
+    return False
+
+
+def test_packs_by_hand():
+    # 5 + 3 + 2 and 4 + 3 + 3 fill two rooms of 10 exactly; first-fit decreasing puts 5 + 4
+    # together, then 3 + 3 + 3, and finds no room for the 2
+    assert packs([5, 4, 3, 3, 3, 2], [10, 10]) is True
+    assert first_fit_decreasing([5, 4, 3, 3, 3, 2], [10, 10]) is None
+    assert packs([6, 5, 5, 5], [10, 10]) is False      # 21 bytes in 20
+    assert packs([6, 6, 6], [9, 9]) is False           # 18 bytes in 18, but no two share a room
+    assert packs([7, 7], [10, 10, 5]) is True
+    assert packs([11], [10, 10]) is False
+    assert packs([], []) is True
+    # an undecided search says None (a bound then treats it as fitting), never a wrong answer
+    assert packs([5, 4, 3, 3, 3, 2], [10, 10], budget=0) is None
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=6), st.lists(st.integers(4, 16), min_size=1, max_size=3))
+def test_packs_against_brute_force(sizes, rooms):
+    assert packs(sizes, rooms) is _packs_brute(sizes, rooms)

@@ -12,7 +12,9 @@ exact on one capacity.
   load (binary search on the bottleneck with the exact next-fit probe);
 * :func:`segment_lower_bound` / :func:`prefix_bounds`: stage counts of prefixes and suffixes;
 * :func:`chain_min_devices`: fewest devices when devices come in capacity classes (Pareto DP);
-* :func:`min_group_runs`: fewest runs inside one group (rack) of devices (a lower bound).
+* :func:`min_group_runs`: fewest runs inside one group (rack) of devices (a lower bound);
+* :func:`fewest_packed_runs`: fewest runs when a run's nodes may share devices in any order but
+  must pack into one group's devices (free mode: a lower bound on the group changes).
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 
+from .packing import packs
+
 __all__ = ["prefix_sums", "ChainPins", "NO_PINS", "Runs", "next_fit_ends", "next_fit", "fixed_order_ends",
-           "bottleneck_ends", "segment_lower_bound", "prefix_bounds", "chain_min_devices", "min_group_runs"]
+           "bottleneck_ends", "segment_lower_bound", "prefix_bounds", "chain_min_devices", "min_group_runs",
+           "fewest_packed_runs"]
 
 
 @dataclass(frozen=True)
@@ -418,3 +423,40 @@ def min_group_runs(demand, kinds, total_devices: int, *, max_states: int = 300_0
         j, vec = i, prev
     witness.reverse()
     return runs, witness
+
+
+def fewest_packed_runs(demand, groups, *, budget: int = 200_000) -> int:
+    """Fewest runs covering the chain, where a run is a contiguous piece whose nodes pack (in any
+    arrangement, :func:`~placer.algorithms.packing.packs`) into the devices of one group.
+
+    ``groups``: the device capacities (bytes) of each group. In free mode a maximal run of nodes
+    inside one group must fit that group's devices, so a placement has at least this many runs
+    in groups, and at least this many - 1 edges between groups. Packability of runs is
+    hereditary, so the greedy longest run from each start is optimal; a packing the search does
+    not settle counts as fitting, which keeps the count a lower bound. When ``budget`` (items
+    examined) runs out, falls back to the runs of the largest group's total capacity (weaker,
+    still a bound). A node too large for every group counts as a run of its own.
+    """
+    shapes = sorted({tuple(sorted((int(c) for c in g), reverse=True)) for g in groups if g},
+                    key=lambda s: -sum(s))
+    if not shapes:
+        return 0
+    if all(len(s) == 1 for s in shapes):
+        return segment_lower_bound(demand, max(s[0] for s in shapes))
+    totals = [sum(s) for s in shapes]
+    n = len(demand)
+    count, i, spent = 0, 0, 0
+    while i < n:
+        count += 1
+        j = i + 1                     # [i, j) is taken; try to add node j
+        while j < n:
+            run = demand[i:j + 1]
+            spent += len(run)
+            if spent > budget:
+                return segment_lower_bound(demand, max(totals))
+            total = sum(run)
+            if not any(total <= t and packs(run, s) is not False for s, t in zip(shapes, totals)):
+                break
+            j += 1
+        i = j
+    return count

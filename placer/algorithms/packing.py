@@ -3,6 +3,7 @@
 * :func:`first_fit_decreasing` (one first-fit decreasing for every caller: the ``ffd`` method,
   the CP-SAT hints) and :func:`ffd_bins` / :func:`ffd_classes` over capacity classes;
 * :func:`max_fill_bins`: the minimum-slack greedy;
+* :func:`packs`: whether given items fit given bins (exact, with a search budget);
 * the arc-flow graph (:func:`build_arcflow`, :func:`prune_for_waste`, :func:`decompose`), solved
   by :mod:`placer.algorithms.cpsat.arcflow`.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["FirstFit", "first_fit_decreasing", "ffd_bins", "ffd_classes", "max_fill_bins", "ArcFlow",
+__all__ = ["FirstFit", "first_fit_decreasing", "ffd_bins", "ffd_classes", "max_fill_bins", "packs", "ArcFlow",
            "build_arcflow", "prune_for_waste", "decompose"]
 
 MAX_ARCS = 60_000
@@ -150,6 +151,55 @@ def first_fit_decreasing(sizes: list[int], rooms: list[int]) -> list[int] | None
             return None
         out[i] = slot
     return out
+
+
+def packs(sizes, rooms, *, budget: int = 20_000) -> bool | None:
+    """Whether the items ``sizes`` fit into bins of free bytes ``rooms`` (exact bytes).
+
+    True or False when decided: first-fit decreasing, then a depth-first search placing items in
+    decreasing size, trying bins of equal free room once (they are interchangeable) and cutting a
+    branch when the items left exceed the room left. None when ``budget`` search nodes did not
+    decide it (a caller computing a lower bound treats None as "fits", never as "does not").
+    """
+    items = sorted((int(s) for s in sizes), reverse=True)
+    rooms = [int(r) for r in rooms]
+    if not items:
+        return True
+    if not rooms or items[0] > max(rooms) or sum(items) > sum(rooms):
+        return False
+    if first_fit_decreasing(items, rooms) is not None:
+        return True
+    if len(items) > 500:             # deeper than a search this size can settle (and the stack allows)
+        return None
+    free = sorted(rooms, reverse=True)
+    suffix = [0] * (len(items) + 1)
+    for k in range(len(items) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + items[k]
+    nodes = [0]
+
+    def place(k: int) -> bool | None:
+        if k == len(items):
+            return True
+        nodes[0] += 1
+        if nodes[0] > budget:
+            return None
+        if suffix[k] > sum(free):
+            return False
+        tried = set()
+        unknown = False
+        for b, room in enumerate(free):
+            if room < items[k] or room in tried:
+                continue
+            tried.add(room)
+            free[b] -= items[k]
+            got = place(k + 1)
+            free[b] += items[k]
+            if got:
+                return True
+            unknown = unknown or got is None
+        return None if unknown else False
+
+    return place(0)
 
 
 def ffd_bins(demand, classes) -> list[tuple[int, list[int]]] | None:

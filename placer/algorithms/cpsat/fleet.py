@@ -15,8 +15,10 @@ from __future__ import annotations
 from fractions import Fraction
 from math import isfinite, lcm
 
+from ..chain import fewest_packed_runs
+
 __all__ = ["twin_classes", "integer_latencies", "decimal", "rack_groups", "min_groups_covering",
-           "path_latency_bound", "FleetView", "symmetry_classes"]
+           "path_latency_bound", "level_runs", "FleetView", "symmetry_classes"]
 
 
 def twin_classes(instance, exclude=()) -> list[list[int]]:
@@ -110,6 +112,20 @@ def min_groups_covering(sizes, count: int) -> int:
         if total >= count:
             return k
     return len(sizes) + 1
+
+
+def level_runs(demand_bytes, capacity_bytes, labels, devices: int | None = None) -> int:
+    """Fewest runs of a chain's nodes in the groups of one latency level (``labels[d]``: the group
+    of device d), free mode: each maximal run inside a group packs into that group's devices
+    (:func:`~placer.algorithms.chain.fewest_packed_runs`), and with ``devices`` devices used at
+    least the fewest groups holding that many devices each hold a run."""
+    groups: dict[int, list[int]] = {}
+    for d, g in enumerate(labels):
+        groups.setdefault(g, []).append(max(int(capacity_bytes[d]), 0))
+    runs = fewest_packed_runs(demand_bytes, list(groups.values()))
+    if devices:
+        runs = max(runs, min_groups_covering([len(g) for g in groups.values()], devices))
+    return runs
 
 
 def path_latency_bound(link: dict, groups: list[list[int]], count: int) -> int:

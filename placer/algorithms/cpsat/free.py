@@ -11,8 +11,9 @@ from ..chain import next_fit
 from ..ffd import ffd
 from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
 from ..pathwalk import walk_paths
+from ..rackruns import rack_runs
 from .arcflow import solve_arcflow
-from .levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
+from .levels import Built, CountFixed, Strategy, chain_runs_bound, cheapest_hops_bound, solve_levels
 from .models import FreeModel, fix_latency
 from .run import (
     LIGHT_F1,
@@ -48,6 +49,10 @@ def free(run: Run) -> Result:
     candidates = []
     if bins is not None and not run.pins_any and not disconnected:
         candidates.append(_free_start(run, bins))
+    if bins is not None and want_latency and prob.is_chain and not run.pins_any and not disconnected:
+        # runs of the chain on racks of their own: placements at the device count whose device and
+        # rack changes meet the crossing bounds, which the per-node search rarely finds
+        candidates.append(rack_runs(instance, len(bins), deadline=run.deadline))
     if run.user_hint is not None:
         candidates.append(run.user_hint)
     baseline = ffd(instance, lower_bound=run.lower)
@@ -90,7 +95,8 @@ def free(run: Run) -> Result:
             fix_latency(mdl, proven_latency)
             return Built(mdl, lambda m: m.bottleneck, ordered=False)
 
-        return CountFixed(best, cheapest_hops_bound(run, used), latency_model, bottleneck_model)
+        return CountFixed(best, max(cheapest_hops_bound(run, used), chain_runs_bound(run, used)), latency_model,
+                          bottleneck_model)
 
     # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
     return solve_levels(run, Strategy("free", LIGHT_F1, count_model, fix_count),

@@ -20,11 +20,12 @@ from fractions import Fraction
 from ...placement import Result, Status
 from ..check import acceptable
 from .core import explain_infeasible
+from .fleet import level_runs
 from .models import Problem
 from .run import Run, bottleneck_value, device_level, finish, latency_value, no_placement, reachable
 
 __all__ = ["LevelSearch", "Built", "solve_level", "exact_latency_units", "latency_level", "cheapest_hops_bound",
-           "bottleneck_level", "CountFixed", "Strategy", "solve_levels"]
+           "chain_runs_bound", "bottleneck_level", "CountFixed", "Strategy", "solve_levels"]
 
 
 @dataclass
@@ -151,6 +152,29 @@ def cheapest_hops_bound(run: Run, devices: int) -> int:
             if b != row_index and x is not None and (cheapest is None or x < cheapest):
                 cheapest = x
     return 0 if cheapest is None else (devices - 1) * cheapest
+
+
+def chain_runs_bound(run: Run, devices: int) -> int:
+    """A lower bound (solver units) on the hop latency of a free-mode chain on ``devices`` devices
+    of an ultrametric fleet (0 otherwise).
+
+    The hop latency is a sum over levels of (step) x (edges between groups of that level); along a
+    chain those edges number runs - 1, and the runs of each level are at least
+    :func:`~.fleet.level_runs`. The steps are the integer latencies' differences (exact, or rounded
+    down), so the sum never exceeds a placement's exact latency in solver units.
+    """
+    prob = run.prob
+    if not prob.is_chain or prob.n < 2 or prob.hierarchy is None:
+        return 0
+    total = 0
+    for step, labels in prob.hierarchy:
+        if step is None or step <= 0:
+            continue
+        if run.deadline is not None and run.deadline.remaining() <= 0:
+            break                      # a partial sum is still a bound
+        runs = level_runs(prob.demand_bytes, prob.capacity_bytes, labels, devices)
+        total += step * max(runs - 1, 0)
+    return total
 
 
 def _connected(n: int, edges) -> bool:

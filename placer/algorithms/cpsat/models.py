@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from ..chain import prefix_bounds, segment_lower_bound
+from ..chain import prefix_bounds
 from ..quantize import check_row
-from .fleet import min_groups_covering, symmetry_classes
+from .fleet import level_runs, min_groups_covering, symmetry_classes
 
 __all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_classes", "fix_latency"]
 
@@ -228,7 +228,7 @@ class EdgeLatency:
         if p.hierarchy is not None:
             self._levels(by_node)
             if cuts:
-                self._cuts()
+                self.crossing_cuts()
         elif len(p.edges) * p.d * p.d <= max_terms:
             self._table(by_node)
         else:
@@ -263,17 +263,15 @@ class EdgeLatency:
                 self.levels.append((step, labels, crosses))
             prev = crosses
 
-    def _cuts(self):
-        """Chains: a maximal run of nodes inside one group fits that group's total capacity, so
-        crossings at a level number at least (fewest pieces fitting the largest group) - 1."""
+    def crossing_cuts(self, devices: int | None = None):
+        """Chains: a maximal run of nodes inside one group packs into that group's devices, so
+        crossings at a level number at least (fewest such runs) - 1; with ``devices`` devices used,
+        at least (fewest groups holding them) - 1 (:func:`~.fleet.level_runs`)."""
         p = self.p
         if not p.is_chain:
             return
         for _, labels, crosses in self.levels:
-            cap_of: dict[int, int] = {}
-            for d, g in enumerate(labels):
-                cap_of[g] = cap_of.get(g, 0) + max(p.capacity_bytes[d], 0)
-            pieces = segment_lower_bound(p.demand_bytes, max(cap_of.values()))
+            pieces = level_runs(p.demand_bytes, p.capacity_bytes, labels, devices)
             lits = [c for c in crosses if c is not None]
             if pieces > 1 and lits:
                 self.m.add(sum(lits) >= pieces - 1)
@@ -577,6 +575,8 @@ class FreeModel(_Placement):
 
     def fix_count(self, count: int):
         self.m.add(sum(self.used) == count)
+        if self.edges is not None and self.edges.levels:
+            self.edges.crossing_cuts(count)        # the crossing cuts again, now knowing the count
 
     def hint(self, assignment) -> list[int]:
         assignment = canonical_classes(self.classes, assignment)
