@@ -29,7 +29,8 @@ from .packing import first_fit_decreasing
 
 __all__ = ["rack_runs"]
 
-MAX_WORK = 3_000_000      # items packed over the whole program before it gives up
+MAX_WORK = 300_000        # items packed plus states relaxed before the program gives up
+MAX_SECONDS = 0.5         # a start, not a search: at most this long
 
 
 def _packings(run: list[int], rooms: list[int]):
@@ -54,6 +55,7 @@ def rack_runs(instance: Instance, max_devices: int, *, deadline: Deadline | None
     """A free placement of the instance's chain with at most ``max_devices`` devices and few rack
     and device changes (see the module docstring), or None when the program finds none (not a
     chain, a single rack, too few racks for its runs, out of time or work)."""
+    stop = Deadline.of(deadline).within(MAX_SECONDS)
     n = instance.n_nodes
     if not instance.model.is_chain or n == 0 or max_devices < 1:
         return None
@@ -80,15 +82,19 @@ def rack_runs(instance: Instance, max_devices: int, *, deadline: Deadline | None
     if not math.isfinite(inter):
         return None
     demand = list(instance.demand_bytes)
+    # runs hold about (largest rack / mean node) nodes; each start packs every run length once
+    longest = min(n, max(sum(s) for s in shape_list) * n // max(sum(demand), 1) + 1)
+    if n * longest * longest // 2 > MAX_WORK:
+        return None
     big = math.inf
     D = min(max_devices, instance.n_devices)
     # cost[j][k]: least estimated latency covering nodes [0, j) on k devices; back[j][k]: the run
     cost = [[big] * (D + 1) for _ in range(n + 1)]
     back: list[list[tuple | None]] = [[None] * (D + 1) for _ in range(n + 1)]
     cost[0][0] = 0.0
-    work = 0
+    work = steps = 0
     for i in range(n):
-        if deadline is not None and deadline.expired():
+        if stop.expired():
             return None
         reach = [k for k in range(D + 1) if cost[i][k] < big]
         if not reach:
@@ -101,8 +107,9 @@ def rack_runs(instance: Instance, max_devices: int, *, deadline: Deadline | None
                 load += demand[j - 1]
                 if load > total:
                     break
-                work += j - i
-                if work > MAX_WORK:
+                work += j - i + len(reach)
+                steps += 1
+                if work > MAX_WORK or (steps % 256 == 0 and stop.expired()):
                     return None
                 options = _packings(demand[i:j], rooms)
                 if not options:
