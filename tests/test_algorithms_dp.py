@@ -11,7 +11,8 @@ from algo_instances import brute_min_bottleneck, brute_min_stages, fleet, instan
 from placer.algorithms import place
 from placer.algorithms.chain import bottleneck_ends as min_bottleneck_ends
 from placer.algorithms.chain import fixed_order_ends, next_fit_ends, prefix_sums
-from placer.fleet import load_fleet
+from placer.algorithms.dp import dp
+from placer.fleet import fleet_from_dict, load_fleet
 from placer.instance import make_instance
 from placer.model import load_model, model_from_dict
 from placer.placement import Status, stages_of
@@ -119,20 +120,22 @@ def test_kimi_k3_contiguous_needs_70_wafers():
     assert r.concurrency_ceiling == 184
 
 
-def test_dp_on_different_devices_follows_a_fixed_order_and_claims_only_what_it_proves():
-    """Two 30-byte devices and four 10-byte ones: the order starts on the large ones."""
+def test_dp_on_different_devices_takes_the_best_order_and_proves_it():
+    """Two 30-byte devices and four 10-byte ones, fully linked."""
     fl = fleet(None, groups=[(30, 1, 2), (10, 1, 4)])
     inst = instance([10, 10, 10, 10, 10, 10, 10], fleet_spec=fl)
     r = place(inst, "dp")
     # 30 + 30 on the large devices, the last 10 on a small one: 3 devices = the volume bound
     assert r.devices_used == 3 and r.lower_bound_devices == 3
-    assert r.status == Status.OPTIMAL   # proven because it meets the bound
-    # [10, 25, 10, 10, 10]: along 30, 30, 10, ... next-fit needs 5 devices ([10] [25] [10] [10] [10]);
-    # a small device first would need 3 (10 | 25 | 30). The fixed order is not the best: not proven.
+    assert r.status == Status.OPTIMAL
+    # [10, 25, 10, 10, 10]: along the fixed order 30, 30, 10, ... next-fit needs 5 devices
+    # ([10] [25] [10] [10] [10]); a small device first needs 3 (10 | 25 | 30), and no 2 devices
+    # hold 65 B: dp takes the order-free optimum and proves it
     inst = instance([10, 25, 10, 10, 10], fleet_spec=fl)
     r = place(inst, "dp")
-    assert r.devices_used == 5 and r.lower_bound_devices == 3
-    assert r.status == Status.FEASIBLE and not r.proven_optimal
+    assert r.devices_used == 3 and r.lower_bound_devices == 3
+    assert r.status == Status.OPTIMAL and r.proven_optimal
+    assert [inst.capacity_bytes[d] for d in dict.fromkeys(r.assignment)] == [10, 30, 30]
 
 
 def test_dp_reports_infeasible_when_no_path_of_enough_devices_exists():
@@ -171,3 +174,64 @@ def test_dp_places_a_100k_node_chain(long_chain):
     assert -(-total // 34) <= r.stats["bottleneck_bytes"] < 100_000
     loads = [sum(long_chain.demand_bytes[i] for i in s.nodes) for s in stages_of(long_chain, r.assignment)]
     assert max(loads) == r.stats["bottleneck_bytes"] and sum(loads) == total
+
+
+def _mixed_line(memories, topology):
+    spec = {"name": "hw", "device_types": {f"t{k}": {"memory": m} for k, m in enumerate(memories)},
+            "fleet": {"intra_rack_latency_us": 1, "inter_rack_latency_us": 2, "inter_rack_topology": topology,
+                      "groups": [{"device": f"t{k}", "racks": 1, "per_rack": 1} for k in range(len(memories))]}}
+    return spec
+
+
+MIXED_CHAIN = [35, 38, 65, 85]
+
+
+def _mixed_instance(spec, weights=MIXED_CHAIN):
+    layers = [{"kind": "linear_attention", "weight_bytes": w, "state_bytes_per_request": 1} for w in weights]
+    return layers, make_instance(model_from_dict({"name": "m", "layers": layers}), fleet_from_dict(spec),
+                                 Workload(concurrency=0), mode="contiguous")
+
+
+@pytest.mark.parametrize("topology", ["full", "line"])
+def test_dp_on_mixed_devices_where_the_fixed_order_does_not_fit(topology):
+    """Devices of 40, 40, 70, 90 B (a line in that order, or fully linked); chain 35, 38, 65, 85 B.
+    The fixed order dp used to take (largest first: 90, 70, 40, 40) places nothing: 35 + 38 on the
+    90, 65 on the 70, then 85 fits no 40. By hand, three devices cannot work (85 needs the 90, 65
+    the 70 or the 90, and 35 + 38 = 73 then fits neither 40), and 40, 40, 70, 90 in that order
+    holds one node each: 4 devices, a path on both fleets. The oracle agrees; dp now proves it."""
+    from oracle import solve as oracle_solve
+
+    spec = _mixed_line([40, 40, 70, 90], topology)
+    layers, inst = _mixed_instance(spec)
+    assert fixed_order_ends(prefix_sums(MIXED_CHAIN), [90, 70, 40, 40]) is None
+    opt = oracle_solve(layers, spec, mode="contiguous")
+    assert opt.devices == 4
+    r = place(inst, "dp")
+    assert r.status == Status.OPTIMAL and r.proven_optimal and r.devices_used == 4 and r.lower_bound_devices == 4
+    assert [inst.capacity_bytes[d] for d in r.assignment] == [40, 40, 70, 90]
+
+
+def test_dp_on_mixed_devices_claims_nothing_it_cannot_show():
+    """The same chain on a line 40 - 90 - 40 - 70: the four devices exist, but not as a path in the
+    order 40, 40, 70, 90 (the two 40s are not neighbours), and by the oracle no placement exists at
+    all. dp cannot search every path and cut, so it answers unknown (not infeasible, not a placement),
+    with the order-free bound of 4 devices."""
+    from oracle import solve as oracle_solve
+
+    spec = _mixed_line([40, 90, 40, 70], "line")
+    layers, inst = _mixed_instance(spec)
+    assert oracle_solve(layers, spec, mode="contiguous").devices is None
+    r = place(inst, "dp")
+    assert r.status == Status.UNKNOWN and r.assignment is None and not r.proven_optimal
+    assert r.lower_bound_devices == 4 and "at least 4 devices in any order" in r.message
+
+
+def test_dp_says_infeasible_when_no_cover_fits_in_any_order():
+    """85 B and 86 B both need the one 90 B device: no cover exists, whatever the order."""
+    from oracle import solve as oracle_solve
+
+    spec = _mixed_line([40, 90, 70], "full")
+    layers, inst = _mixed_instance(spec, [85, 86])
+    assert oracle_solve(layers, spec, mode="contiguous").devices is None
+    r = dp(inst)
+    assert r.status == Status.INFEASIBLE and r.assignment is None

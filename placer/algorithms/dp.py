@@ -13,18 +13,24 @@ search on the bottleneck with the exact stage-count probe. The stages are then e
 device path (:mod:`placer.algorithms.paths`).
 
 With identical devices the stage count is the optimum when a path of that many devices exists (no
-partition into fewer stages exists, whatever the devices). With different devices the count is
-exact for the fixed device order used and proven only when it meets the lower bound.
+partition into fewer stages exists, whatever the devices). With different devices (a chain, no
+pins) a Pareto DP over capacity classes gives the fewest devices in any order, a lower bound on
+every fleet graph; when a depth-first search lays those stages on a simple path of linked devices
+(always on a fully linked fleet) that count is proven. Otherwise the stages follow one fixed
+device order (a walk preferring large devices), proven only when they meet the lower bound; when
+that order does not place the chain either, the answer is UNKNOWN (never infeasible), and
+INFEASIBLE only when no cover fits the devices in any order.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Result, Status, evaluate
 from .bound import lower_bound as compute_lower_bound
-from .chain import bottleneck_ends, fixed_order_ends, next_fit_ends, prefix_sums
+from .chain import bottleneck_ends, chain_min_devices, fixed_order_ends, next_fit_ends, prefix_sums
 from .paths import find_path, walk
 from .pins import ChainPins, PinConflict, chain_pins
 
@@ -100,16 +106,34 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
         if pins.has_devices:
             return unknown("dp along a fixed device order cannot honour device pins on a fleet of "
                            "different devices; use cpsat")
-        # a fixed device order: the walk that prefers larger devices, from the largest one
-        start = min(range(instance.n_devices), key=lambda d: (-caps[d], d))
-        order = walk(instance, start, prefer="capacity")
-        ends = fixed_order_ends(prefix, [caps[d] for d in order], pins=pins)
-        if ends is None:
-            return unknown(f"no partition along a fixed order of {len(order)} devices places the chain")
-        ends = bottleneck_ends(prefix, [caps[d] for d in order[:len(ends)]], len(ends), pins=pins)
-        path = order[:len(ends)]
-        count_proven = False
-        stats.update(latency_proven=False, path_search="fixed device order (largest devices first)")
+        # the fewest devices in any device order (Pareto DP over capacity classes): a lower bound
+        # for every fleet graph, and the optimum wherever its stages lie on a path of linked devices
+        free_count, laid = _order_free(instance, prefix) if chain and not pins.any else (None, None)
+        if free_count == "none":
+            return Result("dp", instance.mode, Status.INFEASIBLE, lower_bound_devices=lb,
+                          seconds=perf_counter() - t0, stats=stats,
+                          message="no cover of the chain by contiguous stages fits the fleet's devices "
+                                  "in any order")
+        if isinstance(free_count, int):
+            lb = max(lb, free_count)
+            stats["order_free_devices"] = free_count
+        if laid is not None:
+            ends, path = laid
+            count_proven = True
+            stats.update(latency_proven=False, path_search="order-free optimum laid on a device path")
+        else:
+            # a fixed device order: the walk that prefers larger devices, from the largest one
+            start = min(range(instance.n_devices), key=lambda d: (-caps[d], d))
+            order = walk(instance, start, prefer="capacity")
+            ends = fixed_order_ends(prefix, [caps[d] for d in order], pins=pins)
+            if ends is None:
+                lower = f" (at least {free_count} devices in any order)" if isinstance(free_count, int) else ""
+                return unknown(f"no device path found for the fewest stages{lower}, and no partition along "
+                               f"a fixed order of {len(order)} devices places the chain")
+            ends = bottleneck_ends(prefix, [caps[d] for d in order[:len(ends)]], len(ends), pins=pins)
+            path = order[:len(ends)]
+            count_proven = False
+            stats.update(latency_proven=False, path_search="fixed device order (largest devices first)")
     assignment = _assignment(ends, path)
     stages = len(ends)
     proven = (count_proven or stages <= lb)
@@ -120,6 +144,61 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
                       bound=float(stages if proven else lb), gap=0.0 if proven else (stages - lb) / stages,
                       stats=stats)
     return result
+
+
+def _order_free(instance: Instance, prefix: list[int], *, budget: int = 50_000):
+    """(fewest devices in any order, (stage ends, device path) or None) for a chain without pins
+    on devices of different sizes.
+
+    The count is :func:`~placer.algorithms.chain.chain_min_devices` (exact when devices may come in
+    any order: a lower bound on every fleet graph); "none" when no cover fits the devices at all,
+    "unknown" when the DP's front grew too large. Its stages (largest stage demand first among the
+    devices of the class the DP chose) are laid on a simple path of directly linked devices by a
+    depth-first search of at most ``budget`` steps; None when none was found.
+    """
+    caps = instance.capacity_bytes
+    counts = Counter(caps)
+    classes = sorted(counts.items(), reverse=True)
+    count, segments = chain_min_devices(instance.demand_bytes, classes)
+    if count is None:
+        return "none", None
+    if count == "unknown":
+        return "unknown", None
+    need = [prefix[e] - prefix[s] for s, e, _ in segments]
+    want = [classes[t][0] for _, _, t in segments]
+    linked: dict[int, list[int]] = {d: [] for d in range(instance.n_devices)}
+    for a, b in instance.link_us:
+        if a != b:
+            linked[a].append(b)
+
+    def ranked(options, k):
+        # the class the DP chose first, then the smallest device that holds the stage
+        return sorted((d for d in options if caps[d] >= need[k]), key=lambda d: (caps[d] != want[k], caps[d], d))
+
+    steps = 0
+    path: list[int] = []
+    used: set[int] = set()
+    stack = [iter(ranked(range(instance.n_devices), 0))]
+    while stack:
+        d = next(stack[-1], None)
+        if d is None:
+            stack.pop()
+            if path:
+                used.discard(path.pop())
+            continue
+        if d in used:
+            continue
+        steps += 1
+        if steps > budget:
+            return count, None
+        path.append(d)
+        used.add(d)
+        if len(path) == len(segments):
+            ends = [e for _, e, _ in segments]
+            better = bottleneck_ends(prefix, [caps[x] for x in path], len(path))
+            return count, (better if better is not None else ends, list(path))
+        stack.append(iter(ranked(linked[d], len(path))))
+    return count, None
 
 
 def _fixed_positions(ends: list[int], pins: ChainPins) -> dict[int, int]:

@@ -58,9 +58,10 @@ class CpsatOptions:
 class Method:
     """A placement method.
 
-    ``exact``: when it claims a proof (status optimal, a proven level) the claim holds for the exact
-    problem, and it is fit to decide feasibility in a search; ``options``: the dataclass of the
-    keyword options it takes (None: none).
+    ``exact``: when it claims a proof (status optimal, a proven level, infeasible) the claim holds
+    for the exact problem, and it is fit to decide feasibility in a search (an ``unknown`` answer,
+    e.g. ``dp`` on a sparse fleet of mixed devices, leaves that search unproven, never wrong);
+    ``options``: the dataclass of the keyword options it takes (None: none).
     """
 
     name: str
@@ -93,7 +94,8 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("cpsat", "placer.algorithms.cpsat:cpsat", ("contiguous", "free", "split"), True, CpsatOptions,
            "exact: every level proven or bounded (OR-Tools CP-SAT)"),
     Method("dp", "placer.algorithms.dp:dp", ("contiguous", "split"), True, None,
-           "exact fewest contiguous stages of a chain, smallest bottleneck"),
+           "exact fewest contiguous stages of a chain, smallest bottleneck; on mixed device types "
+           "proven where the order-free optimum lies on a fleet path, else a fixed order or unknown"),
     Method("greedy", "placer.algorithms.greedy:greedy", ("contiguous", "split"), False, None,
            "next-fit along a greedily walked device path"),
     Method("typepack", "placer.algorithms.typepack:typepack", ("free",), False, None,
