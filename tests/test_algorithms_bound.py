@@ -78,7 +78,11 @@ def test_bound_is_at_most_every_method_count():
                 r = place(inst, m)
                 if r.feasible:
                     assert lb <= r.devices_used, (weights, mode, m)
-                    assert r.lower_bound_devices == lb
+                    if m == "dp":
+                        # dp adds the order-free fewest devices of the chain (a bound in any order)
+                        assert lb <= r.lower_bound_devices <= r.devices_used
+                    else:
+                        assert r.lower_bound_devices == lb
 
 
 def test_bound_method_reports_the_bound_alone():
