@@ -11,8 +11,10 @@ from ...instance import Instance
 from ...placement import Result, Status
 from ..chain import chain_min_devices, min_group_runs, next_fit
 from ..check import stage_order
+from ..deadline import Deadline
 from ..dp import dp
 from ..greedy import greedy
+from ..pathbound import path_relaxation
 from ..pathwalk import walk_paths
 from .fleet import min_groups_covering, path_latency_bound
 from .levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
@@ -59,6 +61,8 @@ def contiguous(run: Run) -> Result:
             dp_segments = (segs, classes)
     run.record("bound", devices=bound_bytes)
     start = _contiguous_hints(run, dp_segments, walked)
+    if prob.is_chain and not run.pins_any and (start is None or len(set(start[0])) > bound_bytes):
+        start, bound_bytes = _path_relaxation(run, start, bound_bytes)
     if start is not None:
         if walked is None:
             run.record("start", how="hints", devices=len(set(start[0])), elapsed=round(time.monotonic() - run.t0, 4))
@@ -99,6 +103,34 @@ def contiguous(run: Run) -> Result:
 
     return solve_levels(run, Strategy("contiguous", LIGHT_F2, devices_model, fix_count), start=start,
                         device_target=bound_bytes, want_latency=want_latency, want_bottleneck=want_bottleneck)
+
+
+PATH_RELAXATION_CELLS = 1_500_000     # chain positions x fleet links the walk program may tabulate
+
+
+def _path_relaxation(run: Run, start, bound: int):
+    """A sparse fleet whose best start misses the device bound: the walk relaxation's bound, which
+    sees the fleet graph, and its best simple path (:mod:`placer.algorithms.pathbound`), in at most
+    half the time left. Returns the (start, device bound) to go on with."""
+    instance = run.instance
+    if (instance.n_nodes + 1) * (len(instance.link_us) + instance.n_devices) > PATH_RELAXATION_CELLS:
+        return start, bound
+    upper = len(set(start[0])) if start is not None else None
+    t = time.monotonic()
+    got = path_relaxation(instance.demand_bytes, instance.capacity_bytes, instance.link_us, upper=upper,
+                          deadline=Deadline.of(run.deadline).within(run.remaining() / 2))
+    run.record("path relaxation", bound=got.bound, devices=None if got.order is None else len(got.order),
+               iterations=got.iterations, seconds=round(time.monotonic() - t, 3))
+    if got.bound is not None:
+        bound = max(bound, got.bound)
+    if got.order is not None and (upper is None or len(got.order) < upper):
+        assignment, begin = [], 0
+        for d, end in zip(got.order, got.ends):
+            assignment.extend([d] * (end - begin))
+            begin = end
+        if acceptable(instance, assignment):
+            start = (assignment, list(got.order))
+    return start, bound
 
 
 def _level_bounds(run: Run, count: int):
