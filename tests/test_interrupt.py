@@ -47,21 +47,23 @@ def _latency_level_reported(line: str) -> bool:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_prints_and_writes_the_best_placement(tmp_path):
-    """kimi-k3 on wse-3t, free mode: the device level (59 wafers, proven by arc flow) is done when
-    the latency level reports; Ctrl-C then ends the run with that placement, written to -o."""
-    out_file = tmp_path / "kimi.json"
+    """jamba-1.5-large on wse-3t, free mode: the device level (23 wafers, proven) is
+    done when the latency level reports, and that level is not settled at its start (kimi-k3's is
+    now: its start meets the crossing bound); Ctrl-C then ends the run with that placement,
+    written to -o."""
+    out_file = tmp_path / "jamba.json"
     code, out, err = _run_and_interrupt(
-        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1", "--seed", "0",
-         "-o", str(out_file)],
+        ["solve", "jamba-1.5-large", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1",
+         "--seed", "0", "-o", str(out_file)],
         ready=_latency_level_reported)
     assert code == 130, (out, err)
     assert "Traceback" not in err and "internal error" not in err and "terminate called" not in err
     assert out.startswith("interrupted: best placement so far")
-    assert "devices 59 (lower bound 59)" in out
-    assert "devices: 59, bound 59, proven" in out           # the level's bound and proof
+    assert "devices 23 (lower bound 23)" in out
+    assert "devices: 23, bound 23, proven" in out           # the level's bound and proof
     assert "latency:" in out and "not proven" in out.split("latency:")[1].splitlines()[0]
     doc = json.loads(out_file.read_text())
-    assert doc["summary"]["devices_used"] == 59
+    assert doc["summary"]["devices_used"] == 23
     assert doc["summary"]["proven_optimal"] is False
     assert validate_file(str(out_file)) == []
 
@@ -70,13 +72,13 @@ def test_sigint_prints_and_writes_the_best_placement(tmp_path):
 def test_sigint_json_still_prints_the_mapping(tmp_path):
     """With --json the mapping goes to stdout (parseable), the interruption to stderr, exit 130."""
     code, out, err = _run_and_interrupt(
-        ["solve", "kimi-k3", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1", "--seed", "0",
-         "--json", "--no-write"],
+        ["solve", "jamba-1.5-large", "-H", "wse-3t", "--mode", "free", "--time-limit", "120", "--threads", "1",
+         "--seed", "0", "--json", "--no-write"],
         ready=_latency_level_reported)
     assert code == 130, (out, err)
     assert "interrupted: best placement so far" in err
     doc = json.loads(out)
-    assert doc["summary"]["devices_used"] == 59
+    assert doc["summary"]["devices_used"] == 23
 
 
 def _table_rows(out: str) -> list[list[str]]:

@@ -106,15 +106,19 @@ def contiguous(run: Run) -> Result:
 
 
 PATH_RELAXATION_CELLS = 1_500_000     # chain positions x fleet links the walk program may tabulate
+PATH_RELAXATION_DEGREE = 6            # links per device above which a fleet is not sparse
 
 
 def _path_relaxation(run: Run, start, bound: int):
-    """A sparse fleet whose best start misses the device bound: the walk relaxation's bound, which
-    sees the fleet graph, and its best simple path (:mod:`placer.algorithms.pathbound`), in at most
-    half the time left. Returns the (start, device bound) to go on with."""
+    """A sparse fleet (at most ``PATH_RELAXATION_DEGREE`` links per device) whose best start misses
+    the device bound: the walk relaxation's bound, which sees the fleet graph, and its best simple
+    path (:mod:`placer.algorithms.pathbound`), in at most half the time left. Returns the (start,
+    device bound) to go on with."""
     instance = run.instance
-    if (instance.n_nodes + 1) * (len(instance.link_us) + instance.n_devices) > PATH_RELAXATION_CELLS:
-        return start, bound
+    links = len(instance.link_us)
+    if links > PATH_RELAXATION_DEGREE * instance.n_devices \
+            or (instance.n_nodes + 1) * (links + instance.n_devices) > PATH_RELAXATION_CELLS:
+        return start, bound     # dense: the order-free bound sees nearly every path already
     upper = len(set(start[0])) if start is not None else None
     t = time.monotonic()
     got = path_relaxation(instance.demand_bytes, instance.capacity_bytes, instance.link_us, upper=upper,
