@@ -129,6 +129,10 @@ INTRA_US, INTRA_BW = 3.0, 100e9           # one link inside a node: 3 us, 100 GB
 
 
 def _gpu(intra_us, intra_bw):
+    return fleet_from_dict(_gpu_spec(intra_us, intra_bw))
+
+
+def _gpu_spec(intra_us, intra_bw):
     hw = {"name": "gpu4", "device": {"memory": "8 MB", "memory_bandwidth": "2 TB/s", "compute": "100 TFLOPS",
                                      "power": "700 W", "kind": "gpu",
                                      "perf": {"fixed_overhead_us_per_layer": 5.0, "bandwidth_efficiency": 0.8,
@@ -137,7 +141,7 @@ def _gpu(intra_us, intra_bw):
                     "inter_rack_bandwidth": "50 GB/s"}}
     if intra_bw:
         hw["fleet"]["intra_rack_bandwidth"] = f"{intra_bw / 1e9:g} GB/s"
-    return fleet_from_dict(hw)
+    return hw
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +205,17 @@ def test_a_tensor_parallel_point_pays_its_all_reduces(tp_report):
     without = simulate_mapping(doc, model=model, hardware=free, requests=1, output_tokens=8)
     assert with_links.itl_p50_us == pytest.approx(row["itl_p50_us"], rel=1e-12)
     assert with_links.itl_p50_us - without.itl_p50_us == pytest.approx(reduces * per_reduce_us, rel=1e-9)
+
+
+def test_frontier_command_degrees_and_reserve(tmp_path, run_cli):
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(TP_MODEL))
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(_gpu_spec(INTRA_US, INTRA_BW)))
+    table = tmp_path / "f.csv"
+    code, out, err = run_cli(["frontier", tmp_path / "m.yaml", "-H", tmp_path / "g.yaml", "--context", "256",
+                              "--speeds", "100", "--jobs", 1, "--output-tokens", 8, "--tp", "1,2,3",
+                              "--reserve", "1 MB", "--max-target", 2, "-o", table, "--plot", tmp_path / "f.png"])
+    assert code == 0, err
+    rows = list(csv.DictReader(table.open()))
+    assert {r["tp"] for r in rows} == {"1", "2"} and {int(r["target"]) for r in rows} <= {1, 2}
+    assert "not searched: tp 3 (layers.0: 8 attention heads do not divide by tp 3)" in out
+    assert "runtime reserve 1.00 MB per device (--reserve)" in out

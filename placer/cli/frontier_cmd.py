@@ -40,7 +40,9 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--hardware", "-H", "hardware", required=True, metavar="A,B,...",
               help="Fleets to compare, comma-separated catalog names or spec files.")
 @click.option("--context", type=context_type, default=None, help="Tokens per request (default: the model's).")
-@click.option("--weight-bits", type=click.IntRange(1, 64), default=None)
+@click.option("--weight-bits", type=click.IntRange(1, 64), default=None,
+              help="Every weight at this many bits (default: as the spec or checkpoint stores them).")
+@click.option("--text-only", is_flag=True, default=False, help="Drop the model's vision/audio tower.")
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--speeds", default="1000,500,100", show_default=True,
               help="Per-user speed floors (tokens/s) to compare the platforms at.")
@@ -63,7 +65,7 @@ def _speeds(text: str) -> tuple[float, ...]:
               help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
 @quiet_option
-def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mode, granularity, method, time_limit,
+def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, output_tokens, tp, ep, reserve, max_target, output, plot,
                      as_json, quiet):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
@@ -80,7 +82,7 @@ def frontier_command(model, hardware, context, weight_bits, kv_bits, speeds, mod
     refs = [h.strip() for h in hardware.split(",") if h.strip()]
     if not refs:
         raise InvalidSpec("--hardware", "hardware", "name at least one fleet")
-    m = load_model(model)
+    m = load_model(model, text_only=text_only)
     fleets = [load_fleet(h) for h in refs]
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
