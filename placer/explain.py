@@ -230,8 +230,8 @@ def _fleet_culprit(instance: Instance) -> tuple[str, int] | None:
             "chain": "next-fit stages of the pipeline on devices as large as the largest",
             "martello_toth_l2": "nodes too large to share a device",
             "dual_feasible": "nodes too large to share a device"}.get(which, which)
-    return (f"at least {lb} devices are needed ({which} bound: {what}); the fleet has "
-            f"{instance.n_devices} available", lb)
+    return (f"at least {instance.count_words(lb)} are needed ({which} bound: {what}); the fleet has "
+            f"{instance.count_words(instance.n_devices, bare=True)} available", lb)
 
 
 def _reach_culprit(instance: Instance) -> str | None:
@@ -282,10 +282,15 @@ def _group_nodes(core: list[int], families, instance: Instance) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- the explanation
+def _available(instance: Instance) -> str:
+    n = instance.n_devices
+    return f"{n} available devices" if instance.tp == 1 else f"{instance.count_words(n)} available"
+
+
 def _headline(instance: Instance) -> str:
     wl = instance.workload
     return (f"no placement of {instance.model.name} on {instance.fleet.name} exists ({instance.mode} mode, "
-            f"{instance.n_nodes} nodes on {instance.n_devices} available devices, {wl.concurrency} live "
+            f"{instance.n_nodes} nodes on {_available(instance)}, {wl.concurrency} live "
             f"requests of {format_tokens(wl.context_tokens)} tokens):")
 
 

@@ -155,6 +155,18 @@ class Instance:
     def ep(self) -> bool:
         return self.layout.ep if self.layout is not None else False
 
+    def count_words(self, n: int, bare: bool = False) -> str:
+        """``n`` of this instance's devices in the fleet's own devices: ``"64 GPUs (32 groups of 2)"``
+        at degree 2, ``"16 devices"`` (``"16"`` when ``bare``) at degree 1 (a degree's instance counts
+        groups, users count GPUs)."""
+        lay = self.layout
+        if lay is None or (lay.tp == 1 and not lay.per_stage):
+            return str(n) if bare else f"{n} devices"
+        noun = "GPUs" if all(d.type.kind == "gpu" for d in self.devices) else "devices"
+        if lay.per_stage:
+            return f"{n} groups of up to {lay.tp} {noun}"
+        return f"{n * lay.tp} {noun} ({n} groups of {lay.tp})"
+
     def members(self, device: int) -> tuple[str, ...]:
         """Ids of the fleet devices that device index ``device`` stands for (itself when tp = 1)."""
         if self.layout is not None and self.layout.groups:

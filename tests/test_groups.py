@@ -118,6 +118,31 @@ def test_default_degrees():
     assert default_degrees(load_model("kimi-k3"), _gpus())[0] == [1]
 
 
+def test_infeasible_degree_counts_gpus_not_groups():
+    """llama-3.1-70b at tp 2 on 1.2 GB GPUs: a layer's rank is 855,670,784 B of weights (855,638,016
+    split parameters / 2 + 16,384 replicated norm parameters, 2 B each), the embedding's and LM
+    head's 128,256 x 8,192 / 2 x 2 B = 1,050,673,152 B, so no two of the 82 nodes share a group:
+    82 groups = 164 GPUs are needed; one node of 8 GPUs is 4 groups."""
+    from placer.explain import diagnose
+
+    m = load_model("llama-3.1-70b")
+    wl = workload_for(m)
+    fleet = _gpus(racks=1, per_rack=8, memory="1.2 GB", reserve="0")
+    solved = solve(m, fleet, wl, tp=2, time_limit=5, workers=1)
+    assert P.weight_bytes_per_rank(m.layers[1], 8192, wl, 2) == 855_670_784
+    assert solved.result.status == "infeasible"
+    assert solved.result.lower_bound_devices == 164
+    assert solved.result.message.startswith("at least 164 GPUs (82 groups of 2) are needed (")
+    assert solved.result.message.endswith("; the fleet has 8 GPUs (4 groups of 2) available")
+    e = diagnose(solved.instance)
+    assert "82 nodes on 8 GPUs (4 groups of 2) available" in e.text()
+    assert e.culprits[0].startswith("at least 164 GPUs (82 groups of 2) are needed (")
+    # degree 1 keeps counting devices: whole layers of 1,711,341,568 B, no two on a 2.4 GB GPU
+    one = solve(m, _gpus(racks=1, per_rack=8, memory="2.4 GB", reserve="0"), wl, tp=1, time_limit=5, workers=1)
+    assert one.result.message.startswith("at least 82 devices are needed (")
+    assert one.result.message.endswith("; the fleet has 8 available")
+
+
 @pytest.mark.parametrize("tp", [8, 4])
 def test_llama_70b_h100_128k_32_per_gpu_bytes(tp):
     m = load_model("llama-3.1-70b")

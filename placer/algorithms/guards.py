@@ -55,8 +55,8 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     lb = max(named.values())
     if lb > instance.n_devices:
         which = max(named, key=named.get)
-        return (f"at least {lb} devices are needed ({which} bound); the fleet has {instance.n_devices} "
-                f"available", False)
+        return (f"at least {instance.count_words(lb)} are needed ({which} bound); the fleet has "
+                f"{instance.count_words(instance.n_devices, bare=True)} available", False)
     cut = reachability_infeasibility(instance, infeasibility)
     if cut is not None:
         return cut, False
@@ -64,6 +64,6 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
         stages = len(instance.attention_nodes)
         if lb > stages:
             which = max(named, key=named.get)
-            return (f"at least {lb} devices are needed ({which} bound), but the model has {stages} "
+            return (f"at least {instance.count_words(lb)} are needed ({which} bound), but the model has {stages} "
                     f"full-attention layers, one for each stage at most (attention-per-stage)", False)
     return None

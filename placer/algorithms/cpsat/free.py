@@ -44,8 +44,8 @@ def free(run: Run) -> Result:
         bins, bound_bytes, infeasible = _arcflow_devices(run, arc, classes, bound_bytes)
         if infeasible:
             return no_placement(
-                run, Status.INFEASIBLE, f"the nodes cannot be packed into the fleet's {instance.n_devices} "
-                                        "devices (proven by the arc-flow model)")
+                run, Status.INFEASIBLE, f"the nodes cannot be packed into the fleet's "
+                                        f"{instance.count_words(instance.n_devices)} (proven by the arc-flow model)")
     candidates = []
     if bins is not None and not run.pins_any and not disconnected:
         candidates.append(_free_start(run, bins))

@@ -26,7 +26,8 @@ def identical_chain(run: Run) -> Result:
     if count > instance.n_devices:
         return no_placement(
             run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages; the fleet has "
-                                    f"{instance.n_devices} available devices")
+                                    f"{instance.count_words(instance.n_devices, bare=True)} available"
+                                    + (" devices" if instance.tp == 1 else ""))
     want_latency, want_bottleneck = objective_levels(run)
     # the cuts do not depend on the path: whichever devices the path visits, stage k holds cuts[k]
     ends = bottleneck_ends(prefix_sums(instance.demand_bytes), cap, count,
