@@ -207,6 +207,32 @@ def test_ep_mapping_validates_and_differs_from_tensor_split_when_experts_do_not_
         3 * 3 * 64 * 32 - 10 * 3 * 64 * 8)
 
 
+def test_ep_all_to_all_moves_the_width_the_experts_receive():
+    """Two MoE layers at the hidden width 64 and two latent MoE layers (experts at a 16-wide latent),
+    2 experts per token, bf16 activations, EP over 4 ranks on 2 us links: per token each dispatch
+    or combine moves 2 x 64 x 2 = 256 B on the plain layers and 2 x 16 x 2 = 64 B on the latent ones;
+    the attention all-reduces (one per layer) stay at the hidden width, 128 B."""
+    from placer.simulate.cost import collective_time_us, segments_of
+
+    moe = {"type": "moe", "num_experts": 8, "experts_per_token": 2, "moe_intermediate_size": 32}
+    spec = dict(name="toy-latent-moe", hidden_size=64, vocab_size=256, num_layers=4, pattern="AALL",
+                mixers={"a": {"type": "gqa", "num_heads": 4, "num_kv_heads": 4, "head_dim": 16}},
+                ffns={"m": moe, "l": {**moe, "latent_size": 16, "latent_norm": True}},
+                layer_types={"A": {"mixer": "a", "ffn": "m"}, "L": {"mixer": "a", "ffn": "l"}})
+    m = model_from_dict(spec)
+    fleet = fleet_from_dict({"name": "gpus", "device": {"memory": "1 GB", "kind": "gpu", "memory_bandwidth": 1e12},
+                             "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2}})
+    solved = solve(m, fleet, Workload(context_tokens=64, concurrency=2), tp=4, ep=True, time_limit=5, workers=1)
+    (seg,) = segments_of(solved.instance, solved.result.assignment)     # the whole toy fits one group
+    ar, latent, plain = seg.collectives
+    assert (ar.kind, ar.count, ar.bytes_per_token) == ("all_reduce", 4 + 1, 128)
+    assert (latent.kind, latent.group_size, latent.count, latent.bytes_per_token) == ("all_to_all", 4, 4, 64)
+    assert (plain.kind, plain.group_size, plain.count, plain.bytes_per_token) == ("all_to_all", 4, 4, 256)
+    # a step of 3 requests: 3 latent tokens of 64 B per all-to-all, 3 steps of one 2 us link each
+    assert latent.time_us(3) == pytest.approx(4 * collective_time_us("all_to_all", 4, 3 * 64, 2.0, None))
+    assert latent.latency_us == 2.0
+
+
 # ----------------------------------------------------------------------------- CP-SAT against brute force
 @st.composite
 def _problem(draw):

@@ -176,7 +176,8 @@ def tensor_parallel(group_size: int, hidden_bytes_per_token: float, layers: int,
 def expert_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_token: int, moe_layers: int,
                     latency_us: float, bandwidth_bytes_per_s: float | None) -> Collective:
     """Expert parallelism over ``group_size`` devices: per MoE layer a dispatch and a combine
-    all-to-all, each moving the hidden state once per routed expert (``experts_per_token``)."""
+    all-to-all, each moving a token once per routed expert (``experts_per_token``) at the width
+    the experts receive, ``hidden_bytes_per_token`` (the hidden state; a latent MoE's latent)."""
     return Collective("all_to_all", group_size, hidden_bytes_per_token * experts_per_token, count=2 * moe_layers,
                       latency_us=latency_us, bandwidth_bytes_per_s=bandwidth_bytes_per_s)
 
@@ -334,7 +335,7 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     Tensor parallel (vLLM's layers): an all-reduce of the hidden state after each row-parallel
     projection, two per layer (attention output, MLP down; one for the vocabulary-parallel
     embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
-    a combine all-to-all of the routed tokens. Latency and bandwidth are the node's link between
+    a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). Latency and bandwidth are the node's link between
     two members of the group.
     """
     members = instance.members(device)
@@ -355,8 +356,17 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     out = []
     if instance.ep and moe:
         reduces -= len(moe)
-        k = dict(moe[0].ffn_dims)["experts_per_token"]
-        out.append(expert_parallel(g, hidden, k, len(moe), latency, bandwidth))
+        # a token goes to the experts at the width they run at: the hidden state, or a latent
+        # MoE's latent (its down projection runs before the dispatch, its up projection after the
+        # combine); one collective per (width, experts per token) of the layers here
+        routed: dict[tuple[int, int], int] = {}
+        for x in moe:
+            d = dict(x.ffn_dims)
+            key = (d.get("latent_size") or instance.model.hidden_size, d["experts_per_token"])
+            routed[key] = routed.get(key, 0) + 1
+        for (width, k), n in sorted(routed.items()):
+            out.append(expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency,
+                                       bandwidth))
     if reduces:
         out.insert(0, Collective("all_reduce", g, hidden, count=reduces, latency_us=latency,
                                  bandwidth_bytes_per_s=bandwidth))
