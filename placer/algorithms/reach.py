@@ -11,9 +11,11 @@ rule) place inside one piece at a time with :func:`pieces` and :func:`restricted
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..instance import Instance
+from ..instance import Instance, Pin
 from ..placement import Result, Status, evaluate
 
 __all__ = ["pieces", "node_parts", "restricted", "reachability_infeasibility", "in_pieces"]
@@ -90,7 +92,6 @@ def reachability_infeasibility(instance: Instance, check) -> str | None:
     if len(parts) == 1:
         return None
     where = {d: k for k, p in enumerate(parts) for d in p}
-    ids = instance.devices
     shape = ", ".join(f"{len(p)} device{'s' if len(p) > 1 else ''}" for p in parts)
     head = f"the fleet's available devices fall into {len(parts)} pieces with no route between them ({shape})"
     groups = node_parts(instance)
@@ -100,23 +101,61 @@ def reachability_infeasibility(instance: Instance, check) -> str | None:
             devs = sorted({p.device for p in instance.pins if p.device is not None and set(nodes) & set(p.nodes)})
             return (f"{head}; linked nodes are pinned to devices in different pieces ({', '.join(devs)}), "
                     f"but a placement keeps linked nodes in one piece")
-    if len(groups) > 1:
-        return None
-    pinned = _pinned_pieces(instance, where, groups[0])
-    candidates = [k for k in range(len(parts)) if not pinned or k in pinned]
+    if len(groups) == 1:
+        found = _no_piece_holds(instance, parts, where, groups[0], check)
+        if found is None:
+            return None
+        what = "the pipeline's stages form one linked path" if instance.mode != "free" else \
+            "the model's nodes are all linked"
+        return f"{head}; {what}, so the whole model must sit in one piece, and none can hold it: {found}"
+    # unlinked parts (free mode): each part lies in one piece, so a part no piece holds alone rules
+    # every placement out
+    for nodes in groups:
+        sub = _part_instance(instance, nodes)
+        if sub is None:
+            return None
+        found = _no_piece_holds(sub, parts, where, range(sub.n_nodes), check, pinned_in=(instance, nodes))
+        if found is not None:
+            first, last = instance.nodes[nodes[0]].name, instance.nodes[nodes[-1]].name
+            span = first if len(nodes) == 1 else f"{first}..{last}"
+            return (f"{head}; the model falls into {len(groups)} unlinked parts and each must sit in one piece, "
+                    f"but none can hold the part of {len(nodes)} node{'s' if len(nodes) > 1 else ''} {span}: "
+                    f"{found}")
+    return None
+
+
+def _no_piece_holds(instance: Instance, parts, where, nodes, check, pinned_in=None) -> str | None:
+    """Why no piece (of those holding the nodes' pinned devices) passes ``check`` for ``instance``
+    restricted to it, in words about the largest such piece; None when one passes."""
+    owner, owner_nodes = pinned_in if pinned_in is not None else (instance, nodes)
+    pinned = _pinned_pieces(owner, where, owner_nodes)
     reasons = []
-    for k in candidates:
+    for k in range(len(parts)):
+        if pinned and k not in pinned:
+            continue
         why = check(restricted(instance, parts[k]))
         if why is None:
             return None
         reasons.append((k, why[0]))
-    what = "the pipeline's stages form one linked path" if instance.mode != "free" else \
-        "the model's nodes are all linked"
     k, why = reasons[0]
     why = why.replace("the fleet has", "the piece has")
-    first = ids[parts[k][0]].id
-    return (f"{head}; {what}, so the whole model must sit in one piece, and none can hold it: in the "
-            f"largest{' allowed' if pinned else ''} piece (with {first}), {why}")
+    first = instance.devices[parts[k][0]].id
+    return f"in the largest{' allowed' if pinned else ''} piece (with {first}), {why}"
+
+
+def _part_instance(instance: Instance, nodes) -> Instance | None:
+    """The nodes of one unlinked part as an instance of their own (their edges and pins; no
+    requirement, which concerns stages other parts may share), or None for grouped devices
+    (tensor-parallel layouts are rebuilt from the whole model). A part that fits no piece alone
+    fits none in ``instance`` either: the whole model's activation buffer is at least the part's."""
+    lay = instance.layout
+    if lay is not None and (lay.tp > 1 or lay.base_fleet is not None):
+        return None
+    index = {v: k for k, v in enumerate(nodes)}
+    model = replace(instance.model, layers=tuple(instance.model.layers[i] for i in nodes),
+                    edges=tuple((index[u], index[v]) for u, v in instance.edges if u in index))
+    pins = tuple(Pin(tuple(index[n] for n in p.nodes), p.device) for p in instance.pins if p.nodes[0] in index)
+    return Instance(model, instance.fleet, instance.workload, instance.mode, pins)
 
 
 def in_pieces(instance: Instance, method, lower_bound: int | None) -> Result:
