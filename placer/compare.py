@@ -14,7 +14,7 @@ from time import perf_counter
 
 from .algorithms import default_mode, place
 from .algorithms.deadline import interrupt_scope, interrupted
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .fleet import Fleet
 from .groups import default_degrees, node_sizes, per_device
 from .instance import Instance, make_instance
@@ -126,7 +126,7 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
         allowed, refused = allowed_degrees(model, degrees, ep, workload)
     if not allowed:
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
-        raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
     with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
         return _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, kw)
 
@@ -147,7 +147,7 @@ def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_deg
         if on_degree is not None:
             on_degree(g, solved)
     if not out:
-        raise InvalidSpec("--tp", "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
+        raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
     placed = [s for s in out if s.result.feasible]
     best = min(placed, key=_rank) if placed else out[0]
     return DegreeSearch(best, tuple(out), refused, tuple(skipped))

@@ -6,10 +6,15 @@ Every error a user can cause is a :class:`PlacerError`; the CLI prints it as one
 
 from __future__ import annotations
 
-__all__ = ["PlacerError", "InvalidSpec", "InfeasiblePlacement", "SolverLimitError", "WHOLE_FILE"]
+__all__ = ["PlacerError", "InvalidSpec", "InfeasiblePlacement", "SolverLimitError", "WHOLE_FILE", "ARGUMENT"]
 
 # the field of an error about a whole file (missing, a directory, not UTF-8, not YAML at all)
 WHOLE_FILE = "(whole file)"
+
+# the source of an error about an argument of a library call; its field is the argument's name
+# (``pins``, ``tp``, ``schedule``...), never a command-line flag: the command line replaces the
+# source by the flag that sets the field (placer.cli.name_source)
+ARGUMENT = "<argument>"
 
 
 class PlacerError(Exception):
@@ -21,8 +26,9 @@ class PlacerError(Exception):
 class InvalidSpec(PlacerError):
     """A spec, workload or mapping cannot be used as written.
 
-    ``source`` names the file (or ``"<option>"`` for a command-line flag), ``field`` the
-    dotted path of the offending value; None (or ``"-"``) when the error concerns the whole file.
+    ``source`` names the file, or (:data:`ARGUMENT`) says the error is about an argument of the
+    call; ``field`` is the dotted path of the offending value (a spec key, a JSON pointer, the
+    argument's name); None (or ``"-"``) when the error concerns the whole file.
     """
 
     def __init__(self, source: str | None, field: str | None, message: str):

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import (
     BaseModel,
@@ -26,10 +25,13 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .reserve import NO_RESERVE, Reserve, parse_reserve
 from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
+
+if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never needs it)
+    import networkx as nx
 
 __all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
 
@@ -197,6 +199,34 @@ class Device:
         return self.type.memory_bytes
 
 
+# fleets of up to this many available devices run Dijkstra in numpy (milliseconds; importing
+# scipy for it would cost more than the search)
+DENSE_DIJKSTRA_DEVICES = 400
+
+
+def _all_pairs_dijkstra(n: int, rows, cols, vals) -> np.ndarray:
+    """Shortest-path lengths between all ``n`` nodes of the undirected graph with edges
+    ``rows[k] - cols[k]`` of length ``vals[k] >= 0`` (inf when unreachable).
+
+    Dijkstra from every node at once on the dense length matrix: each round settles, for every
+    source, its nearest unsettled node ``u`` and relaxes ``dist[u] + length(u, v)``, the sum
+    Dijkstra forms, so the floats equal those of any other Dijkstra (scipy's, networkx's).
+    """
+    w = np.full((n, n), np.inf)
+    for a, b, x in zip(rows, cols, vals):
+        if a != b and x < w[a, b]:
+            w[a, b] = w[b, a] = x
+    dist = np.full((n, n), np.inf)
+    np.fill_diagonal(dist, 0.0)
+    settled = np.zeros((n, n), dtype=bool)
+    every = np.arange(n)
+    for _ in range(n):
+        u = np.where(settled, np.inf, dist).argmin(axis=1)
+        settled[every, u] = True
+        dist = np.minimum(dist, dist[every, u][:, None] + w[u])
+    return dist
+
+
 @dataclass(frozen=True)
 class Fleet:
     """Devices and links; ``graph`` is a ``networkx.Graph`` over available device ids."""
@@ -217,34 +247,53 @@ class Fleet:
         return tuple(d for d in self.devices if d.available)
 
     @cached_property
+    def link_table(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """The direct links among available devices: ``(a, b) -> (latency_us, bandwidth)``, each
+        pair once (in the direction first listed), the least latency when a pair is listed twice."""
+        avail = {d.id for d in self.available}
+        out: dict[tuple[str, str], tuple[float, float]] = {}
+        for a, b, lat, bw in self.links:
+            if a in avail and b in avail:
+                key = (b, a) if (b, a) in out else (a, b)
+                if key in out and out[key][0] <= lat:
+                    continue
+                out[key] = (lat, bw)
+        return out
+
+    @cached_property
     def graph(self) -> nx.Graph:
+        """The fleet as a ``networkx.Graph`` over available device ids (node attributes rack, slot,
+        type, memory; edge attributes latency_us, bandwidth): :attr:`link_table` as a graph."""
+        import networkx as nx
+
         g = nx.Graph()
         for d in self.available:
             g.add_node(d.id, rack=d.rack, slot=d.slot, type=d.type.name, memory=d.memory_bytes)
-        for a, b, lat, bw in self.links:
-            if a in g and b in g:
-                if g.has_edge(a, b) and g.edges[a, b]["latency_us"] <= lat:
-                    continue
-                g.add_edge(a, b, latency_us=lat, bandwidth=bw)
+        for (a, b), (lat, bw) in self.link_table.items():
+            g.add_edge(a, b, latency_us=lat, bandwidth=bw)
         return g
 
     @cached_property
     def latency_matrix(self) -> np.ndarray:
         """Shortest-path latency (us) between available devices, in ``available`` order; inf when
-        disconnected. Dijkstra in compiled code (scipy.sparse.csgraph): thousands of devices in seconds."""
+        disconnected. Dijkstra from every device: in numpy up to :data:`DENSE_DIJKSTRA_DEVICES`
+        devices (importing scipy would cost more than the search), else in compiled code
+        (scipy.sparse.csgraph): thousands of devices in seconds. Both relax the same sums, so they
+        give the same floats."""
         ids = [d.id for d in self.available]
         index = {d: k for k, d in enumerate(ids)}
-        g = self.graph
         rows, cols, vals = [], [], []
-        for a, b, data in g.edges(data=True):
+        for (a, b), (lat, _) in self.link_table.items():
             rows.append(index[a])
             cols.append(index[b])
-            vals.append(float(data["latency_us"]))
+            vals.append(float(lat))
         n = len(ids)
         if not vals:
             out = np.full((n, n), np.inf)
             np.fill_diagonal(out, 0.0)
             return out
+        if n <= DENSE_DIJKSTRA_DEVICES:
+            return _all_pairs_dijkstra(n, rows, cols, vals)
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import connected_components, shortest_path
 
@@ -282,8 +331,8 @@ class Fleet:
 
     def link_latency_us(self, a: str, b: str) -> float | None:
         """Latency of the direct link a-b, or ``None`` when there is none."""
-        g = self.graph
-        return g.edges[a, b]["latency_us"] if g.has_edge(a, b) else None
+        link = self.link_table.get((a, b)) or self.link_table.get((b, a))
+        return None if link is None else link[0]
 
     @property
     def device_types(self) -> dict[str, DeviceType]:
@@ -297,7 +346,7 @@ class Fleet:
             groups = [dict(g) for g in fleet["groups"]]
             others = sum(g["racks"] for g in groups[:-1])
             if racks <= others:
-                raise InvalidSpec("--racks", "racks", f"must exceed the {others} racks of the fixed groups")
+                raise InvalidSpec(ARGUMENT, "racks", f"must exceed the {others} racks of the fixed groups")
             groups[-1]["racks"] = racks - others
             fleet["groups"] = groups
         else:
@@ -320,7 +369,7 @@ def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
     fleet = fleet_from_dict(data, source=str(path), sha256=spec_sha256(data))
     if racks is not None:
         if racks < 1:
-            raise InvalidSpec("--racks", "racks", "must be at least 1")
+            raise InvalidSpec(ARGUMENT, "racks", "must be at least 1")
         fleet = fleet.with_racks(racks)
     return fleet
 

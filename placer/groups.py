@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .fleet import Device, Fleet
 from .model import LayerGraph
 
@@ -59,7 +59,7 @@ def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ..
             members.append(tuple(d.id for d in avail[k * tp:(k + 1) * tp]))
     if not members:
         largest = max(node_sizes(fleet).values())
-        raise InvalidSpec("--tp", "tp", f"no node of {fleet.name} has {tp} available devices (the largest has "
+        raise InvalidSpec(ARGUMENT, "tp", f"no node of {fleet.name} has {tp} available devices (the largest has "
                                         f"{largest})")
     return fleet_of_groups(fleet, members), tuple(members)
 

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from . import memory
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .fleet import Device, Fleet
 from .groups import fleet_of_groups, group_fleet, node_sizes
 from .model import LayerGraph
@@ -76,17 +76,17 @@ class Instance:
     def __post_init__(self):
         for r in self.require:
             if r not in REQUIREMENTS:
-                raise InvalidSpec(None, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
+                raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
         if self.mode not in MODES:
-            raise InvalidSpec("--mode", "mode", f"must be one of {', '.join(MODES)}")
+            raise InvalidSpec(ARGUMENT, "mode", f"must be one of {', '.join(MODES)}")
         ids = {d.id for d in self.devices}
         for pin in self.pins:
             if pin.device is not None and pin.device not in ids:
                 what = "unavailable" if pin.device in self.fleet.by_id else "unknown"
-                raise InvalidSpec("--pin", "device", f"{what} device {pin.device!r}")
+                raise InvalidSpec(ARGUMENT, "pins", f"{what} device {pin.device!r}")
             for n in pin.nodes:
                 if not 0 <= n < self.n_nodes:
-                    raise InvalidSpec("--pin", "layer", f"node {n} out of range 0..{self.n_nodes - 1}")
+                    raise InvalidSpec(ARGUMENT, "pins", f"node {n} out of range 0..{self.n_nodes - 1}")
 
     # ------------------------------------------------------------------ nodes
     @property
@@ -194,12 +194,11 @@ class Instance:
     @cached_property
     def link_us(self) -> dict[tuple[int, int], float]:
         """Direct links between available devices, both directions, by device index."""
-        g = self.fleet.graph
         idx = self.device_index
         out = {}
-        for a, b, data in g.edges(data=True):
+        for (a, b), (lat, _) in self.fleet.link_table.items():
             if a in idx and b in idx:
-                out[idx[a], idx[b]] = out[idx[b], idx[a]] = data["latency_us"]
+                out[idx[a], idx[b]] = out[idx[b], idx[a]] = lat
         return out
 
     def hop_us(self, a: int, b: int) -> float:
@@ -248,14 +247,14 @@ def parse_pin(text: str, model: LayerGraph) -> Pin:
             return [names[token]]
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", token)
         if not m:
-            raise InvalidSpec("--pin", "layer", f"cannot read {token!r} (use N, N-M or a node name)")
+            raise InvalidSpec(ARGUMENT, "pins", f"cannot read {token!r} (use N, N-M or a node name)")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         if lo > hi:
-            raise InvalidSpec("--pin", "layer", f"empty range {token!r}")
+            raise InvalidSpec(ARGUMENT, "pins", f"empty range {token!r}")
         out = []
         for k in range(lo, hi + 1):
             if k not in by_index:
-                raise InvalidSpec("--pin", "layer", f"no decoder layer {k} (model has {model.num_hidden_layers})")
+                raise InvalidSpec(ARGUMENT, "pins", f"no decoder layer {k} (model has {model.num_hidden_layers})")
             out.extend(by_index[k])
         return out
 
@@ -276,19 +275,19 @@ def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: 
     """
     if tp != 1 or ep:
         if granularity not in (None, "layer"):
-            raise InvalidSpec("--granularity", "granularity", "granularity applies to --mode split only; "
+            raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only; "
                                                               "split mode runs at --tp 1")
         return group_instance(model, fleet, workload, tp=tp, ep=ep, reserve=reserve, mode=mode, pins=pins,
                               require=require)
     try:
         kind, _ = parse_granularity(granularity)
     except ValueError as exc:
-        raise InvalidSpec("--granularity", "granularity", str(exc)) from None
+        raise InvalidSpec(ARGUMENT, "granularity", str(exc)) from None
     refined = model
     if mode == "split":
         refined = model.refine(granularity, expert_groups=expert_groups)
     elif kind != "layer":
-        raise InvalidSpec("--granularity", "granularity", "granularity applies to --mode split only")
+        raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only")
     parsed = tuple(p if isinstance(p, Pin) else parse_pin(p, refined) for p in pins)
     return Instance(refined, fleet, workload, mode, parsed, base_model=model, require=tuple(require),
                     layout=Layout(1, False, reserve))
@@ -304,13 +303,13 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
     split mode, or when no node has ``tp`` devices.
     """
     if tp < 1:
-        raise InvalidSpec("--tp", "tp", f"a degree is a positive integer, got {tp}")
+        raise InvalidSpec(ARGUMENT, "tp", f"a degree is a positive integer, got {tp}")
     if mode == "split" and tp > 1:
-        raise InvalidSpec("--tp", "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
+        raise InvalidSpec(ARGUMENT, "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
                                         "or free mode")
     why = model_refusal(model, tp, ep) or (stored_refusal(model, workload) if tp > 1 else None)
     if why is not None:
-        raise InvalidSpec("--tp", "tp", f"{model.name} cannot run at tp {tp}: {why}")
+        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} cannot run at tp {tp}: {why}")
     derived, members = group_fleet(fleet, tp)
     sharded = shard_model(model, workload, tp, ep)
     plain = make_instance(sharded, derived, workload, mode=mode)
@@ -322,11 +321,11 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
         if pin.device is not None:
             dev = known.get(pin.device)
             if dev is None:
-                raise InvalidSpec("--pin", "device", f"unknown device {pin.device!r}")
+                raise InvalidSpec(ARGUMENT, "pins", f"unknown device {pin.device!r}")
             if not dev.available:
-                raise InvalidSpec("--pin", "device", f"unavailable device {pin.device!r}")
+                raise InvalidSpec(ARGUMENT, "pins", f"unavailable device {pin.device!r}")
             if pin.device not in of:
-                raise InvalidSpec("--pin", "device", f"device {pin.device} is in no group of {tp} (its node has "
+                raise InvalidSpec(ARGUMENT, "pins", f"device {pin.device} is in no group of {tp} (its node has "
                                                      f"{node_sizes(fleet)[dev.rack]} available devices)")
             pin = Pin(pin.nodes, of[pin.device])
         translated.append(pin)

@@ -14,9 +14,7 @@ import math
 import os
 from collections import Counter
 from pathlib import Path
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from typing import TYPE_CHECKING
 
 from .catalog import hardware_dir, models_dir
 from .errors import InfeasiblePlacement, InvalidSpec
@@ -24,6 +22,9 @@ from .fleet import Fleet, load_fleet
 from .model import LayerGraph, load_model
 from .spec_io import atomic_write_text, read_text
 from .workload import Workload
+
+if TYPE_CHECKING:   # jsonschema loads on the first check (a solve that writes nothing never needs it)
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -328,6 +329,8 @@ _VALIDATOR: Draft202012Validator | None = None
 def _validator() -> Draft202012Validator:
     global _VALIDATOR
     if _VALIDATOR is None:
+        from jsonschema import Draft202012Validator
+
         _VALIDATOR = Draft202012Validator(mapping_schema())
     return _VALIDATOR
 
@@ -348,6 +351,8 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
         raise InvalidSpec(source, "/schema_version",
                           f"written by a different placer version (schema_version {version}; "
                           f"this placer reads {' and '.join(map(str, READS_VERSIONS))})")
+    from jsonschema.exceptions import best_match
+
     error = best_match(_validator().iter_errors(doc))
     if error is None:
         return doc

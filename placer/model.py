@@ -19,9 +19,8 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import networkx as nx
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -46,6 +45,9 @@ from .layers import (
 from .precision import WeightFormat, tensor_bytes
 from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bytes, parse_tokens
+
+if TYPE_CHECKING:   # networkx loads on first use of LayerGraph.graph
+    import networkx as nx
 
 __all__ = ["Layer", "LayerGraph", "WeightGroup", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
 
@@ -401,6 +403,8 @@ class LayerGraph:
 
     @cached_property
     def graph(self) -> nx.DiGraph:
+        import networkx as nx
+
         g = nx.DiGraph()
         for i, layer in enumerate(self.layers):
             g.add_node(i, layer=layer)

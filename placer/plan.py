@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .algorithms.registry import EXACT_METHODS
 from .algorithms.search import largest_true
-from .errors import InfeasiblePlacement, InvalidSpec
+from .errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from .instance import Instance
 from .placement import Result, Status
 
@@ -124,10 +124,10 @@ def largest_concurrency(instance: Instance, budget_devices: int, *, method: str 
     """
     method = method or default_method(instance.mode)
     if method not in EXACT_METHODS:
-        raise InvalidSpec("--method", "method",
+        raise InvalidSpec(ARGUMENT, "method",
                           f"a budget search needs an exact method ({' or '.join(EXACT_METHODS)}), got {method!r}")
     if budget_devices < 1:
-        raise InvalidSpec("--budget", "budget", "must be at least 1 device")
+        raise InvalidSpec(ARGUMENT, "budget", "must be at least 1 device")
     cap = 10**9 if max_concurrency is None else max_concurrency
     if max_concurrency is None:
         ceiling = _fleet_ceiling(instance)
@@ -270,7 +270,7 @@ def plan_replicas(instance: Instance, total_concurrency: int, *, method: str | N
     ``progress(option)`` is called with each :class:`ReplicaOption` as it is solved.
     """
     if total_concurrency < 1:
-        raise InvalidSpec("--total-concurrency", "total_concurrency", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "total_concurrency", "must be at least 1")
     method = method or default_method(instance.mode)
     n_dev = instance.n_devices
     cache: dict[int, Result] = {}

@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .fleet import Fleet
 from .groups import default_degrees, node_sizes, per_device
 from .instance import Instance, make_instance
@@ -52,13 +52,13 @@ OBJECTIVES = ("devices", "mw", "tokens-per-mw")
 def floor_from(min_user_tps: float | None = None, max_itl_ms: float | None = None) -> float:
     """The per-user floor in tokens/s from ``--min-user-tps`` or ``--max-itl-ms`` (one of them)."""
     if (min_user_tps is None) == (max_itl_ms is None):
-        raise InvalidSpec("--min-user-tps", "min_user_tps", "give --min-user-tps or --max-itl-ms, not both")
+        raise InvalidSpec(ARGUMENT, "min_user_tps", "give --min-user-tps or --max-itl-ms, not both")
     if min_user_tps is not None:
         if not min_user_tps > 0 or not math.isfinite(min_user_tps):
-            raise InvalidSpec("--min-user-tps", "min_user_tps", "must be a positive number of tokens/s")
+            raise InvalidSpec(ARGUMENT, "min_user_tps", "must be a positive number of tokens/s")
         return float(min_user_tps)
     if not max_itl_ms > 0 or not math.isfinite(max_itl_ms):
-        raise InvalidSpec("--max-itl-ms", "max_itl_ms", "must be a positive number of milliseconds")
+        raise InvalidSpec(ARGUMENT, "max_itl_ms", "must be a positive number of milliseconds")
     return 1000.0 / max_itl_ms
 
 
@@ -317,16 +317,16 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
     candidate's figures come from a discrete-event run.
     """
     if objective not in OBJECTIVES:
-        raise InvalidSpec("--objective", "objective", f"unknown objective {objective!r} "
+        raise InvalidSpec(ARGUMENT, "objective", f"unknown objective {objective!r} "
                                                       f"(choose from {', '.join(OBJECTIVES)})")
     floor = floor_from(min_user_tps=min_user_tps)
     total = workload.concurrency
     if total < 1:
-        raise InvalidSpec("--concurrency", "concurrency", "a speed target needs at least 1 planned live request")
+        raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
     found, refused = layouts(model, fleet, degrees, ep, mode, workload)
     if not found:
         why = "; ".join(f"{k}: {v}" for k, v in refused.items())
-        raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
     top = max_concurrency if max_concurrency is not None else 4 * total
     say = progress or (lambda _msg: None)
     shapes: list[Shape] = []

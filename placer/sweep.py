@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .algorithms.deadline import interrupted
-from .errors import InfeasiblePlacement, InvalidSpec, PlacerError
+from .errors import ARGUMENT, InfeasiblePlacement, InvalidSpec, PlacerError
 from .fleet import Fleet
 from .instance import MODES, make_instance
 from .model import LayerGraph
@@ -95,16 +95,16 @@ class Grid:
 
     def __post_init__(self):
         if not self.contexts:
-            raise InvalidSpec("--context", "context", "give at least one context length")
+            raise InvalidSpec(ARGUMENT, "context", "give at least one context length")
         for m in self.modes:
             if m not in MODES:
-                raise InvalidSpec("--mode", "mode", f"unknown mode {m!r} (use {', '.join(MODES)})")
+                raise InvalidSpec(ARGUMENT, "mode", f"unknown mode {m!r} (use {', '.join(MODES)})")
         if not self.budgets and not self.concurrencies:
-            raise InvalidSpec("--concurrency", "concurrency", "give concurrencies or --budget")
+            raise InvalidSpec(ARGUMENT, "concurrency", "give concurrencies or --budget")
         if any(c < 0 for c in self.concurrencies):
-            raise InvalidSpec("--concurrency", "concurrency", "must not be negative")
+            raise InvalidSpec(ARGUMENT, "concurrency", "must not be negative")
         if any(b < 1 for b in self.budgets):
-            raise InvalidSpec("--budget", "budget", "must be at least 1 device")
+            raise InvalidSpec(ARGUMENT, "budget", "must be at least 1 device")
 
     def points(self, base: Workload) -> list[Point]:
         """Every point in a fixed order (mode, precisions, context, concurrency or budget)."""
@@ -442,7 +442,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     if settings.objective not in (None, "lex"):
         _check_objective_supported()
     if settings.method is not None and grid.budgets and settings.method not in EXACT_METHODS:
-        raise InvalidSpec("--method", "method", f"--budget needs an exact method ({', '.join(EXACT_METHODS)})")
+        raise InvalidSpec(ARGUMENT, "method", f"--budget needs an exact method ({', '.join(EXACT_METHODS)})")
     setup = setup_id(model, fleet, settings, base)
     points = grid.points(base)
     path = Path(out) if out is not None else None
@@ -459,7 +459,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     if on_start:
         on_start(len(todo), reused)
     if backend not in ("process", "ray"):
-        raise InvalidSpec("--backend", "backend", f"unknown backend {backend!r} (use process or ray)")
+        raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {backend!r} (use process or ray)")
     n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(todo))))
     if backend == "process" and n_workers > 1 and settings.solver_workers is None:
         # parallel points: one CP-SAT search worker each, so the machine is not oversubscribed
@@ -504,7 +504,7 @@ def _check_objective_supported() -> None:
     from .algorithms.registry import CpsatOptions
 
     if "objective" not in CpsatOptions.__dataclass_fields__:
-        raise InvalidSpec("--objective", "objective", "this placer's place() does not take a CP-SAT objective")
+        raise InvalidSpec(ARGUMENT, "objective", "this placer's place() does not take a CP-SAT objective")
 
 
 def _sort_key(r: dict) -> tuple:
@@ -548,7 +548,7 @@ def _run_ray(model, fleet, settings, setup, todo, finished, address) -> None:
     try:
         import ray
     except ImportError:
-        raise InvalidSpec("--backend", "backend", "Ray is not installed; install the extra with "
+        raise InvalidSpec(ARGUMENT, "backend", "Ray is not installed; install the extra with "
                                                   "pip install 'placer[ray]' or use --backend process") from None
     started = not ray.is_initialized()
     if started:

@@ -165,9 +165,9 @@ WORKLOAD_FLAG_CASES = {
     "racks-zero": (["--racks", "0"], "--racks", ": racks: "),
 }
 PLACEMENT_FLAG_CASES = {
-    "pin-missing-device": (["--pin", "0=r99w9"], "--pin", ": device: unknown device 'r99w9'"),
-    "pin-missing-layer": (["--pin", "57=r0w0"], "--pin", ": layer: "),
-    "pin-garbage": (["--pin", "first=r0w0"], "--pin", ": layer: "),
+    "pin-missing-device": (["--pin", "0=r99w9"], "--pin", ": pins: unknown device 'r99w9'"),
+    "pin-missing-layer": (["--pin", "57=r0w0"], "--pin", ": pins: "),
+    "pin-garbage": (["--pin", "first=r0w0"], "--pin", ": pins: "),
     "granularity-zero-shards": (["--mode", "split", "--granularity", "shards:0"], "--granularity", ": granularity: "),
     "mode-unknown": (["--mode", "diagonal"], "--mode", ": mode: "),
     "time-limit-negative": (["--time-limit", "-3"], "--time-limit", ": time_limit: "),

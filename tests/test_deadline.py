@@ -107,3 +107,76 @@ def test_an_earlier_ctrl_c_does_not_cut_a_later_solve_short():
         clear_interrupt()
     assert r.feasible and not r.interrupted
     assert r.levels[0].proven      # a ring: the walk's arcs prove the count, no search cut short
+
+
+# ----------------------------------------------------------------------------- from the process's start
+def test_the_process_start_is_before_now():
+    """/proc/self/stat's start time, carried to the monotonic clock: this process began before this
+    line ran (and, on Linux, it is known)."""
+    from placer.algorithms.deadline import process_started
+
+    started = process_started()
+    if sys.platform.startswith("linux"):
+        assert started is not None
+    if started is not None:
+        assert started <= time.monotonic()
+
+
+def test_a_child_process_is_younger_than_the_wait_for_it():
+    """A fresh interpreter's own age, read at its first line, is at most what its parent has waited
+    since before starting it: the start is the process's, not some earlier point."""
+    import subprocess
+
+    code = ("import time\nfrom placer.algorithms.deadline import process_started\n"
+            "s = process_started()\nprint(-1 if s is None else time.monotonic() - s)")
+    before = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    waited = time.monotonic() - before
+    age = float(out)
+    if age >= 0:
+        assert 0.0 <= age <= waited + 0.02      # one clock tick of /proc's resolution
+
+
+def test_since_command_start_counts_from_the_recorded_start():
+    from placer.algorithms.deadline import command_started, start_command
+
+    try:
+        start_command(1000.0)
+        assert command_started() == 1000.0
+        assert Deadline.since_command_start(30).end == 1030.0
+        assert Deadline.since_command_start(None).end == math.inf
+    finally:
+        start_command()
+
+
+def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
+    """Run as a process (``main()`` with no arguments), ``placer solve --time-limit 30`` gives every
+    phase one deadline 30 s after the process began, and ends through the fast exit."""
+    from placer import cli
+    from placer.algorithms import deadline as dl
+    from placer.cli import solve_cmd
+
+    seen = {}
+    real = solve_cmd.solve_degrees
+
+    def spy(*args, **kw):
+        seen["deadline"] = kw["deadline"]
+        return real(*args, **kw)
+
+    def leave(code):
+        seen["code"] = code
+        raise SystemExit(code)
+
+    ok = Path(__file__).parent / "bad_inputs" / "ok"
+    monkeypatch.setattr(dl, "process_started", lambda: 500.0)
+    monkeypatch.setattr(solve_cmd, "solve_degrees", spy)
+    monkeypatch.setattr(cli, "_leave", leave)
+    monkeypatch.setattr(sys, "argv", ["placer", "solve", str(ok / "tiny.yaml"), "-H", str(ok / "tinyhw.yaml"),
+                                      "--time-limit", "30", "--quiet"])
+    try:
+        with pytest.raises(SystemExit):
+            cli.main()
+    finally:
+        dl.start_command()
+    assert seen["deadline"].end == 530.0 and seen["code"] == 0

@@ -66,3 +66,41 @@ def test_zero_latency_links_match_networkx():
         dist = dict(nx.all_pairs_dijkstra_path_length(fl.graph, weight="latency_us"))
         ref = np.array([[dist[a].get(b, np.inf) for b in ids] for a in ids])
         assert np.array_equal(ref, fl.latency_matrix), spec
+
+
+def test_small_fleets_shortest_paths_equal_scipys():
+    """Fleets up to DENSE_DIJKSTRA_DEVICES devices get their shortest paths without scipy; the
+    floats are exactly scipy's (the oracle) on random fleets with 0 us links, unavailable devices
+    and pieces, and on the catalog's dense wafer fleet."""
+    import random
+
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from placer.fleet import _all_pairs_dijkstra, fleet_from_dict, load_fleet
+
+    rng = random.Random(3)
+    fleets = [load_fleet("wse-3t")]
+    for _ in range(25):
+        racks, per = rng.randint(1, 6), rng.randint(1, 5)
+        ids = [f"r{r}w{s}" for r in range(racks) for s in range(per)]
+        fleets.append(fleet_from_dict({"name": "r", "device": {"memory": 1000}, "fleet": {
+            "racks": racks, "per_rack": per, "intra_rack_latency_us": rng.choice([0, 0.3, 1.7, 4.2]),
+            "inter_rack_latency_us": rng.choice([0.1, 2.9, 7.3]),
+            "inter_rack_topology": rng.choice(["line", "ring", "full"]),
+            "unavailable": rng.sample(ids, rng.randint(0, len(ids) // 3))}}))
+    for fleet in fleets:
+        ids = [d.id for d in fleet.available]
+        index = {d: k for k, d in enumerate(ids)}
+        rows = [index[a] for a, _ in fleet.link_table]
+        cols = [index[b] for _, b in fleet.link_table]
+        vals = [lat for lat, _ in fleet.link_table.values()]
+        n = len(ids)
+        mine = _all_pairs_dijkstra(n, rows, cols, vals)
+        assert np.array_equal(mine, fleet.latency_matrix)
+        positive = [(r, c, v) for r, c, v in zip(rows, cols, vals) if v > 0]
+        if len(positive) == len(vals) and vals:       # scipy drops 0-weight entries: compare where it can
+            pr, pc, pv = zip(*positive)
+            ref = shortest_path(csr_matrix((pv, (pr, pc)), shape=(n, n)), method="D", directed=False)
+            assert np.array_equal(mine, ref)

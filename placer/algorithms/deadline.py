@@ -24,13 +24,15 @@ with the flag set runs no method and returns an interrupted result, and an owner
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["Deadline", "DeadlineReached", "note_interrupt", "interrupted", "clear_interrupt", "interrupt_scope"]
+__all__ = ["Deadline", "DeadlineReached", "note_interrupt", "interrupted", "clear_interrupt", "interrupt_scope",
+           "process_started", "command_started", "start_command"]
 
 _INTERRUPT = threading.Event()
 _SCOPE_LOCK = threading.Lock()
@@ -74,6 +76,41 @@ def interrupt_scope() -> Iterator[None]:
                 _INTERRUPT.clear()
 
 
+def process_started() -> float | None:
+    """The ``time.monotonic()`` time at which this process started, or None where the system does
+    not say (the start time is read from ``/proc/self/stat``, Linux only).
+
+    Field 22 of ``/proc/self/stat`` is the start time in clock ticks since boot, on the clock
+    ``CLOCK_BOOTTIME`` reads; the process's age on that clock is carried over to the monotonic
+    clock. The resolution is one clock tick (10 ms at the usual 100 ticks per second).
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            stat = f.read()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])    # fields after the name start at 3
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    now = time.monotonic()
+    return now - age if 0.0 <= age < now else None
+
+
+_COMMAND_START: float | None = None
+
+
+def start_command(at: float | None = None) -> None:
+    """Record when the running command started (``time.monotonic()`` seconds; None: now). The
+    command line calls it first thing: with the process's own start when the process runs one
+    command, with the call's time when one process runs many (tests, a notebook)."""
+    global _COMMAND_START
+    _COMMAND_START = time.monotonic() if at is None else float(at)
+
+
+def command_started() -> float:
+    """When the running command started (see :func:`start_command`); now when none was recorded."""
+    return time.monotonic() if _COMMAND_START is None else _COMMAND_START
+
+
 class DeadlineReached(Exception):
     """Raised by work that cannot stop half-way (building a large model) when the deadline passes;
     the caller returns the best it has."""
@@ -93,6 +130,16 @@ class Deadline:
         if seconds != seconds or seconds < 0:
             raise ValueError(f"a time budget must be a non-negative number of seconds, got {seconds!r}")
         return cls(time.monotonic() + float(seconds))
+
+    @classmethod
+    def since_command_start(cls, seconds: float | None) -> Deadline:
+        """A deadline ``seconds`` after the running command started (:func:`command_started`): a
+        user's ``--time-limit`` counts the process's start-up, imports and spec reading too."""
+        if seconds is None:
+            return cls()
+        if seconds != seconds or seconds < 0:
+            raise ValueError(f"a time budget must be a non-negative number of seconds, got {seconds!r}")
+        return cls(command_started() + float(seconds))
 
     @classmethod
     def of(cls, deadline: Deadline | None, seconds: float | None = None) -> Deadline:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..errors import InvalidSpec
+from ..errors import ARGUMENT, InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
 from .bound import bounds
@@ -34,7 +34,7 @@ PROBE_SECONDS = 2.0
 def _check_method(instance: Instance, name: str):
     row = method_row(name)
     if instance.mode not in row.modes:
-        raise InvalidSpec(None, "mode", f"{name} places in {' or '.join(row.modes)} mode, not {instance.mode}")
+        raise InvalidSpec(ARGUMENT, "mode", f"{name} places in {' or '.join(row.modes)} mode, not {instance.mode}")
     return row
 
 

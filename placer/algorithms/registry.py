@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import InvalidSpec
+from ..errors import ARGUMENT, InvalidSpec
 
 __all__ = ["Method", "CpsatOptions", "REGISTRY", "METHODS", "PLACING_METHODS", "EXACT_METHODS", "MODES_OF",
            "method", "default_mode", "OBJECTIVES",
@@ -114,7 +114,7 @@ MODES_OF = {name: m.modes for name, m in REGISTRY.items()}
 def method(name: str) -> Method:
     """The registry row of ``name``; :class:`InvalidSpec` (field ``method``) when there is none."""
     if name not in REGISTRY:
-        raise InvalidSpec(None, "method", f"unknown method {name!r} (one of {', '.join(METHODS)})")
+        raise InvalidSpec(ARGUMENT, "method", f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return REGISTRY[name]
 
 

@@ -136,7 +136,9 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
     reason and the largest concurrency that fits, writes nothing and exits 1.
     """
-    deadline = Deadline.after(time_limit)   # every phase below shares it, the explanation too
+    # every phase below shares it (spec reading, every degree's solve, the explanation, the output),
+    # counted from the command's start: the process's own start when run as `placer solve`
+    deadline = Deadline.since_command_start(time_limit)
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     if per_stage_tp and (min_user_tps is not None or max_itl_ms is not None):

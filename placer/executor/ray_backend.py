@@ -48,8 +48,8 @@ class RayPipeline:
         try:
             import ray
         except ImportError as exc:
-            from ..errors import InvalidSpec
-            raise InvalidSpec("--backend", "backend",
+            from ..errors import ARGUMENT, InvalidSpec
+            raise InvalidSpec(ARGUMENT, "backend",
                               "Ray is not installed (pip install -e '.[ray]')") from exc
         self.ray = ray
         self.timeout_s = timeout_s

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InvalidSpec
+from ..errors import ARGUMENT, InvalidSpec
 from .stage import StageStats
 from .tiny import (
     Batch,
@@ -61,17 +61,17 @@ def make_backend(name: str, spec: TinySpec, *, address: str | None = None):
     if name == "ray":
         from .ray_backend import RayPipeline
         return RayPipeline(spec, address=address)
-    raise InvalidSpec("--backend", "backend", f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+    raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
 
 
 def execute(spec: TinySpec, requests: Sequence[Request], *, backend: str = "local", micro_batch: int = 1,
             max_live: int | None = None, address: str | None = None) -> ExecResult:
     """Run ``requests`` through the pipeline of ``spec``; greedy tokens and logits per request."""
     if micro_batch < 1:
-        raise InvalidSpec("--micro-batch", "micro_batch", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "micro_batch", "must be at least 1")
     max_live = len(requests) if max_live is None else max_live
     if max_live < 1:
-        raise InvalidSpec("--max-live", "max_live", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "max_live", "must be at least 1")
     t0 = time.perf_counter()
     pipe = make_backend(backend, spec, address=address)
     by_id = {r.id: r for r in requests}
@@ -184,12 +184,12 @@ def run_placement(nodes, route: Sequence[str], *, backend: str = "local", addres
     a result of :func:`reference_run` for the same tiny model and requests, to reuse.
     """
     if requests < 1:
-        raise InvalidSpec("--requests", "requests", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "requests", "must be at least 1")
     if tokens < 1:
-        raise InvalidSpec("--tokens", "tokens", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "tokens", "must be at least 1")
     for name, bits in (("kv_bits", kv_bits), ("state_bits", state_bits), ("conv_state_bits", conv_state_bits)):
         if bits not in (16, 32, 64):
-            raise InvalidSpec(f"--{name.replace('_', '-')}", name, "the numeric executor stores 16, 32 or 64 bits")
+            raise InvalidSpec(ARGUMENT, name, "the numeric executor stores 16, 32 or 64 bits")
     reqs = make_requests(requests, tokens, seed=seed)
     spec = tiny_spec(nodes, route, seed=seed, context_tokens=context_for(reqs), kv_bits=kv_bits,
                      state_bits=state_bits, conv_state_bits=conv_state_bits, model_name=model_name,

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidSpec
+from ..errors import ARGUMENT, InvalidSpec
 
 __all__ = ["FAMILIES", "tiny_hf_config", "run_torch_mapping", "stage_ranges"]
 
@@ -84,13 +84,13 @@ def tiny_hf_config(graph) -> dict:
     """The tiny ``config.json`` (a dict) of ``graph``'s family with its layer count and layer kinds."""
     build = FAMILIES.get(graph.architecture)
     if build is None:
-        raise InvalidSpec("--backend", "backend",
+        raise InvalidSpec(ARGUMENT, "backend",
                           f"the torch backend runs {', '.join(sorted(FAMILIES))}; {graph.name} is "
                           f"{graph.architecture or 'of no named architecture'} (use the default numpy twin)")
     kinds = _layer_kinds(graph)
     extra = build(kinds)
     if extra is None:
-        raise InvalidSpec("--backend", "backend", f"{graph.name}'s layer kinds do not fit {graph.architecture}")
+        raise InvalidSpec(ARGUMENT, "backend", f"{graph.name}'s layer kinds do not fit {graph.architecture}")
     return {**_COMMON, **extra, "num_hidden_layers": len(kinds)}
 
 
@@ -317,7 +317,7 @@ def run_torch_mapping(doc: dict, *, model=None, hardware=None, requests: int = 3
     config = tiny_hf_config(graph)
     ranges = stage_ranges(doc)
     if requests < 1 or tokens < 1:
-        raise InvalidSpec("--requests", "requests", "requests and tokens must be at least 1")
+        raise InvalidSpec(ARGUMENT, "requests", "requests and tokens must be at least 1")
     mb = micro_batch or max(1, -(-requests // max(len(ranges), 1)))
     import random
 

@@ -46,7 +46,7 @@ import numpy as np
 import simpy
 
 from .. import memory
-from ..errors import InfeasiblePlacement, InvalidSpec
+from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..instance import Instance
 from ..units import parse_tokens
 from .cost import Segment, Terms, cached_tokens, segments_of
@@ -275,35 +275,35 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     if schedule is None:
         schedule = "micro-batch" if micro_batch is not None else "continuous"
     if schedule not in SCHEDULES:
-        raise InvalidSpec("--schedule", "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
+        raise InvalidSpec(ARGUMENT, "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
     if runtime is not None and runtime not in RUNTIME_MAX_BATCH:
-        raise InvalidSpec("--runtime", "runtime", f"unknown runtime {runtime!r} "
+        raise InvalidSpec(ARGUMENT, "runtime", f"unknown runtime {runtime!r} "
                                                   f"(choose from {', '.join(RUNTIME_MAX_BATCH)})")
     if max_batch is not None and max_batch < 1:
-        raise InvalidSpec("--max-batch", "max_batch", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "max_batch", "must be at least 1")
     continuous = schedule == "continuous"
     if continuous and micro_batch is not None:
-        raise InvalidSpec("--micro-batch", "micro_batch", "applies to the micro-batch schedule only "
+        raise InvalidSpec(ARGUMENT, "micro_batch", "applies to the micro-batch schedule only "
                                                           "(use --max-batch with continuous batching)")
     if not continuous and max_batch is not None:
-        raise InvalidSpec("--max-batch", "max_batch", "applies to the continuous schedule only")
+        raise InvalidSpec(ARGUMENT, "max_batch", "applies to the continuous schedule only")
     B = micro_batch if micro_batch is not None else wl.micro_batch
     if B < 1:
-        raise InvalidSpec("--micro-batch", "micro_batch", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "micro_batch", "must be at least 1")
     if continuous:
         runtime = runtime or DEFAULT_RUNTIME
         if max_batch is None:
             max_batch = RUNTIME_MAX_BATCH[runtime]
     if output_tokens < 1:
-        raise InvalidSpec("--output-tokens", "output_tokens", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "output_tokens", "must be at least 1")
     if arrival_rate is not None and not arrival_rate > 0:
-        raise InvalidSpec("--arrival-rate", "arrival_rate", "must be a positive number of requests per second")
+        raise InvalidSpec(ARGUMENT, "arrival_rate", "must be a positive number of requests per second")
     if duration_s is not None and not duration_s > 0:
-        raise InvalidSpec("--duration", "duration", "must be positive (seconds)")
+        raise InvalidSpec(ARGUMENT, "duration", "must be positive (seconds)")
     if max_live is not None and max_live < 1:
-        raise InvalidSpec("--max-live", "max_live", "must be at least 1")
+        raise InvalidSpec(ARGUMENT, "max_live", "must be at least 1")
     if context_dist is not None and context is not None:
-        raise InvalidSpec("--context-dist", "context_dist", "give --context or --context-dist, not both")
+        raise InvalidSpec(ARGUMENT, "context_dist", "give --context or --context-dist, not both")
     if isinstance(context_dist, str):
         dist = parse_context_dist(context_dist)
     elif context_dist is not None:
@@ -331,7 +331,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
         else:
             requests = n_stages * (B if not continuous else (max_batch or 1))
     if not 1 <= requests <= MAX_REQUESTS:
-        raise InvalidSpec("--requests", "requests", f"must be between 1 and {MAX_REQUESTS}")
+        raise InvalidSpec(ARGUMENT, "requests", f"must be between 1 and {MAX_REQUESTS}")
     # per-device batch limit (continuous): max_batch, and what the device's own reserve holds
     limit: dict[int, float] = {}
     for d in {s.device for s in segs}:
