@@ -180,3 +180,23 @@ def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
     finally:
         dl.start_command()
     assert seen["deadline"].end == 530.0 and seen["code"] == 0
+
+
+def test_the_fast_exit_flushes_everything_through_a_pipe(tmp_path):
+    """`placer solve --json -o FILE` as a process: the whole JSON arrives through the pipe, the file
+    is written and the exit code is the command's, although the process skips the teardown."""
+    import json
+    import subprocess
+
+    ok = Path(__file__).parent / "bad_inputs" / "ok"
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-c", "from placer.cli import main; main()", "solve", str(ok / "tiny.yaml"),
+                           "-H", str(ok / "tinyhw.yaml"), "--json", "--quiet", "-o", str(out)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(out.read_text())
+    assert proc.stderr == f"wrote {out}\n"
+    bad = subprocess.run([sys.executable, "-c", "from placer.cli import main; main()", "solve", "no-such-model",
+                          "-H", str(ok / "tinyhw.yaml")], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith("error: no-such-model: model: ")

@@ -148,7 +148,10 @@ def _leave(code: int) -> None:
     the interpreter's teardown (finalising OR-Tools, pandas, numpy and the rest takes 0.3 s on an
     idle machine and seconds under load, all after the answer is out)."""
     import atexit
+    import threading
 
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        sys.exit(code)      # a thread still working: the usual exit waits for it
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
