@@ -25,7 +25,7 @@ from .algorithms.deadline import interrupt_scope
 from .algorithms.perstage import FleetNode, PerStageProblem
 from .algorithms.perstage import solve_per_stage as _solve
 from .algorithms.registry import parse_objective
-from .errors import InvalidSpec
+from .errors import ARGUMENT, InvalidSpec
 from .fleet import Fleet
 from .groups import node_sizes
 from .instance import REQUIREMENTS, Instance, Layout, per_stage_instance
@@ -92,7 +92,7 @@ def _node_latencies(fleet: Fleet, nodes) -> list[list[float | None]]:
                 continue
             if len(lats) != pairs or len(set(lats)) != 1:
                 what = f"inside rack {nodes[u][0]}" if u == v else f"between racks {nodes[u][0]} and {nodes[v][0]}"
-                raise InvalidSpec("--per-stage-tp", "hardware",
+                raise InvalidSpec(fleet.source or fleet.name, "fleet.inter_rack_topology",
                                   f"{fleet.name}: device pairs {what} are not all linked alike ({len(lats)} of "
                                   f"{pairs} linked, latencies {sorted(set(lats))}); per-stage degrees need every "
                                   "device pair of two nodes linked at one latency (inter_rack_topology: full)")
@@ -123,19 +123,19 @@ def per_stage_problem(model: LayerGraph, fleet: Fleet, workload: Workload, degre
 
 def _refuse(model: LayerGraph, fleet: Fleet, mode, pins, objective):
     if mode not in (None, "contiguous"):
-        raise InvalidSpec("--mode", "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
+        raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
     if pins:
-        raise InvalidSpec("--pin", "pin", "pins are not supported with --per-stage-tp")
+        raise InvalidSpec(ARGUMENT, "pins", "pins are not supported with --per-stage-tp")
     if not model.is_chain:
-        raise InvalidSpec("--per-stage-tp", "model", f"{model.name} is not a chain of layers; per-stage degrees "
-                                                     "cut a chain into stages")
+        raise InvalidSpec(ARGUMENT, "model", f"{model.name} is not a chain of layers; per-stage degrees "
+                                           "cut a chain into stages")
     try:
         order = parse_objective(objective)
     except ValueError as exc:
-        raise InvalidSpec("--objective", "objective", str(exc)) from None
+        raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
     if "bottleneck" in order:
-        raise InvalidSpec("--objective", "objective", "per-stage degrees solve devices, concurrency and latency "
-                                                      "levels; bottleneck is not one of them")
+        raise InvalidSpec(ARGUMENT, "objective", "per-stage degrees solve devices, concurrency and latency "
+                                           "levels; bottleneck is not one of them")
     return order
 
 
@@ -150,7 +150,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     order = _refuse(model, fleet, mode, pins, objective)
     for r in require:
         if r not in REQUIREMENTS:
-            raise InvalidSpec(None, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
+            raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
     if degrees is None:
         allowed, refused = per_stage_degrees(model, fleet, ep, workload)
     else:
@@ -161,7 +161,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
         allowed.remove(g)
     if not allowed:
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
-        raise InvalidSpec("--tp", "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
     prob = per_stage_problem(model, fleet, workload, allowed, ep=ep, reserve=reserve, require=require)
     with interrupt_scope():     # the solve owns its Ctrl-C unless a caller's scope does
         out = _solve(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
