@@ -121,8 +121,8 @@ class _Walks:
 
 
 def path_relaxation(demand, capacities, links, *, upper: int | None = None, iterations: int = 150,
-                    beam_every: int = 10, beam_width: int = 40, deadline: Deadline | None = None
-                    ) -> PathRelaxation:
+                    beam_every: int = 10, beam_width: int = 40, patience: int = 40,
+                    deadline: Deadline | None = None) -> PathRelaxation:
     """Lower bound on the devices of any contiguous placement of the chain ``demand`` (bytes) on
     devices of ``capacities`` (bytes) joined by directed ``links`` [(a, b)], and the best simple
     path found (see the module docstring).
@@ -131,7 +131,8 @@ def path_relaxation(demand, capacities, links, *, upper: int | None = None, iter
     halved when the bound stalls). Every walk that visits no device twice is a placement; every
     ``beam_every`` programs a beam search of ``beam_width`` states per stage, ranked by the
     current prices, looks for one. ``upper``: a known device count; the search stops when the
-    bound meets the best path, after ``iterations`` programs, or at ``deadline``.
+    bound meets the best path, when neither moved in ``patience`` programs, after ``iterations``
+    programs, or at ``deadline``.
     """
     if not demand or not capacities:
         return PathRelaxation(None, None, None, 0)
@@ -143,10 +144,12 @@ def path_relaxation(demand, capacities, links, *, upper: int | None = None, iter
     order = ends = None
     best_count = upper if upper is not None else D + 1
     theta, stall, best_value = 1.0, 0, -math.inf
-    done = 0
+    done = last_gain = 0
     for it in range(iterations):
         if deadline is not None and deadline.expired():
             break
+        if it - last_gain >= patience:
+            break                   # neither the bound nor the best path moved for a while
         lam = np.floor(price * SCALE).astype(np.int64)
         weight = SCALE + lam
         value, walk = walks.solve(weight)
@@ -154,16 +157,17 @@ def path_relaxation(demand, capacities, links, *, upper: int | None = None, iter
         if walk is None:
             break
         got = -((int(lam.sum()) - value) // SCALE)      # ceil((value - sum) / SCALE), exactly
-        bound = got if bound is None else max(bound, got)
+        if bound is None or got > bound:
+            bound, last_gain = got, it
         devices = [d for d, _ in walk]
         uses = np.bincount(devices, minlength=D)
         if uses.max() <= 1 and len(walk) < best_count:
-            best_count = len(walk)
+            best_count, last_gain = len(walk), it
             order, ends = devices, [e for _, e in walk]
         if bound < best_count and beam_every and it % beam_every == beam_every - 1:
             found = _beam(walks, demand, capacities, links, weight, width=beam_width, stop=deadline)
             if found is not None and len(found[0]) < best_count:
-                best_count = len(found[0])
+                best_count, last_gain = len(found[0]), it
                 order, ends = found
         if bound >= best_count:
             break
