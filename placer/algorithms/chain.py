@@ -23,6 +23,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 
+import numpy as np
+
 from .packing import packs
 
 __all__ = ["prefix_sums", "ChainPins", "NO_PINS", "Runs", "next_fit_ends", "next_fit", "fixed_order_ends",
@@ -344,13 +346,17 @@ def chain_min_devices(demand, classes, *, max_front: int = 5000):
 
 
 def _pareto(front: dict) -> dict:
+    """The vectors of ``front`` no other vector of it dominates (component-wise <=)."""
     if len(front) <= 1:
         return front
     vecs = sorted(front, key=lambda v: (sum(v), v))
     kept: list = []
+    table = np.empty((len(vecs), len(vecs[0])), dtype=np.int64)   # the kept vectors, as rows
     for v in vecs:
-        if not any(all(a <= b for a, b in zip(k, v)) for k in kept):
-            kept.append(v)
+        if kept and bool((table[:len(kept)] <= np.asarray(v)).all(axis=1).any()):
+            continue
+        table[len(kept)] = v
+        kept.append(v)
     return {v: front[v] for v in kept}
 
 

@@ -36,6 +36,8 @@ from .pins import ChainPins, PinConflict, chain_pins
 
 __all__ = ["dp", "min_stages"]
 
+MAX_FRONT = 400     # Pareto vectors per chain position before the order-free count is skipped (dp stays fast)
+
 
 def min_stages(instance: Instance, capacity: int | None = None) -> int | None:
     """Fewest contiguous stages of the instance's chain on devices of ``capacity`` bytes each
@@ -152,14 +154,14 @@ def _order_free(instance: Instance, prefix: list[int], *, budget: int = 50_000):
 
     The count is :func:`~placer.algorithms.chain.chain_min_devices` (exact when devices may come in
     any order: a lower bound on every fleet graph); "none" when no cover fits the devices at all,
-    "unknown" when the DP's front grew too large. Its stages (largest stage demand first among the
+    "unknown" when the DP's front grew past ``MAX_FRONT`` (then the fixed order alone). Its stages (largest stage demand first among the
     devices of the class the DP chose) are laid on a simple path of directly linked devices by a
     depth-first search of at most ``budget`` steps; None when none was found.
     """
     caps = instance.capacity_bytes
     counts = Counter(caps)
     classes = sorted(counts.items(), reverse=True)
-    count, segments = chain_min_devices(instance.demand_bytes, classes)
+    count, segments = chain_min_devices(instance.demand_bytes, classes, max_front=MAX_FRONT)
     if count is None:
         return "none", None
     if count == "unknown":
