@@ -258,7 +258,7 @@ def fewest_devices_bound(prob: PerStageProblem, cands) -> int | None:
 
 def path_plan(prob: PerStageProblem, cands) -> list[Candidate] | None:
     """A plan from the cheapest chain of :func:`fewest_devices_bound` laid on real nodes: each stage
-    on a node of the chain's device type and capacity (the previous stage's node first, then in
+    on a node of the chain's per-rank capacity (the previous stage's node first, then in
     order) that still has the devices, every stage then grown to its longest; None when a stage
     finds no node (the chain needs more of some node than the fleet has) or two consecutive stages
     land on unlinked nodes. With longest-stage candidates its devices are at most the chain's."""
@@ -284,8 +284,7 @@ def path_plan(prob: PerStageProblem, cands) -> list[Candidate] | None:
         if at >= prob.n:
             break
         want = prob.nodes[c.node]
-        options = [u for u, fn in enumerate(prob.nodes)
-                   if fn.type_name == want.type_name and fn.capacity[c.degree] == want.capacity[c.degree]]
+        options = [u for u, fn in enumerate(prob.nodes) if fn.capacity[c.degree] == want.capacity[c.degree]]
         options.sort(key=lambda u: (u != prev, u))
         got = None
         for u in options:
@@ -300,6 +299,50 @@ def path_plan(prob: PerStageProblem, cands) -> list[Candidate] | None:
         plan.append(got)
         at, prev = got.end, got.node
     return plan if at >= prob.n else None
+
+
+def latency_bound(prob: PerStageProblem, cands, devices: int) -> tuple[Fraction | None, list[Candidate] | None]:
+    """(the least hop latency of a chain of candidates using exactly ``devices`` devices with every
+    node's supply unlimited, that chain): a lower bound on the latency of every plan of ``devices``
+    devices (a dynamic program over (boundary, devices so far, last node)); when the chain also
+    respects every node's supply it is a plan meeting the bound. (None, None) without such a chain."""
+    from_start: dict[int, list[Candidate]] = {}
+    for c in cands:
+        from_start.setdefault(c.start, []).append(c)
+    lat = [[None if x is None else Fraction(repr(float(x))) for x in row] for row in prob.latency]
+    best: dict[tuple[int, int, int], tuple[Fraction, tuple | None, Candidate]] = {}
+    for c in from_start.get(0, ()):
+        key = (c.end, c.degree, c.node)
+        if c.degree <= devices and (key not in best or best[key][0] > 0):
+            best[key] = (Fraction(0), None, c)
+    for p in range(1, prob.n):
+        for d in range(1, devices + 1):
+            for u in range(len(prob.nodes)):
+                here = best.get((p, d, u))
+                if here is None:
+                    continue
+                for c in from_start.get(p, ()):
+                    hop = lat[u][c.node]
+                    if hop is None or d + c.degree > devices:
+                        continue
+                    key, cost = (c.end, d + c.degree, c.node), here[0] + hop
+                    if key not in best or cost < best[key][0]:
+                        best[key] = (cost, (p, d, u), c)
+    ends = [(best[(prob.n, devices, u)][0], u) for u in range(len(prob.nodes)) if (prob.n, devices, u) in best]
+    if not ends:
+        return None, None
+    cost, u = min(ends)
+    chain, key = [], (prob.n, devices, u)
+    while key is not None:
+        _, back, c = best[key]
+        chain.append(c)
+        key = back
+    chain.reverse()
+    use = [0] * len(prob.nodes)
+    for c in chain:
+        use[c.node] += c.degree
+    fits = all(use[u] <= fn.size for u, fn in enumerate(prob.nodes))
+    return cost, (chain if fits else None)
 
 
 def _describe(levels) -> str:
@@ -436,8 +479,20 @@ def solve_per_stage(prob: PerStageProblem, *, order=("devices", "concurrency", "
                     levels.append(Level(name, value, value, True))
                     found[name] = value
                     continue
+                lat_floor = None
                 if name == "latency" and "devices" in found:
+                    lat_floor, chain = latency_bound(prob, model.cands, found["devices"])
+                    stats["latency_path_bound"] = None if lat_floor is None else float(lat_floor)
                     target = model.latency_target(found["devices"])
+                    if lat_floor is not None:
+                        q = lat_floor * model.lat_scale
+                        target = max(target, q.numerator // q.denominator)
+                    if chain is not None and model.satisfies(chain, found):
+                        best[0] = (state["c"], chain)     # the relaxation's optimum is a plan: proven
+                        value = model.exact_value(name, chain)
+                        levels.append(Level(name, value, value, True))
+                        found[name] = value
+                        continue
                 out = run(model, name, share, state["c"], target)
                 if out.status == "INFEASIBLE" and k == 0:
                     return finish(Status.INFEASIBLE, "CP-SAT proved that no per-stage plan exists: the groups the "
@@ -449,7 +504,7 @@ def solve_per_stage(prob: PerStageProblem, *, order=("devices", "concurrency", "
                 if name == "devices" and target is not None:
                     bound = max(bound if bound is not None else target, min(target, value))
                 if name == "latency" and target is not None:      # (latencies are never negative)
-                    floor = min(Fraction(target, model.lat_scale), value)
+                    floor = min(max(Fraction(target, model.lat_scale), lat_floor or 0), value)
                     bound = floor if bound is None else max(bound, floor)
                 levels.append(Level(name, value, bound, bound is not None and value == bound and not out.interrupted))
             if not levels[-1].proven:

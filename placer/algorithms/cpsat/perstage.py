@@ -34,14 +34,15 @@ __all__ = ["PerStageModel", "twin_nodes"]
 
 
 def twin_nodes(prob) -> list[list[int]]:
-    """Classes of fleet nodes that swap without changing any plan's value: same device type,
-    size and capacities, the same latency inside, and the same latency to every other node."""
+    """Classes of fleet nodes that swap without changing any plan's value: the same size and
+    per-rank capacities (the device type itself plays no part in the levels), the same latency
+    inside, and the same latency to every other node."""
     classes: list[list[int]] = []
     lat = prob.latency
 
     def twins(u, v):
         a, b = prob.nodes[u], prob.nodes[v]
-        if (a.type_name, a.size, a.capacity) != (b.type_name, b.size, b.capacity):
+        if (a.size, a.capacity) != (b.size, b.capacity):
             return False
         if lat[u][u] != lat[v][v] or lat[u][v] != lat[v][u]:
             return False
@@ -119,11 +120,13 @@ class PerStageModel:
         off = {prob.latency[u][v] for u in range(U) for v in range(U) if u != v}
         terms = []
         if len(off) == 1 and None not in off and U > 1 or U == 1:
+            # a hop is inside one node (same[p][u]) or between two (across[p]), each at its own
+            # non-negative cost: across = cut - sum(same) is a row the LP sees, so its bound holds
             out = units(next(iter(off))) if U > 1 else 0
             for p in range(1, n):
                 if not ending[p]:
                     continue
-                terms.append(out * expr(ending[p]))
+                sames = []
                 for u in range(U):
                     if not end_on[p][u] or not start_on[p][u]:
                         continue
@@ -136,9 +139,16 @@ class PerStageModel:
                     m.add(same <= e)
                     m.add(same <= f)
                     m.add(same >= e + f - 1)
-                    terms.append((units(inside) - out) * same)
+                    terms.append(units(inside) * same)
+                    sames.append(same)
+                across = m.new_int_var(0, 1, f"across{p}")
+                m.add(across == expr(ending[p]) - sum(sames))
+                if U == 1:
+                    m.add(across == 0)
+                terms.append(out * across)
         else:
             for p in range(1, n):
+                pairs = []
                 for u in range(U):
                     if not end_on[p][u]:
                         continue
@@ -156,6 +166,10 @@ class PerStageModel:
                         m.add(pair <= f)
                         m.add(pair >= e + f - 1)
                         terms.append(units(lat) * pair)
+                        pairs.append(pair)
+                if ending[p]:
+                    # exactly one hop at a cut (a row the LP sees)
+                    m.add(sum(pairs) == expr(ending[p]))
         self.latency = sum(terms)
 
     # ------------------------------------------------------------------ levels
@@ -232,6 +246,24 @@ class PerStageModel:
             return 0
         q = decimal(min(between)) * self.lat_scale
         return (spanned - 1) * (q.numerator // q.denominator)
+
+    def satisfies(self, plan, found: dict) -> bool:
+        """Whether a chain of this model's candidates meets the fixed levels ``found`` (and every
+        node's supply): devices equal, concurrency at least, latency at most."""
+        use: dict[int, int] = {}
+        for c in plan:
+            use[c.node] = use.get(c.node, 0) + c.degree
+        if any(use[u] > self.prob.nodes[u].size for u in use):
+            return False
+        for name, value in found.items():
+            got = self.exact_value(name, plan)
+            if name == "devices" and got != value:
+                return False
+            if name == "concurrency" and self.conc is not None and (got is None or got < value):
+                return False
+            if name == "latency" and got > value:
+                return False
+        return True
 
     def exact_value(self, name: str, plan):
         """Level ``name`` of a plan (chosen candidates), exactly: devices and concurrency as
