@@ -266,10 +266,8 @@ def test_fleets_and_requests_per_stage_degrees_refuse():
         solve_per_stage(m, fleet, wl, degrees=[3], time_limit=5, workers=1)
 
 
-def test_cli_per_stage_tp(tmp_path):
+def test_cli_per_stage_tp(tmp_path, run_cli):
     import yaml
-
-    from tests.conftest import run_cli
 
     spec, fleet_spec = _two_types()
     model_path, fleet_path = tmp_path / "toy.yaml", tmp_path / "two.yaml"

@@ -121,3 +121,16 @@ def test_registry_rows_resolve():
         assert set(row.modes) <= {"contiguous", "free", "split"}
     assert registry.EXACT_METHODS == ("cpsat", "dp")
     assert "bound" not in registry.PLACING_METHODS
+
+
+def test_tests_do_not_import_the_tests_directory_as_a_package():
+    """CI runs the README's plain ``pytest``, which does not put the checkout on ``sys.path``, so
+    ``from tests.x import y`` works under ``python -m pytest`` only; helpers come from conftest
+    fixtures or from modules imported by their own name (the tests directory is on the path)."""
+    offenders = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            offenders += [f"{path.name}:{node.lineno}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert not offenders, offenders
