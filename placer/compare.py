@@ -34,6 +34,7 @@ COMPARE_ROWS = (
     ("typepack", "free"),
     ("ffd", "free"),
     ("greedy", "contiguous"),
+    ("pathwalk", "contiguous"),
     ("dp", "contiguous"),
     ("cpsat", "contiguous"),
     ("cpsat", "free"),

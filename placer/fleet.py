@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -27,7 +25,7 @@ from pydantic import (
 
 from .errors import ARGUMENT, InvalidSpec
 from .reserve import NO_RESERVE, Reserve, parse_reserve
-from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
+from .spec_io import SpecName, StrictSpec, load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
 if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never needs it)
@@ -36,16 +34,13 @@ if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never 
 __all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 _NonNegFloat = Annotated[float, BeforeValidator(reject_bool), Field(ge=0, allow_inf_nan=False)]
 _Fraction = Annotated[float, BeforeValidator(reject_bool), Field(gt=0, le=1, allow_inf_nan=False)]
 _Count = Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)]
 
 
-class PerfSpec(_Strict):
+class PerfSpec(StrictSpec):
     """Simulator cost-model constants for a device type (calibrated; see the hardware file)."""
     fixed_overhead_us_per_layer: _NonNegFloat = 0.0
     fixed_overhead_us_per_stage: _NonNegFloat = 0.0
@@ -53,7 +48,7 @@ class PerfSpec(_Strict):
     compute_efficiency: _Fraction = 1.0
 
 
-class DeviceTypeSpec(_Strict):
+class DeviceTypeSpec(StrictSpec):
     memory: int | str
     memory_bandwidth: float | str | None = None
     compute: float | str | None = None
@@ -103,7 +98,7 @@ class DeviceTypeSpec(_Strict):
 LatencyUs = Annotated[float, BeforeValidator(reject_bool), Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 
-class GroupSpec(_Strict):
+class GroupSpec(StrictSpec):
     device: str | None = None
     racks: _Count
     per_rack: _Count
@@ -113,7 +108,7 @@ def _bandwidth_or_none(v):
     return None if v is None else parse_bandwidth(v)
 
 
-class LinkSpec(_Strict):
+class LinkSpec(StrictSpec):
     a: str
     b: str
     latency_us: LatencyUs
@@ -122,7 +117,7 @@ class LinkSpec(_Strict):
     _bw = field_validator("bandwidth", mode="before")(_bandwidth_or_none)
 
 
-class FleetSpec(_Strict):
+class FleetSpec(StrictSpec):
     racks: _Count | None = None
     per_rack: _Count | None = None
     device: str | None = None
@@ -147,8 +142,8 @@ class FleetSpec(_Strict):
         return self
 
 
-class HardwareSpec(_Strict):
-    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")]
+class HardwareSpec(StrictSpec):
+    name: SpecName
     description: str | None = None
     notes: str | None = None
     device: DeviceTypeSpec | None = None

@@ -20,7 +20,8 @@ from .catalog import hardware_dir, models_dir
 from .errors import InfeasiblePlacement, InvalidSpec
 from .fleet import Fleet, load_fleet
 from .model import LayerGraph, load_model
-from .spec_io import atomic_write_text, read_text
+from .placement import hops_of
+from .spec_io import atomic_write_text, parse_json, read_text
 from .workload import Workload
 
 if TYPE_CHECKING:   # jsonschema loads on the first check (a solve that writes nothing never needs it)
@@ -136,12 +137,7 @@ def build_mapping(instance, result) -> dict:
         stages.append(stage)
 
     # Counted from the assignment when the method left a figure out.
-    hops, lat = 0, 0.0
-    for u, v in instance.edges:
-        a, b = assignment[u], assignment[v]
-        if a != b:
-            hops += 1
-            lat += instance.hop_us(a, b)
+    hops, lat = hops_of(instance, assignment)
     finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
     ceiling = result.concurrency_ceiling if result.concurrency_ceiling is not None else (
         min(finite) if finite else None)
@@ -372,33 +368,13 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
 
 
 # ----------------------------------------------------------------------------- reading and writing
-def _no_duplicates(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _reject_constant(name):
-    raise ValueError(f"{name} is not allowed in a mapping")
-
-
 def read_mapping(path: str | os.PathLike) -> dict:
     """The mapping in ``path``, checked against :func:`mapping_schema`.
 
     Refuses missing, oversized and non-UTF-8 files, invalid JSON (including NaN, Infinity and
     duplicate keys) and schema violations with an :class:`InvalidSpec` naming the bad field.
     """
-    text = read_text(path)
-    try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except ValueError as exc:   # json.JSONDecodeError is a ValueError
-        raise InvalidSpec(str(path), "-", f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidSpec(str(path), "-", "document nested too deeply") from None
-    return check_mapping(doc, str(path))
+    return check_mapping(parse_json(read_text(path), str(path)), str(path))
 
 
 def _dump(value, indent: int, width: int) -> str:

@@ -15,18 +15,17 @@ given precision come from :mod:`placer.memory`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from fnmatch import fnmatchcase
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -43,7 +42,7 @@ from .layers import (
     mixer_tensors,
 )
 from .precision import WeightFormat, tensor_bytes
-from .spec_io import load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
+from .spec_io import SpecName, StrictSpec, load_yaml_or_json, pydantic_error, reject_bool, spec_sha256
 from .units import parse_bytes, parse_tokens
 
 if TYPE_CHECKING:   # networkx loads on first use of LayerGraph.graph
@@ -60,12 +59,9 @@ NonNegInt = Annotated[int, _NoBool, Field(ge=0, le=_MAX_COUNT)]
 Bits = Annotated[int, _NoBool, Field(ge=1, le=64)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
 
 # ----------------------------------------------------------------------------- spec schema
-class MixerSpec(_Strict):
+class MixerSpec(StrictSpec):
     type: Literal["mha", "gqa", "sliding", "mla", "kda", "gated_deltanet", "lightning", "mamba", "mamba2"]
     num_heads: PosInt | None = None
     num_kv_heads: PosInt | None = None
@@ -123,7 +119,7 @@ class MixerSpec(_Strict):
         return self
 
 
-class FfnSpec(_Strict):
+class FfnSpec(StrictSpec):
     type: Literal["dense", "moe"]
     intermediate_size: PosInt | None = None
     bias: bool = False
@@ -154,7 +150,7 @@ class FfnSpec(_Strict):
         return self
 
 
-class LayerTypeSpec(_Strict):
+class LayerTypeSpec(StrictSpec):
     mixer: str | None = None    # none: an FFN-only layer
     ffn: str | None = None
     # stored format name -> tensor names (fnmatch patterns) kept in it; the rest at weight_storage.default
@@ -173,22 +169,17 @@ class LayerTypeSpec(_Strict):
         return self
 
 
-class FormatSpec(_Strict):
-    bits: Bits
-    group_size: NonNegInt = 0
-    block: tuple[PosInt, PosInt] | None = None
-    scale_bits: NonNegInt = 0
-    zero_bits: NonNegInt = 0
-    row_scale_bits: NonNegInt = 0
-    tensor_scale_bits: NonNegInt = 0
-    index_bits: NonNegInt = 0
-    flat_group: bool = False
-    nested_group: NonNegInt = 0
-    nested_scale_bits: NonNegInt = 0
-    method: str | None = None       # what the checkpoint calls it (documentation)
+# a stored format as a spec writes it: the fields of :class:`~placer.precision.WeightFormat` (their
+# one definition), each with its spec constraint, and ``method``, what the checkpoint calls it
+_FORMAT_TYPES = {"int": NonNegInt, "bool": bool, "tuple[int, int] | None": tuple[PosInt, PosInt] | None}
+FormatSpec = create_model(
+    "FormatSpec", __base__=StrictSpec, __module__=__name__,
+    **{f.name: (Bits if f.name == "bits" else _FORMAT_TYPES[f.type],
+                ... if f.default is MISSING else f.default) for f in fields(WeightFormat)},
+    method=(str | None, None))
 
 
-class StorageSpec(_Strict):
+class StorageSpec(StrictSpec):
     """Weights as the checkpoint stores them: named formats, the default one, embedding and head."""
     formats: dict[str, FormatSpec]
     default: str
@@ -204,7 +195,7 @@ class StorageSpec(_Strict):
         return self
 
 
-class ExtraNodeSpec(_Strict):
+class ExtraNodeSpec(StrictSpec):
     """A node outside the decoder stack: a vision/audio tower, or multi-token-prediction layers."""
     params: NonNegInt = 0
     format: str | None = None
@@ -214,7 +205,7 @@ class ExtraNodeSpec(_Strict):
     kv_elements_per_token: NonNegInt = 0
 
 
-class WorkloadDefaults(_Strict):
+class WorkloadDefaults(StrictSpec):
     context: int | str | None = None
     concurrency: PosInt | None = None
     weight_bits: Bits | None = None
@@ -232,7 +223,7 @@ class WorkloadDefaults(_Strict):
         return parse_tokens(v)
 
 
-class ExplicitLayer(_Strict):
+class ExplicitLayer(StrictSpec):
     kind: Literal["embedding", "vision", "attention", "linear_attention", "lm_head"]
     name: str | None = None
     mixer: str | None = None
@@ -269,8 +260,8 @@ class ExplicitLayer(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
-    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")]
+class ModelSpec(StrictSpec):
+    name: SpecName
     description: str | None = None
     notes: str | None = None
     source: str | None = None

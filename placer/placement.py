@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from time import perf_counter
 
 from .instance import Instance
 
-__all__ = ["Status", "Level", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate"]
+__all__ = ["Status", "Level", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate", "unplaced"]
 
 
 class Status(StrEnum):
@@ -50,8 +51,9 @@ class Result:
 
     ``assignment[i]`` is the device index (into ``instance.devices``) of node ``i``; ``order`` lists
     the used devices in pipeline order (first visit). ``bound`` is a proven lower bound on the
-    device count; ``proven_optimal`` is true only when a method proved devices (and, for CP-SAT,
-    hop latency) optimal. ``levels``: the objective levels solved, in order (see :class:`Level`);
+    device count; ``proven_optimal`` is true only when a method proved devices optimal and, when it
+    states ``levels`` (CP-SAT, dp, pathwalk), every one of them. ``levels``: the objective levels
+    solved, in order (see :class:`Level`); :attr:`devices_proven` says whether the count alone is;
     ``interrupted``: the search was stopped by Ctrl-C (the placement is the best so far).
     """
 
@@ -144,3 +146,13 @@ def evaluate(instance: Instance, assignment, *, method: str, status: Status, sec
     return Result(method=method, mode=instance.mode, status=status, assignment=assignment,
                   devices_used=len(stages), hops=hops, hop_latency_us=lat, lower_bound_devices=lower_bound,
                   seconds=seconds, concurrency_ceiling=ceiling, **extra)
+
+
+def unplaced(method: str, instance: Instance, *, since: float, lower_bound: int | None):
+    """The answer of a method that places nothing: a function ``(message, status=UNKNOWN, **fields)
+    -> Result`` with the method, the mode, ``lower_bound`` and the seconds since ``since``
+    (``time.perf_counter()``) filled in."""
+    def result(message: str, status: Status = Status.UNKNOWN, **fields) -> Result:
+        return Result(method, instance.mode, status, lower_bound_devices=lower_bound, message=message,
+                      seconds=perf_counter() - since, **fields)
+    return result

@@ -14,15 +14,14 @@ proof, objective, bound, lower bound) are dropped: the summary says ``method: ed
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass
 
 from .errors import InvalidSpec
-from .mapping import _no_duplicates, _reject_constant, build_mapping, instance_from_mapping
+from .mapping import build_mapping, instance_from_mapping
 from .placement import Status, evaluate
-from .spec_io import read_text
+from .spec_io import parse_json, read_text
 from .validate import Violation
 
 __all__ = ["Rebuilt", "rebuild_mapping", "read_stages"]
@@ -50,12 +49,7 @@ def read_stages(path: str | os.PathLike) -> dict:
     may be missing or stale. Raises :class:`InvalidSpec` naming the file and the field otherwise."""
     text = read_text(path)
     src = str(path)
-    try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except ValueError as exc:
-        raise InvalidSpec(src, None, f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidSpec(src, None, "document nested too deeply") from None
+    doc = parse_json(text, src)
     if not isinstance(doc, dict):
         raise InvalidSpec(src, None, "expected a JSON object at the top level")
     for key in ("model", "hardware"):

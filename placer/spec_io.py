@@ -11,16 +11,27 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidSpec
 
-__all__ = ["read_text", "load_yaml_or_json", "sha256_text", "pydantic_error", "atomic_write_text", "reject_bool",
+__all__ = ["StrictSpec", "SpecName", "read_text", "load_yaml_or_json", "load_json", "parse_json", "sha256_text", "pydantic_error", "atomic_write_text", "reject_bool",
            "spec_sha256"]
 
 MAX_SPEC_BYTES = 8 * 2**20
+
+
+class StrictSpec(BaseModel):
+    """A section of a spec: unknown keys are refused, and the values are frozen once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# a spec's name: what catalog references, file names and mappings use
+SpecName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")]
 
 
 def read_text(path: str | os.PathLike) -> str:
@@ -76,33 +87,57 @@ def _unique_json_object(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
+def parse_json(text: str, source: str, *, constants: bool = False):
+    """``text`` parsed as JSON; keys given twice in one object, and (unless ``constants``) JSON's
+    ``NaN``/``Infinity`` constants, are refused, like malformed or too deeply nested text, with an
+    :class:`InvalidSpec` naming ``source``."""
+    hooks = {} if constants else {"parse_constant": _reject_constant}
+    try:
+        return json.loads(text, object_pairs_hook=_unique_json_object, **hooks)
+    except ValueError as exc:   # json.JSONDecodeError is a ValueError
+        raise InvalidSpec(source, None, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidSpec(source, None, "document nested too deeply") from None
+
+
+def load_json(path: str | os.PathLike, *, constants: bool = False) -> tuple[dict, str]:
+    """Parse ``path`` as JSON (:func:`parse_json`) into a mapping; returns (data, text)."""
+    text = read_text(path)
+    return _mapping(parse_json(text, str(path), constants=constants), path), text
+
+
 def load_yaml_or_json(path: str | os.PathLike) -> tuple[dict, str]:
-    """Parse ``path`` (YAML via a safe loader, JSON is YAML too) into a mapping; returns (data, text).
+    """Parse ``path`` (YAML via a safe loader; JSON, by its name, with :func:`load_json`) into a
+    mapping; returns (data, text).
 
     Keys given twice in one mapping, and JSON's ``NaN``/``Infinity`` constants, are refused.
     """
+    if str(path).endswith(".json"):
+        return load_json(path)
     text = read_text(path)
     try:
-        if str(path).endswith(".json"):
-            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_json_object)
-        else:
-            data = yaml.load(text, Loader=_SafeUniqueKeyLoader)  # a SafeLoader: no object construction
+        data = yaml.load(text, Loader=_SafeUniqueKeyLoader)  # a SafeLoader: no object construction
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InvalidSpec(str(path), where, f"invalid YAML: {problem}") from None
-    except (json.JSONDecodeError, ValueError) as exc:
-        raise InvalidSpec(str(path), "-", f"invalid JSON: {exc}") from None
+    except ValueError as exc:   # a scalar YAML resolves but Python cannot build (a date out of range)
+        raise InvalidSpec(str(path), "-", f"invalid YAML: {exc}") from None
     except RecursionError:
         raise InvalidSpec(str(path), "-", "document nested too deeply") from None
+    return _mapping(data, path), text
+
+
+def _mapping(data, path) -> dict:
+    """``data`` when it is a mapping of at most :data:`MAX_SPEC_VALUES` values (aliases expanded)."""
     if not isinstance(data, dict):
         raise InvalidSpec(str(path), "-", f"expected a mapping at the top level, got {type(data).__name__}")
     values = expanded_size(data)
     if values > MAX_SPEC_VALUES:
         raise InvalidSpec(str(path), "-", f"document expands to {values:,} values (YAML aliases?); "
                                           f"specs are limited to {MAX_SPEC_VALUES:,}")
-    return data, text
+    return data
 
 
 MAX_SPEC_VALUES = 2_000_000

@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .algorithms.search import largest_true
 from .errors import ARGUMENT, InvalidSpec
 from .fleet import Fleet
 from .groups import default_degrees, node_sizes, per_device
@@ -227,8 +228,9 @@ def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: i
     tokens/s, and the simulation at that load; ``(0, None)`` when not even one request reaches it.
 
     ``alone`` (the closed-form single-request speed) rules the placement out without simulating.
-    Exponential then binary search, assuming the speed does not rise with the load (batching
-    more requests into a step never shortens it); the returned load's run meets the floor.
+    Exponential then binary search (:func:`~placer.algorithms.search.largest_true`), assuming the
+    speed does not rise with the load (batching more requests into a step never shortens it); the
+    returned load's run meets the floor.
     """
     if cap < 1 or (alone is not None and alone < floor):
         return 0, None
@@ -240,27 +242,8 @@ def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: i
         v = runs[n].per_user_tokens_per_s
         return v is not None and v >= floor
 
-    if not ok(1):
-        return 0, None
-    lo, hi = 1, None
-    n = 2
-    while n <= cap:
-        if ok(n):
-            lo, n = n, n * 2
-        else:
-            hi = n
-            break
-    if hi is None:
-        if lo == cap or ok(cap):
-            return cap, runs[cap]
-        hi = cap
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, runs[lo]
+    found, _ = largest_true(ok, 1, cap)
+    return (0, None) if found is None else (found, runs[found])
 
 
 def _targets(concurrency: int, top: int) -> list[int]:

@@ -59,6 +59,19 @@ def by_hand(instance, assignment, method: str = "by-hand"):
     return evaluate(instance, assignment, method=method, status=Status.HEURISTIC)
 
 
+def spec_mapping(folder, spec_text: str, assignment, memory: int = 10**9) -> dict:
+    """The mapping of a hand-made ``assignment`` of the model spec ``spec_text`` (written to
+    ``folder``) on one rack of four ``memory``-byte wafers, at the spec's default workload."""
+    from placer.mapping import build_mapping
+
+    (folder / "spec.yaml").write_text(spec_text, encoding="utf-8")
+    (folder / "hw.yaml").write_text(f"name: big\ndevice: {{kind: wafer, memory: {memory}}}\n"
+                                    "fleet: {racks: 1, per_rack: 4}\n", encoding="utf-8")
+    model = load_model(folder / "spec.yaml")
+    inst = make_instance(model, load_fleet(folder / "hw.yaml"), workload_for(model))
+    return build_mapping(inst, by_hand(inst, assignment))
+
+
 def kimi_mapping(mode: str, method: str) -> dict:
     """The committed kimi-k3 / wse-3t mapping of ``mode``, or, when it is absent, one placed by ``method``."""
     from placer.algorithms import place

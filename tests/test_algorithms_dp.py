@@ -15,7 +15,7 @@ from placer.algorithms.dp import dp
 from placer.fleet import fleet_from_dict, load_fleet
 from placer.instance import make_instance
 from placer.model import load_model, model_from_dict
-from placer.placement import Status, stages_of
+from placer.placement import Level, Status, stages_of
 from placer.workload import Workload, workload_for
 
 
@@ -113,7 +113,8 @@ def test_kimi_k3_contiguous_needs_70_wafers():
     assert r.status == Status.OPTIMAL and r.proven_optimal
     assert r.devices_used == 70 and r.hops == 69
     assert r.hop_latency_us == 23 * 3 + 46 * 2
-    assert r.stats["latency_proven"] is True
+    assert r.level("latency") == Level("latency", 161.0, 161.0, True)
+    assert r.order is not None and list(r.order) == list(dict.fromkeys(r.assignment))
     kinds = [[inst.nodes[i].mixer for i in s.nodes] for s in stages_of(inst, r.assignment)]
     assert all(k in (["kda", "kda"], ["kda"], ["mla"]) for k in kinds)
     assert kinds.count(["mla"]) == 24
@@ -127,14 +128,18 @@ def test_dp_on_different_devices_takes_the_best_order_and_proves_it():
     r = place(inst, "dp")
     # 30 + 30 on the large devices, the last 10 on a small one: 3 devices = the volume bound
     assert r.devices_used == 3 and r.lower_bound_devices == 3
-    assert r.status == Status.OPTIMAL
+    # the count is proven (it meets the bound); the path is not a latency search, so that level is
+    # not proven and the result as a whole is not optimal
+    assert r.devices_proven and r.level("devices").proven
+    assert not r.level("latency").proven and r.level("latency").bound is None
+    assert r.status == Status.FEASIBLE and not r.proven_optimal
     # [10, 25, 10, 10, 10]: along the fixed order 30, 30, 10, ... next-fit needs 5 devices
     # ([10] [25] [10] [10] [10]); a small device first needs 3 (10 | 25 | 30), and no 2 devices
-    # hold 65 B: dp takes the order-free optimum and proves it
+    # hold 65 B: dp takes the order-free optimum and proves the count
     inst = instance([10, 25, 10, 10, 10], fleet_spec=fl)
     r = place(inst, "dp")
     assert r.devices_used == 3 and r.lower_bound_devices == 3
-    assert r.status == Status.OPTIMAL and r.proven_optimal
+    assert r.devices_proven and r.level("devices") == Level("devices", 3, 3, True)
     assert [inst.capacity_bytes[d] for d in dict.fromkeys(r.assignment)] == [10, 30, 30]
 
 

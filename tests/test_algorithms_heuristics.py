@@ -80,4 +80,4 @@ def test_greedy_walk_can_cost_latency_the_dp_path_saves():
     g, d = place(inst, "greedy"), place(inst, "dp")
     assert g.devices_used == d.devices_used == 3
     assert g.hop_latency_us == 5 and d.hop_latency_us == 4
-    assert d.stats["latency_proven"] is True
+    assert d.level("latency").proven and d.level("latency").bound == 4 and d.level("devices").proven

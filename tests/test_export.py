@@ -7,7 +7,7 @@ import re
 import shlex
 
 import pytest
-from mapping_toys import by_hand, toy_instance
+from mapping_toys import by_hand, spec_mapping, toy_instance
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.export import ExportOptions, ExportRefused, export_mapping
@@ -78,15 +78,6 @@ def toy(tmp_path):
     return build_mapping(inst, by_hand(inst, CONTIGUOUS))
 
 
-def _spec_mapping(tmp_path, text, assignment, memory=10**9):
-    (tmp_path / "spec.yaml").write_text(text, encoding="utf-8")
-    (tmp_path / "hw.yaml").write_text(
-        f"name: big\ndevice: {{kind: wafer, memory: {memory}}}\nfleet: {{racks: 1, per_rack: 4}}\n", encoding="utf-8")
-    model = load_model(tmp_path / "spec.yaml")
-    inst = make_instance(model, load_fleet(tmp_path / "hw.yaml"), workload_for(model))
-    return build_mapping(inst, by_hand(inst, assignment))
-
-
 # ----------------------------------------------------------------------------- vLLM / SGLang
 def command_line(text: str) -> list[str]:
     """The shell words of a launch command (its comment lines dropped)."""
@@ -148,7 +139,7 @@ def test_hybrid_block_size_follows_vllm_alignment():
 
 def test_kv_precision_a_runtime_cannot_store_is_refused(tmp_path, toy):
     toy = json.loads(json.dumps(toy))
-    doc = _spec_mapping(tmp_path, TOY_DENSE.replace("concurrency: 2}", "concurrency: 2, kv_bits: 4}"),
+    doc = spec_mapping(tmp_path, TOY_DENSE.replace("concurrency: 2}", "concurrency: 2, kv_bits: 4}"),
                         [0, 0, 0, 1, 1, 1])
     with pytest.raises(ExportRefused, match="vllm has no --kv-cache-dtype of 4 bits"):
         export_mapping(doc, "vllm")
@@ -222,7 +213,7 @@ def test_split_with_whole_layers_exports_and_cut_layers_are_refused(run_cli, tmp
 
 
 def test_a_rank_without_decoder_layers_is_refused_by_vllm(tmp_path):
-    doc = _spec_mapping(tmp_path, TOY_DENSE, [0, 1, 1, 2, 2, 2])   # embedding alone on stage 0
+    doc = spec_mapping(tmp_path, TOY_DENSE, [0, 1, 1, 2, 2, 2])   # embedding alone on stage 0
     with pytest.raises(ExportRefused, match=r"stage 0 \(r0w0\) holds no decoder layer \(only the embedding\)"):
         export_mapping(doc, "vllm")
     # Megatron's layout and torch's split points can express it
@@ -256,7 +247,7 @@ TOY_MAMBA2 = TOY_FFN.replace("{type: mamba, d_state: 4}", "{type: mamba2, d_inne
 
 
 def test_hybrid_pattern_by_release(tmp_path):
-    doc = _spec_mapping(tmp_path, TOY_MAMBA2, [0, 0, 0, 1, 1, 1])   # embedding M A | M A head
+    doc = spec_mapping(tmp_path, TOY_MAMBA2, [0, 0, 0, 1, 1, 1])   # embedding M A | M A head
     # 0.16: no '|'; two equal stages of 4 symbols split evenly, --hybrid-override-pattern, no layout
     words = megatron_words(export_mapping(doc, "megatron").text)
     assert words == ["--pipeline-model-parallel-size", "2", "--num-layers", "8", "--hybrid-override-pattern",
@@ -273,7 +264,7 @@ def test_hybrid_pattern_by_release(tmp_path):
 
 
 def test_hybrid_pattern_uneven_stages_on_0_16(tmp_path):
-    doc = _spec_mapping(tmp_path, TOY_MAMBA2, [0, 0, 0, 0, 1, 1])   # embedding M A M | A head
+    doc = spec_mapping(tmp_path, TOY_MAMBA2, [0, 0, 0, 0, 1, 1])   # embedding M A M | A head
     words = megatron_words(export_mapping(doc, "megatron").text)
     # 6 symbols then 2: the first stage count given, the last stage takes the rest
     assert words[:8] == ["--pipeline-model-parallel-size", "2", "--num-layers", "8", "--hybrid-override-pattern",
@@ -292,7 +283,7 @@ def test_uneven_split_flags_mirror_megatron():
 def test_gated_deltanet_by_release(tmp_path):
     text = TOY_FFN.replace("{type: mamba, d_state: 4}",
                            "{type: gated_deltanet, num_k_heads: 1, num_v_heads: 2, head_k_dim: 4, head_v_dim: 4}")
-    doc = _spec_mapping(tmp_path, text, [0, 0, 0, 1, 1, 1])
+    doc = spec_mapping(tmp_path, text, [0, 0, 0, 1, 1, 1])
     words = megatron_words(export_mapping(doc, "megatron").text)
     # 0.16: a GPT model with the Gated DeltaNet attention variant, 1 = linear-attention layer
     assert words[:6] == ["--num-layers", "4", "--pipeline-model-parallel-size", "2",
@@ -309,7 +300,7 @@ def test_megatron_refuses_layer_kinds_it_has_no_layer_for(tmp_path, run_cli):
     for mixer, words in (("{type: kda, num_heads: 2, head_dim: 4}", "has no Kimi Delta Attention (KDA) layer"),
                          ("{type: lightning, num_heads: 2, head_dim: 4}", "has no lightning attention layer"),
                          ("{type: mamba, d_state: 4}", "has no Mamba-1 layer")):
-        doc = _spec_mapping(tmp_path, TOY_FFN.replace("{type: mamba, d_state: 4}", mixer), [0, 0, 0, 1, 1, 1])
+        doc = spec_mapping(tmp_path, TOY_FFN.replace("{type: mamba, d_state: 4}", mixer), [0, 0, 0, 1, 1, 1])
         with pytest.raises(ExportRefused, match=re.escape(words)):
             export_mapping(doc, "megatron")
     forced = export_mapping(doc, "megatron", options=ExportOptions(force=True, runtime_version="main"))
@@ -320,7 +311,7 @@ def test_hybrid_mla_needs_0_19(tmp_path):
     text = TOY_MAMBA2.replace("{type: gqa, num_heads: 2, num_kv_heads: 1}",
                               "{type: mla, num_heads: 2, kv_lora_rank: 4, qk_nope_head_dim: 2, qk_rope_head_dim: 2, "
                               "v_head_dim: 2}")
-    doc = _spec_mapping(tmp_path, text, [0, 0, 0, 1, 1, 1])
+    doc = spec_mapping(tmp_path, text, [0, 0, 0, 1, 1, 1])
     with pytest.raises(ExportRefused, match=r"no MLA symbol \(\+ arrives in 0.19\)"):
         export_mapping(doc, "megatron", options=ExportOptions(runtime_version="0.18.0"))
     assert export_mapping(doc, "megatron", options=ExportOptions(runtime_version="0.19.0", bare=True)).text \
@@ -328,7 +319,7 @@ def test_hybrid_mla_needs_0_19(tmp_path):
 
 
 def test_dense_model_gets_a_gpt_layout(tmp_path):
-    doc = _spec_mapping(tmp_path, TOY_DENSE, [0, 0, 0, 1, 1, 1])
+    doc = spec_mapping(tmp_path, TOY_DENSE, [0, 0, 0, 1, 1, 1])
     assert megatron_words(export_mapping(doc, "megatron").text) == [
         "--num-layers", "4", "--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*2|t*2L",
         "--hidden-size", "8", "--seq-length", "100"]

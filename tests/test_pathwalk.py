@@ -12,29 +12,36 @@ from pathlib import Path
 
 import pytest
 
-from placer.algorithms import place
+from placer.algorithms import place, registry
+from placer.algorithms.check import check_placement
 from placer.algorithms.pathwalk import pathwalk, walk_paths
+from placer.compare import COMPARE_ROWS, compare
+from placer.errors import InvalidSpec
 from placer.fleet import fleet_from_dict
 from placer.instance import make_instance
 from placer.model import model_from_dict
-from placer.placement import Status
+from placer.placement import Level, Status
 from placer.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from generators import sparse_ring_instance  # noqa: E402
 
 
-def _ring(memories, sizes, chords=(), name="ring"):
+def _ring_specs(memories, sizes, chords=(), name="ring"):
     """Single-device racks on a ring (device i is r{i}w0, ``memories[i]`` GB), ``chords`` as (a, b)
-    extra links; a chain of layers of ``sizes`` GB at no live requests."""
+    extra links; a chain of layers of ``sizes`` GB at no live requests: (model, fleet, workload)."""
     types = {f"t{m}": {"memory": f"{m} GB"} for m in sorted(set(memories))}
     spec = {"name": name, "device_types": types,
             "fleet": {"groups": [{"device": f"t{m}", "racks": 1, "per_rack": 1} for m in memories],
                       "intra_rack_latency_us": 1, "inter_rack_latency_us": 3, "inter_rack_topology": "ring",
                       "extra_links": [{"a": f"r{a}w0", "b": f"r{b}w0", "latency_us": 5} for a, b in chords]}}
     layers = [{"kind": "linear_attention", "weight_bytes": s * 10**9, "state_bytes_per_request": 1} for s in sizes]
-    return make_instance(model_from_dict({"name": "chain", "layers": layers}), fleet_from_dict(spec),
-                         Workload(context_tokens=1, concurrency=0))
+    return (model_from_dict({"name": "chain", "layers": layers}), fleet_from_dict(spec),
+            Workload(context_tokens=1, concurrency=0))
+
+
+def _ring(memories, sizes, chords=(), name="ring"):
+    return make_instance(*_ring_specs(memories, sizes, chords, name))
 
 
 def _oracle(inst) -> int | None:
@@ -143,3 +150,34 @@ def test_free_mode_start_includes_the_walk():
     found = walk_paths(inst)
     r = place(inst, "cpsat", time_limit=5, workers=1, objective="devices")
     assert r.feasible and r.devices_used <= len(found.order)
+
+
+def test_pathwalk_is_a_registry_method_that_compare_lists_and_place_checks():
+    """The ring of the first test (optimum 5 devices, both 30 GB ones): ``place(method="pathwalk")``
+    re-checks the placement in exact bytes and links; compare has a row for it; it is a heuristic
+    (no place among the exact methods) that says so when it proves the count on a ring."""
+    assert registry.MODES_OF["pathwalk"] == ("contiguous", "split")
+    assert "pathwalk" in registry.PLACING_METHODS and "pathwalk" not in registry.EXACT_METHODS
+    assert ("pathwalk", "contiguous") in COMPARE_ROWS
+    memories, sizes = [10, 10, 30, 30, 10, 10, 10, 10], [10] * 9
+    inst = _ring(memories, sizes)
+    r = place(inst, "pathwalk")
+    check_placement(inst, r)
+    assert (r.method, r.status, r.devices_used) == ("pathwalk", Status.OPTIMAL, 5) and 5 == _oracle(inst)
+    assert r.level("devices") == Level("devices", 5, 5, True)
+    # consecutive stages on linked devices, in the order the result states
+    assert list(r.order) == list(dict.fromkeys(r.assignment))
+    assert all((a, b) in inst.link_us for a, b in zip(r.order, r.order[1:]))
+    doc = compare(*_ring_specs(memories, sizes), rows=[("pathwalk", "contiguous"), ("dp", "contiguous")])
+    row = {x["method"]: x for x in doc["rows"]}["pathwalk"]
+    assert (row["devices_used"], row["proven_optimal"], row["status"]) == (5, True, "optimal")
+
+
+def test_pathwalk_says_what_it_does_not_place():
+    inst = _ring([10, 10, 30, 30, 10, 10, 10, 10], [10] * 9)
+    pinned = make_instance(*_ring_specs([10, 10, 30, 30, 10, 10, 10, 10], [10] * 9), pins=["0=r2w0"])
+    r = place(pinned, "pathwalk")
+    assert r.status == Status.UNKNOWN and "pins" in r.message
+    with pytest.raises(InvalidSpec, match="contiguous or split"):
+        place(make_instance(*_ring_specs([10, 10, 30, 30, 10, 10, 10, 10], [10] * 9), mode="free"), "pathwalk")
+    assert place(inst, "pathwalk").feasible

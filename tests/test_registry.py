@@ -9,7 +9,7 @@ from placer.errors import InvalidSpec
 
 
 def test_table_rows():
-    assert registry.METHODS == ("cpsat", "dp", "greedy", "typepack", "ffd", "bound")
+    assert registry.METHODS == ("cpsat", "dp", "greedy", "pathwalk", "typepack", "ffd", "bound")
     assert registry.MODES_OF["ffd"] == ("free",) and registry.default_mode("ffd") == "free"
     assert registry.default_mode("dp") == "contiguous"
     assert registry.method("dp").function.__name__ == "dp"

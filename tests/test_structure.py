@@ -115,6 +115,21 @@ def test_ortools_only_in_the_adapter_and_model_builders():
     assert users == ORTOOLS_MODULES
 
 
+def test_no_ortools_object_reaches_other_modules():
+    """OR-Tools handed on by name (``from .models import cp_model``) would slip past the import
+    check: no module outside the adapter and the model builders names its model or solver."""
+    names = {"cp_model", "CpModel", "CpSolver", "CpSolverSolutionCallback"}
+    users = set()
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        found = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
+            {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        if found & names:
+            users.add(name)
+    assert users <= ORTOOLS_MODULES, sorted(users - ORTOOLS_MODULES)
+
+
 def test_registry_rows_resolve():
     for row in registry.REGISTRY.values():
         assert callable(row.function), row.name

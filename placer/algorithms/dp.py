@@ -20,6 +20,11 @@ every fleet graph; when a depth-first search lays those stages on a simple path 
 device order (a walk preferring large devices), proven only when they meet the lower bound; when
 that order does not place the chain either, the answer is UNKNOWN (never infeasible), and
 INFEASIBLE only when no cover fits the devices in any order.
+
+The result states two levels (:class:`~placer.placement.Level`): devices, and the hop latency of
+the path, proven when the device count is and the path search was exhaustive on a chain with no
+device pins (pins fix stage positions that other cuts could move); it is ``optimal`` only when
+both are proven.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from collections import Counter
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate
+from ..placement import Level, Result, Status, evaluate, unplaced
 from .bound import lower_bound as compute_lower_bound
 from .chain import bottleneck_ends, chain_min_devices, fixed_order_ends, next_fit_ends, prefix_sums
 from .paths import find_path, walk
@@ -62,14 +67,13 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
+    give_up = unplaced("dp", instance, since=t0, lower_bound=lb)
     if instance.mode == "free":
-        return Result("dp", instance.mode, Status.UNKNOWN, lower_bound_devices=lb,
-                      message="dp places contiguous stages; use ffd, typepack or cpsat for free mode")
+        return give_up("dp places contiguous stages; use ffd, typepack or cpsat for free mode")
     try:
         pins = chain_pins(instance)
     except PinConflict as exc:
-        return Result("dp", instance.mode, Status.INFEASIBLE, lower_bound_devices=lb, message=str(exc),
-                      seconds=perf_counter() - t0)
+        return give_up(str(exc), Status.INFEASIBLE)
     prefix = prefix_sums(instance.demand_bytes)
     caps = instance.capacity_bytes
     chain = instance.model.is_chain
@@ -77,8 +81,7 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     stats: dict = {"chain": chain, "identical_devices": identical}
 
     def unknown(msg: str) -> Result:
-        return Result("dp", instance.mode, Status.UNKNOWN, lower_bound_devices=lb, message=msg,
-                      seconds=perf_counter() - t0, stats=stats)
+        return give_up(msg, stats=stats)
 
     if identical:
         cap = caps[0]
@@ -87,23 +90,22 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
             # every node fits (checked before any method), so only a pinned run can overflow
             if not chain:
                 return unknown("a pinned run of nodes (in pipeline order) does not fit on one device")
-            return Result("dp", instance.mode, Status.INFEASIBLE, lower_bound_devices=lb,
-                          seconds=perf_counter() - t0, stats=stats,
-                          message="a pinned run of nodes does not fit on one device")
+            return give_up("a pinned run of nodes does not fit on one device", Status.INFEASIBLE, stats=stats)
         stages = len(ends)
         ends = bottleneck_ends(prefix, cap, stages, pins=pins)
         fixed = _fixed_positions(ends, pins)
         found = find_path(instance, stages, fixed=fixed)
         if found.path is None:
             if found.proven and not fixed and chain:
-                return Result("dp", instance.mode, Status.INFEASIBLE, lower_bound_devices=lb,
-                              seconds=perf_counter() - t0, stats=stats,
-                              message=f"the pipeline needs {stages} stages but the fleet graph has no "
-                                      f"simple path of {stages} linked devices")
+                return give_up(f"the pipeline needs {stages} stages but the fleet graph has no simple path of "
+                               f"{stages} linked devices", Status.INFEASIBLE, stats=stats)
             return unknown(f"no device path of {stages} linked devices found ({found.how})")
         count_proven = chain
         path = found.path
-        stats.update(latency_proven=found.proven, path_search=found.how)
+        # the cheapest path of that many devices is the latency optimum for a chain whose stage
+        # positions are free (pins to devices fix some, and other cuts could move them)
+        latency_proven = found.proven and chain and not fixed
+        stats.update(path_search=found.how)
     else:
         if pins.has_devices:
             return unknown("dp along a fixed device order cannot honour device pins on a fleet of "
@@ -112,17 +114,16 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
         # for every fleet graph, and the optimum wherever its stages lie on a path of linked devices
         free_count, laid = _order_free(instance, prefix) if chain and not pins.any else (None, None)
         if free_count == "none":
-            return Result("dp", instance.mode, Status.INFEASIBLE, lower_bound_devices=lb,
-                          seconds=perf_counter() - t0, stats=stats,
-                          message="no cover of the chain by contiguous stages fits the fleet's devices "
-                                  "in any order")
+            return give_up("no cover of the chain by contiguous stages fits the fleet's devices in any order",
+                           Status.INFEASIBLE, stats=stats)
         if isinstance(free_count, int):
             lb = max(lb, free_count)
             stats["order_free_devices"] = free_count
         if laid is not None:
             ends, path = laid
             count_proven = True
-            stats.update(latency_proven=False, path_search="order-free optimum laid on a device path")
+            latency_proven = False
+            stats.update(path_search="order-free optimum laid on a device path")
         else:
             # a fixed device order: the walk that prefers larger devices, from the largest one
             start = min(range(instance.n_devices), key=lambda d: (-caps[d], d))
@@ -135,17 +136,24 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
             ends = bottleneck_ends(prefix, [caps[d] for d in order[:len(ends)]], len(ends), pins=pins)
             path = order[:len(ends)]
             count_proven = False
-            stats.update(latency_proven=False, path_search="fixed device order (largest devices first)")
+            latency_proven = False
+            stats.update(path_search="fixed device order (largest devices first)")
     assignment = _assignment(ends, path)
     stages = len(ends)
     proven = (count_proven or stages <= lb)
     stats.update(bottleneck_bytes=max(prefix[e] - prefix[s] for s, e in zip([0, *ends], ends)))
-    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    # the levels, lexicographic: hop latency is proven only on top of a proven device count, and the
+    # result is optimal only when both are
+    latency_proven = proven and latency_proven
+    status = Status.OPTIMAL if latency_proven else Status.FEASIBLE
     result = evaluate(instance, assignment, method="dp", status=status, lower_bound=lb,
-                      seconds=perf_counter() - t0, proven_optimal=proven, objective=float(stages),
+                      seconds=perf_counter() - t0, proven_optimal=latency_proven, objective=float(stages),
                       bound=float(stages if proven else lb), gap=0.0 if proven else (stages - lb) / stages,
-                      stats=stats)
-    return result
+                      order=tuple(path), stats=stats)
+    latency = result.hop_latency_us
+    levels = (Level("devices", stages, stages if proven else lb, proven),
+              Level("latency", latency, latency if latency_proven else None, latency_proven))
+    return result.replace(levels=levels)
 
 
 def _order_free(instance: Instance, prefix: list[int], *, budget: int = 50_000):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate
+from ..placement import Result, Status, evaluate, unplaced
 from .bound import lower_bound as compute_lower_bound
 from .chain import Runs, prefix_sums
 from .paths import neighbours
@@ -27,10 +27,7 @@ def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     ``lower_bound``: the instance's device lower bound when already known."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
-
-    def give_up(msg: str, status: Status = Status.UNKNOWN) -> Result:
-        return Result("greedy", instance.mode, status, lower_bound_devices=lb, message=msg,
-                      seconds=perf_counter() - t0)
+    give_up = unplaced("greedy", instance, since=t0, lower_bound=lb)
 
     if instance.mode == "free":
         return give_up("greedy places contiguous stages; use ffd, typepack or cpsat for free mode")

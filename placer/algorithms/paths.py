@@ -147,33 +147,28 @@ def _search(instance: Instance, s: int, fixed: dict[int, int], budget: int) -> P
         # stack of neighbour iterators, one per path position
         stack = [iter(adj[start])]
         while stack:
-            if len(path) == s:
+            nxt = None
+            if len(path) == s:      # a full path: keep it if cheaper, then step back
                 if cost < best_cost:
                     best, best_cost = list(path), cost
                     if best_cost <= lower:
                         break
-                stack.pop()
-                last = path.pop()
-                used[last] = False
-                if path:
-                    cost -= instance.link_us[path[-1], last]
-                continue
-            work += 1
-            if work > budget:
-                exhausted = False
-                break
-            pos = len(path)
-            want = fixed.get(pos)
-            nxt = None
-            for lat, v in stack[-1]:
-                if used[v] or (want is not None and v != want) or (want is None and v in reserved):
-                    continue
-                if cost + lat + (s - 1 - pos) * min_link >= best_cost:
-                    if want is None:
-                        break   # neighbours are sorted by latency: none further is cheaper
-                    continue
-                nxt = (lat, v)
-                break
+            else:
+                work += 1
+                if work > budget:
+                    exhausted = False
+                    break
+                pos = len(path)
+                want = fixed.get(pos)
+                for lat, v in stack[-1]:
+                    if used[v] or (want is not None and v != want) or (want is None and v in reserved):
+                        continue
+                    if cost + lat + (s - 1 - pos) * min_link >= best_cost:
+                        if want is None:
+                            break   # neighbours are sorted by latency: none further is cheaper
+                        continue
+                    nxt = (lat, v)
+                    break
             if nxt is None:
                 stack.pop()
                 last = path.pop()

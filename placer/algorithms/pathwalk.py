@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate
+from ..placement import Level, Result, Status, evaluate, unplaced
+from .bound import lower_bound as compute_lower_bound
 from .chain import fixed_order_ends, prefix_sums
 from .deadline import Deadline
 
@@ -239,21 +240,26 @@ def _next_fit_ends(prefix: list[int], capacities: list[int]) -> list[int]:
 
 def pathwalk(instance: Instance, *, lower_bound: int | None = None, deadline: Deadline | None = None) -> Result:
     """The path-walk placement as a Result (status heuristic; optimal when the search was
-    exhaustive on a path- or cycle-shaped fleet, or the count meets ``lower_bound``)."""
-    from .bound import lower_bound as compute_lower_bound
-
+    exhaustive on a path- or cycle-shaped fleet, or the count meets ``lower_bound``): the
+    registry's ``pathwalk`` method, for chains without pins in contiguous and split mode."""
     t0 = perf_counter()
     lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
+    give_up = unplaced("pathwalk", instance, since=t0, lower_bound=lb)
+
     if instance.mode == "free":
-        return Result("pathwalk", instance.mode, Status.UNKNOWN, lower_bound_devices=lb,
-                      message="pathwalk places contiguous stages")
+        return give_up("pathwalk places contiguous stages")
+    if not instance.model.is_chain:
+        return give_up("pathwalk places chains (a model whose layers form a DAG needs cpsat)")
+    if instance.pins:
+        return give_up("pathwalk does not honour pins; use cpsat or dp")
     found = walk_paths(instance, deadline=deadline)
     if found is None:
-        return Result("pathwalk", instance.mode, Status.UNKNOWN, lower_bound_devices=lb,
-                      seconds=perf_counter() - t0, message="no simple fleet path holding the chain was found")
+        return give_up("no simple fleet path holding the chain was found")
     used = len(found.order)
     proven = found.proven or used <= lb
     return evaluate(instance, found.assignment(instance.n_nodes), method="pathwalk",
                     status=Status.OPTIMAL if proven else Status.HEURISTIC, lower_bound=lb,
                     seconds=perf_counter() - t0, objective=float(used), bound=float(used if proven else lb),
-                    proven_optimal=proven, stats={"order": list(found.order), "expansions": found.expansions})
+                    proven_optimal=proven, order=tuple(found.order),
+                    levels=(Level("devices", used, used if proven else lb, proven),),
+                    stats={"order": list(found.order), "expansions": found.expansions})

@@ -18,7 +18,7 @@ import numpy as np
 from ..instance import Instance, Pin
 from ..placement import Result, Status, evaluate
 
-__all__ = ["pieces", "node_parts", "restricted", "reachability_infeasibility", "in_pieces"]
+__all__ = ["DisjointSets", "components", "pieces", "node_parts", "restricted", "reachability_infeasibility", "in_pieces"]
 
 
 def pieces(instance: Instance) -> list[list[int]]:
@@ -41,6 +41,39 @@ def pieces(instance: Instance) -> list[list[int]]:
     return out
 
 
+class DisjointSets:
+    """Union-find over ``0 .. n-1`` (path halving): the one partition helper of the package."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def groups(self, members=None) -> list[list[int]]:
+        """The sets (of ``members``, default all), each sorted, ordered by their first element."""
+        out: dict[int, list[int]] = {}
+        for x in range(len(self.parent)) if members is None else sorted(members):
+            out.setdefault(self.find(x), []).append(x)
+        return sorted(out.values())
+
+
+def components(n: int, pairs) -> list[list[int]]:
+    """The connected components of the graph on ``0 .. n-1`` with edges ``pairs``, each sorted,
+    ordered by their first element."""
+    sets = DisjointSets(n)
+    for u, v in pairs:
+        sets.union(u, v)
+    return sets.groups()
+
+
 def node_parts(instance: Instance) -> list[list[int]]:
     """The nodes grouped into the parts that must share a piece of the fleet: connected parts of the
     model graph (edges and pins together) in free mode, the whole model in contiguous and split
@@ -48,21 +81,8 @@ def node_parts(instance: Instance) -> list[list[int]]:
     n = instance.n_nodes
     if instance.mode != "free":
         return [list(range(n))]
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     links = list(instance.edges) + [(p.nodes[0], v) for p in instance.pins for v in p.nodes[1:]]
-    for u, v in links:
-        parent[find(u)] = find(v)
-    parts: dict[int, list[int]] = {}
-    for i in range(n):
-        parts.setdefault(find(i), []).append(i)
-    return sorted(parts.values())
+    return components(n, links)
 
 
 def restricted(instance: Instance, devices) -> Instance:

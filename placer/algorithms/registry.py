@@ -98,6 +98,8 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            "proven where the order-free optimum lies on a fleet path, else a fixed order or unknown"),
     Method("greedy", "placer.algorithms.greedy:greedy", ("contiguous", "split"), False, None,
            "next-fit along a greedily walked device path"),
+    Method("pathwalk", "placer.algorithms.pathwalk:pathwalk", ("contiguous", "split"), False, None,
+           "next-fit along simple fleet paths found by depth-first search, each path cut exactly"),
     Method("typepack", "placer.algorithms.typepack:typepack", ("free",), False, None,
            "the published rule: dense attention alone, other layers next-fit by kind"),
     Method("ffd", "placer.algorithms.ffd:ffd", ("free",), False, None, "first-fit decreasing"),

@@ -111,6 +111,22 @@ def workload_options(f):
     return f
 
 
+def method_option(default: str | None = None, help: str = "Placement method (default: dp for contiguous, cpsat "
+                                                           "otherwise)."):
+    """``--method``: one of the registry's placing methods (:data:`placer.algorithms.PLACING_METHODS`);
+    ``default`` None leaves the choice to the command (:func:`placer.plan.default_method`)."""
+    from ..algorithms.registry import PLACING_METHODS
+
+    return click.option("--method", type=click.Choice(PLACING_METHODS), default=default,
+                        show_default=default is not None, help=help)
+
+
+def time_limit_option(help: str):
+    """``--time-limit SECONDS``: CP-SAT's budget, 30 s unless told; ``help`` says what it covers."""
+    return click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+                        help=help)
+
+
 def threads_option(f):
     """``--threads N``: CP-SAT search threads (``--workers`` is its deprecated, hidden spelling)."""
     f = click.option("--threads", type=click.IntRange(1, 256), default=None,

@@ -13,6 +13,7 @@ from .common import (
     quiet_option,
     renamed,
     threads_option,
+    time_limit_option,
     workload_doc,
     workload_options,
     workload_text,
@@ -34,8 +35,7 @@ def _cell(value) -> str:
 @hardware_option(required=True)
 @workload_options
 @granularity_option
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="CP-SAT time limit per row, in seconds.")
+@time_limit_option("CP-SAT time limit per row, in seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...]}.')

@@ -11,12 +11,14 @@ from .common import (
     echo_json,
     granularity_option,
     jobs_option,
+    method_option,
     output_file,
     parallel_options,
     parse_degrees,
     quiet_option,
     renamed,
     reserve_of,
+    time_limit_option,
     warn,
     workload_doc,
     workload_notes,
@@ -48,9 +50,8 @@ def _speeds(text: str) -> tuple[float, ...]:
               help="Per-user speed floors (tokens/s) to compare the platforms at.")
 @click.option("--mode", type=click.Choice(MODES), default="contiguous", show_default=True)
 @granularity_option
-@click.option("--method", default=None, help="Placement method (default: dp for contiguous, cpsat otherwise).")
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="CP-SAT time limit per placement.")
+@method_option()
+@time_limit_option("CP-SAT time limit per placement.")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="CP-SAT search threads per solve (default 2).")
 @jobs_option
 @click.option("--output-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,

@@ -12,7 +12,9 @@ from .common import (
     granularity_option,
     hardware_option,
     load_inputs,
+    method_option,
     quiet_option,
+    time_limit_option,
     workload_doc,
     workload_text,
 )
@@ -26,9 +28,8 @@ from .common import (
 @click.option("--context", type=context_type, default=None, help="Context tokens per request, e.g. 256k.")
 @click.option("--mode", type=click.Choice(["contiguous", "free", "split"]), default="contiguous", show_default=True)
 @granularity_option
-@click.option("--method", type=click.Choice(["dp", "cpsat", "greedy", "typepack", "ffd"]), default=None,
-              help="Placement method (default: dp for contiguous, cpsat otherwise).")
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True)
+@method_option()
+@time_limit_option("CP-SAT time limit per placement.")
 @click.option("--weight-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")

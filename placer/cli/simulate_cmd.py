@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms import PLACING_METHODS
 from ..compare import granularity_for
 from ..errors import InvalidSpec
 from ..instance import MODES
@@ -18,6 +17,8 @@ from .common import (
     hardware_option,
     image_file,
     load_inputs,
+    method_option,
+    time_limit_option,
     warn,
     workload_notes,
     workload_text,
@@ -62,11 +63,9 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gantt", type=image_file, default=None, metavar="FILE",
               help="Draw stage occupancy to exactly FILE (PNG, or SVG / PDF by suffix).")
-@click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat",
-              show_default=True, help="Placement method for --compare.")
+@method_option("cpsat", help="Placement method for --compare.")
 @granularity_option
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="CP-SAT time limit per mode for --compare.")
+@time_limit_option("CP-SAT time limit per mode for --compare.")
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Modes for --compare.")
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

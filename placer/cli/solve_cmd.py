@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms import PLACING_METHODS
 from ..algorithms.deadline import Deadline, interrupted
 from ..algorithms.registry import DEFAULT_OBJECTIVE, parse_objective
 from ..compare import node_ranges, solve_degrees
@@ -15,6 +14,7 @@ from .common import (
     group_label,
     hardware_option,
     load_inputs,
+    method_option,
     output_file,
     parallel_options,
     parse_degrees,
@@ -22,6 +22,7 @@ from .common import (
     renamed,
     reserve_of,
     threads_option,
+    time_limit_option,
     workload_doc,
     workload_options,
     workload_text,
@@ -92,13 +93,12 @@ def print_progress(info) -> None:
 @click.option("--mode", type=click.Choice(MODES), default=None,
               help="contiguous (default; free for typepack and ffd), free, or split.")
 @granularity_option
-@click.option("--method", type=click.Choice(list(PLACING_METHODS)), default="cpsat", show_default=True)
+@method_option("cpsat", help="Placement method.")
 @click.option("--pin", "pins", multiple=True, metavar="SPEC",
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
 @parallel_options
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="Time limit in seconds for the whole solve (bounds, search, the explanation; every "
+@time_limit_option("Time limit in seconds for the whole solve (bounds, search, the explanation; every "
                    "tensor-parallel degree).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
@@ -226,8 +226,6 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
                    f"bound {_level_value(level.name, level.bound, 'none')}, "
                    f"{'proven' if level.proven else 'not proven'}")
-    if r.stats.get("latency_proven") is False:
-        click.echo("hop latency: best path found, not proven minimal")
     if len(search.solved) > 1 or inst.tp > 1:
         over = "proven over every degree" if search.devices_proven else "not proven over every degree"
         click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''} "

@@ -4,7 +4,6 @@ import contextlib
 
 import click
 
-from ..algorithms import PLACING_METHODS
 from ..compare import granularity_for
 from ..errors import InvalidSpec
 from ..sweep import Grid, SweepSettings, run_sweep
@@ -17,9 +16,11 @@ from .common import (
     image_file,
     jobs_option,
     load_inputs,
+    method_option,
     output_file,
     quiet_option,
     renamed,
+    time_limit_option,
     warn,
     workload_doc,
     workload_notes,
@@ -28,7 +29,6 @@ from .common import (
 
 # a row's status when the point has no answer (the progress bar counts these as failed)
 FAILED_STATUSES = ("error", "unknown")
-METHODS = PLACING_METHODS
 
 
 def parse_references(items) -> dict[str, float]:
@@ -70,11 +70,9 @@ def _modes(text):
 @click.option("--kv-bits", default=None, metavar="LIST", help="KV-cache precisions, e.g. 8,16.")
 @click.option("--budget", default=None, metavar="LIST",
               help="Device budgets: per context and precision, find the largest concurrency that fits by bisection.")
-@click.option("--method", type=click.Choice(METHODS), default=None,
-              help="Placement method (default: dp for contiguous, cpsat otherwise).")
+@method_option()
 @granularity_option
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
-              help="CP-SAT seconds per solve.")
+@time_limit_option("CP-SAT seconds per solve.")
 @click.option("--seed", type=int, default=None)
 @click.option("--objective", type=click.Choice(["devices", "lex"]), default=None,
               help="CP-SAT objective: devices only (fast; hops not optimised) or devices then hop latency "

@@ -16,7 +16,7 @@ from .stages import ExportOptions, ExportRefused, RankStage
 from .support import RUNTIME_VERSIONS, runtime_support, version_tuple
 
 __all__ = ["PlanLimits", "plan_limits", "shell_line", "check_support", "target_version", "served_model",
-           "cache_dtype", "rank_list", "header"]
+           "cache_dtype", "cache_flags", "rank_list", "header"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,20 @@ def cache_dtype(runtime: str, what: str, bits: int, flag: str, source: str) -> s
                             f"{runtime} has no {flag} of {bits} bits (it stores {', '.join(map(str, table))}); "
                             f"the plan's byte counts would not hold: re-solve at one of those precisions")
     return table[bits]
+
+
+def cache_flags(runtime: str, graph: LayerGraph, limits: PlanLimits, source: str, *, kv: str,
+                state: tuple[tuple[str, str], ...]) -> list[str]:
+    """The cache-dtype flags of a launch command at the plan's bits: ``kv`` when the model keeps a
+    KV cache; each ``(what, flag)`` of ``state`` (``what`` a workload field, ``state`` or
+    ``conv_state``) when it keeps recurrent state."""
+    argv: list[str] = []
+    if any(x.has_kv for x in graph.layers):
+        argv += [kv, cache_dtype(runtime, "kv", limits.kv_bits, kv, source)]
+    if any(x.has_state for x in graph.layers):
+        for what, flag in state:
+            argv += [flag, cache_dtype(runtime, what, getattr(limits, f"{what}_bits"), flag, source)]
+    return argv
 
 
 def shell_line(env: dict[str, str], argv: list[str]) -> str:

@@ -10,9 +10,9 @@ one. SGLang ignores the variable when the pipeline size is 1. The command sets `
 from __future__ import annotations
 
 from ..model import LayerGraph
-from .command import cache_dtype, check_support, header, plan_limits, served_model, shell_line, target_version
-from .stages import Export, ExportOptions, uniform_degree
-from .vllm import export_partition
+from .command import cache_flags, header, plan_limits, served_model, shell_line
+from .stages import Export, ExportOptions
+from .vllm import partition_launch
 
 __all__ = ["export_sglang"]
 
@@ -20,27 +20,20 @@ __all__ = ["export_sglang"]
 def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                   options: ExportOptions = ExportOptions()) -> Export:
     """``SGLANG_PP_LAYER_PARTITION=... python -m sglang.launch_server ...``, or the partition alone (``bare``)."""
-    version = target_version("sglang", options)
-    ranks, text = export_partition(doc, graph, "SGLang", source)
-    pp = len(ranks)
-    warnings = check_support("sglang", version, graph, pp, options, source)
-    tp = uniform_degree(ranks, "tensor_parallel", "SGLang", "--tp-size", source,
-                        " (one tensor-parallel group size for the whole pipeline; solve without --per-stage-tp)")
-    ep = uniform_degree(ranks, "expert_parallel", "SGLang", "--ep-size", source)
+    launch = partition_launch(doc, graph, "sglang", source, options, tp_flag="--tp-size", ep_flag="--ep-size",
+                              tp_why=" (one tensor-parallel group size for the whole pipeline; solve without "
+                                     "--per-stage-tp)")
     if options.bare:
-        return Export(text=text, warnings=tuple(warnings))
+        return Export(text=launch.text, warnings=tuple(launch.warnings))
     limits = plan_limits(doc, source)
     argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(doc, options),
-            "--pp-size", str(pp)]
-    if tp > 1:
-        argv += ["--tp-size", str(tp)]
-    if ep > 1:
-        argv += ["--ep-size", str(ep)]
+            "--pp-size", str(launch.pp)]
+    if launch.tp > 1:
+        argv += ["--tp-size", str(launch.tp)]
+    if launch.ep > 1:
+        argv += ["--ep-size", str(launch.ep)]
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
-    if any(x.has_kv for x in graph.layers):
-        argv += ["--kv-cache-dtype", cache_dtype("sglang", "kv", limits.kv_bits, "--kv-cache-dtype", source)]
-    if any(x.has_state for x in graph.layers):
-        argv += ["--mamba-ssm-dtype", cache_dtype("sglang", "state", limits.state_bits, "--mamba-ssm-dtype", source)]
-    lines = header(doc, "SGLang", version, pp, options)
-    lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": text}, argv))
-    return Export(text="\n".join(lines), warnings=tuple(warnings))
+    argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
+    lines = header(doc, "SGLang", launch.version, launch.pp, options)
+    lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
+    return Export(text="\n".join(lines), warnings=tuple(launch.warnings))

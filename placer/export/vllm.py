@@ -18,10 +18,12 @@ tokens whose attention page holds the largest linear-attention state page.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..model import LayerGraph
 from ..workload import Workload
 from .command import (
-    cache_dtype,
+    cache_flags,
     check_support,
     header,
     plan_limits,
@@ -42,7 +44,7 @@ from .stages import (
 )
 
 __all__ = ["partition_counts", "parse_partition", "check_partition", "hybrid_block_size", "export_vllm",
-           "export_partition"]
+           "export_partition", "PartitionLaunch", "partition_launch"]
 
 KERNEL_BLOCK_TOKENS = 16        # the smallest kernel block of vLLM's default attention backends
 MLA_BLOCK_TOKENS = 128          # hybrid MLA models: a multiple of 128 (TRTLLM / FlashInfer MLA decode)
@@ -96,6 +98,41 @@ def export_partition(doc: dict, graph: LayerGraph, runtime: str, source: str) ->
     return ranks, text
 
 
+@dataclass(frozen=True)
+class PartitionLaunch:
+    """What a vLLM or SGLang launch is built from: the release, the ranks and their checked
+    partition string, the support warnings, the one tensor- and expert-parallel degree of every
+    rank."""
+
+    version: str
+    ranks: list[RankStage]
+    text: str
+    warnings: list[str]
+    tp: int
+    ep: int
+
+    @property
+    def pp(self) -> int:
+        return len(self.ranks)
+
+
+RUNTIME_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def partition_launch(doc: dict, graph: LayerGraph, runtime: str, source: str, options: ExportOptions, *,
+                     tp_flag: str, ep_flag: str, tp_why: str = "") -> PartitionLaunch:
+    """The checks and figures every partition-variable runtime (``vllm``, ``sglang``) starts from;
+    ``tp_flag`` / ``ep_flag`` name its degrees in a refusal, ``tp_why`` says why stages of
+    different tensor-parallel degrees cannot run."""
+    name = RUNTIME_NAMES[runtime]
+    version = target_version(runtime, options)
+    ranks, text = export_partition(doc, graph, name, source)
+    warnings = check_support(runtime, version, graph, len(ranks), options, source)
+    tp = uniform_degree(ranks, "tensor_parallel", name, tp_flag, source, tp_why)
+    ep = uniform_degree(ranks, "expert_parallel", name, ep_flag, source)
+    return PartitionLaunch(version, ranks, text, warnings, tp, ep)
+
+
 def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1) -> int:
     """Tokens per KV block that vLLM's hybrid alignment picks on a rank holding attention.
 
@@ -120,15 +157,12 @@ def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1)
 def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                 options: ExportOptions = ExportOptions()) -> Export:
     """``VLLM_PP_LAYER_PARTITION=... vllm serve MODEL ...`` for ``doc``, or the partition alone (``bare``)."""
-    version = target_version("vllm", options)
-    ranks, text = export_partition(doc, graph, "vLLM", source)
-    pp = len(ranks)
-    warnings = check_support("vllm", version, graph, pp, options, source)
-    tp = uniform_degree(ranks, "tensor_parallel", "vLLM", "--tensor-parallel-size", source,
-                        " (per-stage tensor parallelism is an open request, vllm-project/vllm#27239; solve "
-                        "without --per-stage-tp for a plan vLLM runs)")
-    ep = uniform_degree(ranks, "expert_parallel", "vLLM", "expert-parallel degree", source)
-    no_attention = ranks_without_full_attention(ranks, graph)
+    launch = partition_launch(doc, graph, "vllm", source, options, tp_flag="--tensor-parallel-size",
+                              ep_flag="expert-parallel degree",
+                              tp_why=" (per-stage tensor parallelism is an open request, vllm-project/vllm#27239; "
+                                     "solve without --per-stage-tp for a plan vLLM runs)")
+    warnings, tp, pp = launch.warnings, launch.tp, launch.pp
+    no_attention = ranks_without_full_attention(launch.ranks, graph)
     limits = plan_limits(doc, source)
     wl = Workload(**doc["workload"])
     block = hybrid_block_size(graph, wl, tp) if no_attention else None
@@ -138,21 +172,16 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                         f"--block-size (vllm-project/vllm#51752); the command sets --block-size {block}, or "
                         "re-solve with `placer solve --require attention-per-stage`")
     if options.bare:
-        return Export(text=text, warnings=tuple(warnings))
+        return Export(text=launch.text, warnings=tuple(warnings))
     argv = ["vllm", "serve", served_model(doc, options), "--pipeline-parallel-size", str(pp)]
     if tp > 1:
         argv += ["--tensor-parallel-size", str(tp)]
-    if ep > 1:
+    if launch.ep > 1:
         argv += ["--enable-expert-parallel"]
     argv += ["--max-num-seqs", str(limits.concurrency), "--max-model-len", str(limits.context_tokens)]
-    if any(x.has_kv for x in graph.layers):
-        argv += ["--kv-cache-dtype", cache_dtype("vllm", "kv", limits.kv_bits, "--kv-cache-dtype", source)]
-    if any(x.has_state for x in graph.layers):
-        argv += ["--mamba-cache-dtype",
-                 cache_dtype("vllm", "conv_state", limits.conv_state_bits, "--mamba-cache-dtype", source),
-                 "--mamba-ssm-cache-dtype",
-                 cache_dtype("vllm", "state", limits.state_bits, "--mamba-ssm-cache-dtype", source)]
-    lines = header(doc, "vLLM", version, pp, options)
+    argv += cache_flags("vllm", graph, limits, source, kv="--kv-cache-dtype",
+                        state=(("conv_state", "--mamba-cache-dtype"), ("state", "--mamba-ssm-cache-dtype")))
+    lines = header(doc, "vLLM", launch.version, pp, options)
     if no_attention:
         lines.append(f"# --block-size {block}: {len(no_attention)} of {pp} ranks hold no full-attention layer; "
                      "vLLM skips hybrid block-size alignment there and fails at startup unless the size is given "
@@ -160,5 +189,5 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                      "(attention page >= the largest linear-attention state page). Or re-solve with "
                      "`placer solve --require attention-per-stage` for a plan that needs none.")
         argv += ["--block-size", str(block)]
-    lines.append(shell_line({"VLLM_PP_LAYER_PARTITION": text}, argv))
+    lines.append(shell_line({"VLLM_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(warnings))

@@ -7,11 +7,10 @@ uses is validated where it is read: an integer in range, or the error names the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import InvalidSpec
-from ..spec_io import MAX_SPEC_VALUES, expanded_size, read_text
+from ..spec_io import load_json
 
 __all__ = ["Config", "load_config_json", "REQUIRED"]
 
@@ -19,30 +18,10 @@ REQUIRED = object()
 _MAX = 10**12  # no real dimension comes near; anything above is a typo
 
 
-def _unique_object(pairs):
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def load_config_json(path: str | Path) -> dict:
     """The mapping in ``path``, parsed as Python's ``json`` does (``NaN`` / ``Infinity`` accepted);
     duplicate keys, non-objects and oversized documents are refused with an :class:`InvalidSpec`."""
-    text = read_text(path)
-    try:
-        data = json.loads(text, object_pairs_hook=_unique_object)
-    except (json.JSONDecodeError, ValueError) as exc:
-        raise InvalidSpec(str(path), "-", f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidSpec(str(path), "-", "document nested too deeply") from None
-    if not isinstance(data, dict):
-        raise InvalidSpec(str(path), "-", f"expected a mapping at the top level, got {type(data).__name__}")
-    if expanded_size(data) > MAX_SPEC_VALUES:
-        raise InvalidSpec(str(path), "-", f"document holds more than {MAX_SPEC_VALUES:,} values")
-    return data
+    return load_json(path, constants=True)[0]
 
 
 class Config:

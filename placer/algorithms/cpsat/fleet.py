@@ -16,6 +16,7 @@ from fractions import Fraction
 from math import isfinite, lcm
 
 from ..chain import fewest_packed_runs
+from ..reach import DisjointSets
 
 __all__ = ["twin_classes", "integer_latencies", "decimal", "rack_groups", "min_groups_covering",
            "path_latency_bound", "level_runs", "FleetView", "symmetry_classes"]
@@ -33,14 +34,7 @@ def twin_classes(instance, exclude=()) -> list[list[int]]:
     for (a, b), w in links.items():
         nbrs[a][b] = w
     excluded = set(exclude)
-    parent = list(range(len(devices)))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    sets = DisjointSets(len(devices))
     buckets: dict = {}
     for i, d in enumerate(devices):
         if i in excluded:
@@ -53,12 +47,8 @@ def twin_classes(instance, exclude=()) -> list[list[int]]:
         for key in keys:
             j = buckets.setdefault(key, i)
             if j != i:
-                parent[find(i)] = find(j)
-    classes: dict[int, list[int]] = {}
-    for i in range(len(devices)):
-        if i not in excluded:
-            classes.setdefault(find(i), []).append(i)
-    return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
+                sets.union(i, j)
+    return [c for c in sets.groups(i for i in range(len(devices)) if i not in excluded) if len(c) > 1]
 
 
 MAX_LATENCY_SCALE = 10**6      # finest exact unit: 1e-6 us
@@ -308,14 +298,7 @@ class FleetView:
             if len(values) > 32:
                 return twin_classes(inst, exclude=self.exclude)
             base = [(d.type.name, d.memory_bytes, inst.capacity_bytes[i]) for i, d in enumerate(inst.devices)]
-            parent = list(range(n))
-
-            def find(i):
-                while parent[i] != i:
-                    parent[i] = parent[parent[i]]
-                    i = parent[i]
-                return i
-
+            sets = DisjointSets(n)
             for v in values:
                 r = m.copy()
                 np.fill_diagonal(r, v)
@@ -326,12 +309,8 @@ class FleetView:
                     key = (base[i], r[i].tobytes())
                     j = seen.setdefault(key, i)
                     if j != i:
-                        parent[find(i)] = find(j)
-            classes: dict[int, list[int]] = {}
-            for i in range(n):
-                if i not in self.exclude:
-                    classes.setdefault(find(i), []).append(i)
-            return sorted((sorted(c) for c in classes.values() if len(c) > 1), key=lambda c: c[0])
+                        sets.union(i, j)
+            return [c for c in sets.groups(i for i in range(n) if i not in self.exclude) if len(c) > 1]
         return self._get("twins", make)
 
 

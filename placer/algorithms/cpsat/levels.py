@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from ...placement import Result, Status
 from ..check import acceptable
+from ..reach import components
 from .core import explain_infeasible
 from .fleet import level_runs
 from .models import Problem
@@ -144,7 +145,7 @@ def cheapest_hops_bound(run: Run, devices: int) -> int:
     """A lower bound (solver units) on the hop latency of any placement on ``devices`` devices of a
     connected model: its nodes span the devices, so at least ``devices - 1`` edges cross, each
     costing at least the cheapest hop between two available devices."""
-    if devices <= 1 or not _connected(run.prob.n, run.prob.edges):
+    if devices <= 1 or len(components(run.prob.n, run.prob.edges)) > 1:
         return 0
     cheapest = None
     for row_index, row in enumerate(run.prob.latency):
@@ -175,20 +176,6 @@ def chain_runs_bound(run: Run, devices: int) -> int:
         runs = level_runs(prob.demand_bytes, prob.capacity_bytes, labels, devices)
         total += step * max(runs - 1, 0)
     return total
-
-
-def _connected(n: int, edges) -> bool:
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in edges:
-        parent[find(u)] = find(v)
-    return len({find(x) for x in range(n)}) <= 1
 
 
 def bottleneck_level(run: Run, assignment, bound: int | None) -> dict:
