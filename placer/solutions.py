@@ -1,10 +1,11 @@
 """Regenerate ``solutions/``: each catalog model on its natural hardware, in every mode, by CP-SAT.
 
     python -m placer.solutions [--stale] [--time-limit 60] [--threads 2] [--seed 0] [--model NAME ...]
-                               [--mode contiguous|free|split ...] [--out solutions]
+                               [--mode contiguous|free|split ...] [--objective LEVELS] [--out solutions]
 
 For every model of the catalog and every mode (``contiguous``, ``free``, ``split`` at
-``shards:4``) it solves at the model's default workload with ``place(method="cpsat")``, checks
+``shards:4``) it solves at the model's default workload with ``place(method="cpsat")`` and the
+objective ``placer solve`` uses (default: devices, then guaranteed concurrency, then latency), checks
 the mapping with the independent validator and writes it atomically to
 ``<out>/<model>__<hardware>__<mode>.json``. A mode with no placement is skipped with its reason; a
 mapping that fails validation is not written and the command exits 1. With ``--stale`` only the
@@ -17,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .algorithms.objectives import DEFAULT_OBJECTIVE
 from .catalog import list_models
 from .errors import PlacerError
 from .fleet import load_fleet
@@ -58,7 +60,8 @@ def _up_to_date(path: Path, model, fleet) -> bool:
 
 
 def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, time_limit: float = 60.0,
-               workers: int = 2, seed: int = 0, stale_only: bool = False, log=_say) -> dict:
+               workers: int = 2, seed: int = 0, stale_only: bool = False, objective: str = DEFAULT_OBJECTIVE,
+               log=_say) -> dict:
     """Solve and write every (model, mode); returns the paths ``written`` and ``current`` (up to date,
     with ``stale_only``), and the ``skipped`` (no placement) and ``invalid`` (failed validation) cases."""
     from .compare import solution_path, solve
@@ -79,7 +82,7 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                 continue
             solved = solve(model, fleet, wl, mode=mode, method="cpsat",
                            granularity=SPLIT_GRANULARITY if mode == "split" else None,
-                           time_limit=time_limit, workers=workers, seed=seed)
+                           time_limit=time_limit, workers=workers, seed=seed, objective=objective)
             r, doc = solved.result, solved.mapping
             if r.interrupted:   # Ctrl-C: a best-so-far placement is no committed solution; stop here
                 raise KeyboardInterrupt
@@ -111,13 +114,15 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", "--workers", dest="workers", type=int, default=2, metavar="N",
                         help="CP-SAT search threads per solve (default 2; --workers is the old spelling)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--objective", default=DEFAULT_OBJECTIVE,
+                        help=f"CP-SAT's levels in order (default {DEFAULT_OBJECTIVE}, as placer solve)")
     parser.add_argument("--stale", action="store_true",
                         help="only solve mappings that are missing or no longer validate against the specs")
     args = parser.parse_args(argv)
     try:
         report = regenerate(args.out, models=args.models, modes=tuple(args.modes or MODES),
                             time_limit=args.time_limit, workers=args.workers, seed=args.seed,
-                            stale_only=args.stale)
+                            stale_only=args.stale, objective=args.objective)
     except PlacerError as exc:
         _say(f"error: {exc}")
         return 2

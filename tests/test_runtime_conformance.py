@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from mapping_toys import spec_mapping
 
 from placer.export import ExportOptions, ExportRefused, export_mapping
 from placer.mapping import read_mapping
@@ -80,6 +81,32 @@ def test_vendored_get_pp_indices_refuse_a_wrong_partition(monkeypatch):
     monkeypatch.delenv("SGLANG_PP_LAYER_PARTITION")
     assert [vllm_0_33_0_pp.get_pp_indices(62, r, 3) for r in range(3)] == [(0, 21), (21, 42), (42, 62)]
     assert [sglang_0_5_23_pp.get_pp_indices(62, r, 3) for r in range(3)] == [(0, 20), (20, 41), (41, 62)]
+
+
+@needs_files
+@pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
+def test_committed_mapping_holds_what_vllms_default_split_of_its_ranks_holds(path, monkeypatch):
+    """Guaranteed concurrency is a solver level: on the same ranks (devices, in order), vLLM's own
+    default split (its ``get_pp_indices`` without the variable; the embedding on the first rank,
+    the head on the last) never holds more live requests, by placer's memory numbers, than the
+    committed plan. qwen3-next-80b: 19 either way (7 7 7 7 7 7 6 layers); 18 before the level."""
+    from placer.mapping import instance_from_mapping
+
+    doc = read_mapping(path)
+    _, _, _, inst = instance_from_mapping(doc)
+    monkeypatch.delenv("VLLM_PP_LAYER_PARTITION", raising=False)
+    pp, layers = len(doc["stages"]), inst.model.num_hidden_layers
+    ceilings = []
+    for rank, stage in enumerate(doc["stages"]):
+        start, end = vllm_0_33_0_pp.get_pp_indices(layers, rank, pp)
+        nodes = [i for i, x in enumerate(inst.nodes) if x.index is not None and start <= x.index < end
+                 or (x.kind == "embedding" and rank == 0) or (x.kind == "lm_head" and rank == pp - 1)]
+        ceilings.append(inst.max_concurrency(nodes, inst.device_index[stage["device"]]))
+    finite = [c for c in ceilings if c is not None]
+    default = min(finite) if finite else None
+    assert default is None or doc["summary"]["concurrency_ceiling"] >= default, (ceilings, default)
+    if doc["model"]["name"] == "qwen3-next-80b":
+        assert (default, doc["summary"]["concurrency_ceiling"]) == (19, 19)
 
 
 # ----------------------------------------------------------------------------- Megatron (installed)
@@ -167,20 +194,6 @@ default_workload: {context: 64, concurrency: 1}
 """
 
 
-def _toy_mapping(tmp_path, assignment):
-    from mapping_toys import by_hand
-
-    from placer import load_fleet, load_model, make_instance, workload_for
-    from placer.mapping import build_mapping
-
-    (tmp_path / "m.yaml").write_text(TOY_MAMBA2, encoding="utf-8")
-    (tmp_path / "hw.yaml").write_text("name: big\ndevice: {kind: wafer, memory: 1000000000}\n"
-                                      "fleet: {racks: 1, per_rack: 4}\n", encoding="utf-8")
-    model = load_model(tmp_path / "m.yaml")
-    inst = make_instance(model, load_fleet(tmp_path / "hw.yaml"), workload_for(model))
-    return build_mapping(inst, by_hand(inst, assignment))
-
-
 class _Group:
     def __init__(self, rank, size):
         self._rank, self._size = rank, size
@@ -202,7 +215,7 @@ def test_megatron_0_16_builds_each_rank_of_a_hybrid_export(tmp_path, assignment,
     from megatron.core.ssm.mamba_block import MambaStack
     from megatron.core.ssm.mamba_hybrid_layer_allocation import allocate_layers
 
-    doc = _toy_mapping(tmp_path, assignment)
+    doc = spec_mapping(tmp_path, TOY_MAMBA2, assignment)
     words = flags(export_mapping(doc, "megatron", options=ExportOptions(runtime_version="0.16.1")).text)
     pattern = words[words.index("--hybrid-override-pattern") + 1]
     num_layers = int(words[words.index("--num-layers") + 1])
@@ -225,7 +238,7 @@ def test_megatron_0_16_refuses_the_later_pipe_separator(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is the runtimes extra (pip install -e '.[runtimes]')")
     from megatron.core.ssm.mamba_hybrid_layer_allocation import allocate_layers
 
-    doc = _toy_mapping(tmp_path, [0, 0, 0, 0, 1, 1, 1, 1])
+    doc = spec_mapping(tmp_path, TOY_MAMBA2, [0, 0, 0, 0, 1, 1, 1, 1])
     later = export_mapping(doc, "megatron", options=ExportOptions(runtime_version="0.17.0", bare=True)).text
     assert later == "ME*-ME|*-ME*-"
     with pytest.raises(ValueError, match=r"'\|' is not one of"):
