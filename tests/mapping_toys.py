@@ -29,6 +29,18 @@ default_workload: {context: 100, concurrency: 2, weight_bits: 16, kv_bits: 16, a
 """
 
 
+def toy_hybrid_spec(name: str = "toy-ffn", repeats: int = 2, mamba: str = "{type: mamba, d_state: 4}") -> str:
+    """A pattern spec of ``repeats`` x (Mamba-style mixer ``mamba`` with a 4-expert MoE, GQA
+    attention with a dense FFN): hidden 16, vocabulary 32, context 64, one live request."""
+    return (f"name: {name}\nhidden_size: 16\nvocab_size: 32\nnum_layers: {2 * repeats}\n"
+            f'pattern: "(MA)*{repeats}"\n'
+            f"mixers:\n  mam: {mamba}\n  att: {{type: gqa, num_heads: 2, num_kv_heads: 1}}\n"
+            "ffns:\n  mlp: {type: dense, intermediate_size: 32}\n"
+            "  moe: {type: moe, num_experts: 4, experts_per_token: 2, moe_intermediate_size: 8}\n"
+            "layer_types:\n  M: {mixer: mam, ffn: moe}\n  A: {mixer: att, ffn: mlp}\n"
+            "default_workload: {context: 64, concurrency: 1}\n")
+
+
 def toy_fleet_yaml(memory: int = 3000, unavailable=("r1w2",)) -> str:
     return (f"name: toy-fleet\n"
             f"device: {{kind: wafer, memory: {memory}}}\n"
@@ -59,16 +71,27 @@ def by_hand(instance, assignment, method: str = "by-hand"):
     return evaluate(instance, assignment, method=method, status=Status.HEURISTIC)
 
 
-def spec_mapping(folder, spec_text: str, assignment, memory: int = 10**9) -> dict:
-    """The mapping of a hand-made ``assignment`` of the model spec ``spec_text`` (written to
-    ``folder``) on one rack of four ``memory``-byte wafers, at the spec's default workload."""
+def spec_mapping(folder, spec, assignment=None, *, stages=None, memory: int = 10**9, context: int | None = None
+                 ) -> dict:
+    """The mapping of a hand-made placement of ``spec`` (YAML text, written to ``folder``, or the
+    path of a spec or a ``config.json``) on one rack of four ``memory``-byte wafers, at the spec's
+    default workload (``context`` tokens if given): ``assignment`` (device per node), or ``stages``
+    (decoder layers per stage; the embedding on the first stage, the head on the last)."""
+    from pathlib import Path
+
     from placer.mapping import build_mapping
 
-    (folder / "spec.yaml").write_text(spec_text, encoding="utf-8")
+    if isinstance(spec, str):
+        (folder / "spec.yaml").write_text(spec, encoding="utf-8")
+        spec = folder / "spec.yaml"
     (folder / "hw.yaml").write_text(f"name: big\ndevice: {{kind: wafer, memory: {memory}}}\n"
                                     "fleet: {racks: 1, per_rack: 4}\n", encoding="utf-8")
-    model = load_model(folder / "spec.yaml")
-    inst = make_instance(model, load_fleet(folder / "hw.yaml"), workload_for(model))
+    model = load_model(Path(spec))
+    inst = make_instance(model, load_fleet(folder / "hw.yaml"), workload_for(model, context=context))
+    if stages is not None:
+        owner = {i: k for k, layers in enumerate(stages) for i in layers}
+        assignment = [owner[x.index] if x.index is not None else (0 if x.kind == "embedding" else len(stages) - 1)
+                      for x in inst.nodes]
     return build_mapping(inst, by_hand(inst, assignment))
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import placer.cli.common as common
 from placer.catalog import project_root
+from placer.compare import COMPARE_ROWS
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"
 TINY, TINYHW = OK / "tiny.yaml", OK / "tinyhw.yaml"
@@ -69,7 +70,7 @@ def test_compare_logs_one_line_per_row_without_a_terminal(run_cli):
     assert code == 0
     lines = err.splitlines()
     assert lines[0] == "solving typepack / free ..." and lines[-1] == "solving bound / split ..."
-    assert len(lines) == 10
+    assert lines == [f"solving {method} / {mode} ..." for method, mode in COMPARE_ROWS] and len(lines) == 11
 
 
 def test_solve_quiet_drops_the_progress_lines(run_cli):

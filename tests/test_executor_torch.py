@@ -6,26 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from mapping_toys import by_hand
+from mapping_toys import spec_mapping
 from tiny_hf import write_config
 
-from placer import load_fleet, load_model, make_instance, workload_for
+from placer import load_model
 from placer.errors import InvalidSpec
 from placer.executor.torch_backend import tiny_hf_config
-from placer.mapping import build_mapping, write_mapping
-
-HW = "name: big\ndevice: {kind: wafer, memory: 1000000000000}\nfleet: {racks: 1, per_rack: 4}\n"
+from placer.mapping import write_mapping
 
 
 def tiny_mapping(tmp_path, family: str, stages: list[list[int]]) -> dict:
     folder = write_config(tmp_path / family, family)
-    (tmp_path / "hw.yaml").write_text(HW, encoding="utf-8")
-    model = load_model(folder / "config.json")
-    inst = make_instance(model, load_fleet(tmp_path / "hw.yaml"), workload_for(model, context=64))
-    owner = {i: k for k, layers in enumerate(stages) for i in layers}
-    assignment = [owner[x.index] if x.index is not None else (0 if x.kind == "embedding" else len(stages) - 1)
-                  for x in inst.nodes]
-    return build_mapping(inst, by_hand(inst, assignment))
+    return spec_mapping(tmp_path, folder / "config.json", stages=stages, memory=10**12, context=64)
 
 
 def test_tiny_config_follows_the_mappings_layer_kinds():

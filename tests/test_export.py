@@ -7,7 +7,7 @@ import re
 import shlex
 
 import pytest
-from mapping_toys import by_hand, spec_mapping, toy_instance
+from mapping_toys import by_hand, spec_mapping, toy_hybrid_spec, toy_instance
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.export import ExportOptions, ExportRefused, export_mapping
@@ -26,23 +26,7 @@ BARE = ExportOptions(bare=True)
 CONTIGUOUS = [0, 0, 0, 1, 1, 2, 2, 2]      # embedding L0 L1 | L2 L3 | L4 L5 head
 FREE = [0, 0, 1, 0, 1, 2, 2, 2]
 
-TOY_FFN = """\
-name: toy-ffn
-hidden_size: 16
-vocab_size: 32
-num_layers: 4
-pattern: "(MA)*2"
-mixers:
-  mam: {type: mamba, d_state: 4}
-  att: {type: gqa, num_heads: 2, num_kv_heads: 1}
-ffns:
-  mlp: {type: dense, intermediate_size: 32}
-  moe: {type: moe, num_experts: 4, experts_per_token: 2, moe_intermediate_size: 8}
-layer_types:
-  M: {mixer: mam, ffn: moe}
-  A: {mixer: att, ffn: mlp}
-default_workload: {context: 64, concurrency: 1}
-"""
+TOY_FFN = toy_hybrid_spec()
 
 TOY_DENSE = """\
 name: toy-dense

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mapping_toys import spec_mapping
+from mapping_toys import spec_mapping, toy_hybrid_spec
 
 from placer.export import ExportOptions, ExportRefused, export_mapping
 from placer.mapping import read_mapping
@@ -175,23 +175,7 @@ def test_megatron_core_parses_and_validates_every_gpt_export(path):
         == len(want[-1])
 
 
-TOY_MAMBA2 = """\
-name: toy-mamba2
-hidden_size: 16
-vocab_size: 32
-num_layers: 6
-pattern: "(MA)*3"
-mixers:
-  mam: {type: mamba2, d_inner: 32, d_state: 4, num_heads: 2}
-  att: {type: gqa, num_heads: 2, num_kv_heads: 1}
-ffns:
-  mlp: {type: dense, intermediate_size: 32}
-  moe: {type: moe, num_experts: 4, experts_per_token: 2, moe_intermediate_size: 8}
-layer_types:
-  M: {mixer: mam, ffn: moe}
-  A: {mixer: att, ffn: mlp}
-default_workload: {context: 64, concurrency: 1}
-"""
+TOY_MAMBA2 = toy_hybrid_spec("toy-mamba2", 3, "{type: mamba2, d_inner: 32, d_state: 4, num_heads: 2}")
 
 
 class _Group:

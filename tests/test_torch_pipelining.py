@@ -15,29 +15,20 @@ import subprocess
 import sys
 
 import pytest
-from mapping_toys import by_hand
+from mapping_toys import spec_mapping
 from tiny_hf import FAMILIES, build, write_config
 
-from placer import load_fleet, load_model, make_instance, workload_for
 from placer.export import ExportOptions, export_mapping
-from placer.mapping import build_mapping
 
 torch = pytest.importorskip("torch", reason="torch is the runtimes extra (pip install torch==2.13.0 -e '.[runtimes]')")
 pytest.importorskip("transformers", reason="transformers is the runtimes extra (pip install -e '.[runtimes]')")
 
-HW = "name: big\ndevice: {kind: wafer, memory: 1000000000000}\nfleet: {racks: 1, per_rack: 4}\n"
 STAGES = [[0], [1, 2], [3]]          # decoder layers per stage: embedding + L0 | L1 L2 | L3 + head
 
 
 def exported_script(tmp_path, family: str, stages: list[list[int]]) -> tuple[str, object]:
     folder = write_config(tmp_path / family, family)
-    (tmp_path / "hw.yaml").write_text(HW, encoding="utf-8")
-    model = load_model(folder / "config.json")
-    inst = make_instance(model, load_fleet(tmp_path / "hw.yaml"), workload_for(model, context=64))
-    owner = {i: k for k, layers in enumerate(stages) for i in layers}
-    assignment = [owner[x.index] if x.index is not None else (0 if x.kind == "embedding" else len(stages) - 1)
-                  for x in inst.nodes]
-    doc = build_mapping(inst, by_hand(inst, assignment))
+    doc = spec_mapping(tmp_path, folder / "config.json", stages=stages, memory=10**12, context=64)
     text = export_mapping(doc, "torch", options=ExportOptions(served_model=str(folder))).text
     return text, folder
 
