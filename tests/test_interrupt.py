@@ -131,9 +131,9 @@ def test_ctrl_c_in_compare_keeps_the_rows_so_far():
     doc = compare(model, fleet, workload_for(model), time_limit=60, workers=1, progress=progress)
     assert doc["interrupted"] is True
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1] == [
-        ("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("dp", "contiguous"),
-        ("cpsat", "contiguous")]
-    assert [r["devices_used"] for r in doc["rows"]] == [59, 59, 70, 70, 70]
+        ("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("pathwalk", "contiguous"),
+        ("dp", "contiguous"), ("cpsat", "contiguous")]
+    assert [r["devices_used"] for r in doc["rows"]] == [59, 59, 70, 70, 70, 70]
 
 
 def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
@@ -156,7 +156,7 @@ def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
 
     doc = compare(model, fleet, workload_for(model), time_limit=60, workers=1, progress=progress)
     assert doc["interrupted"] is True
-    assert started[-1] == ("cpsat", "free") and len(started) == 6
+    assert started[-1] == ("cpsat", "free") and len(started) == 7
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1]
     assert not interrupted()        # compare owned the interrupt and has reported it
 
