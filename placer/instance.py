@@ -206,6 +206,17 @@ class Instance:
         link = self.link_us.get((a, b))
         return link if link is not None else self.latency_us[a][b]
 
+    def hops(self, assignment) -> tuple[int, float]:
+        """(hops, hop latency in us) of ``assignment``: model edges whose ends sit on different
+        devices, each costing :meth:`hop_us`."""
+        hops, lat = 0, 0.0
+        for u, v in self.edges:
+            a, b = assignment[u], assignment[v]
+            if a != b:
+                hops += 1
+                lat += self.hop_us(a, b)
+        return hops, lat
+
     # ------------------------------------------------------------------ helpers
     def max_concurrency(self, nodes, device: int) -> int | None:
         """Largest live-request count ``nodes`` hold together on ``device``; None = unbounded; -1 = weights alone overflow."""

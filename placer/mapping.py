@@ -20,7 +20,6 @@ from .catalog import hardware_dir, models_dir
 from .errors import InfeasiblePlacement, InvalidSpec
 from .fleet import Fleet, load_fleet
 from .model import LayerGraph, load_model
-from .placement import hops_of
 from .spec_io import atomic_write_text, parse_json, read_text
 from .workload import Workload
 
@@ -137,7 +136,7 @@ def build_mapping(instance, result) -> dict:
         stages.append(stage)
 
     # Counted from the assignment when the method left a figure out.
-    hops, lat = hops_of(instance, assignment)
+    hops, lat = instance.hops(assignment)
     finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
     ceiling = result.concurrency_ceiling if result.concurrency_ceiling is not None else (
         min(finite) if finite else None)

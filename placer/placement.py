@@ -125,13 +125,7 @@ def hops_of(instance: Instance, assignment) -> tuple[int, float]:
     On a chain this is the number of consecutive route entries on different devices. Latency is the
     direct link's when there is one, else the fleet's shortest path.
     """
-    hops, lat = 0, 0.0
-    for u, v in instance.edges:
-        a, b = assignment[u], assignment[v]
-        if a != b:
-            hops += 1
-            lat += instance.hop_us(a, b)
-    return hops, lat
+    return instance.hops(assignment)
 
 
 def evaluate(instance: Instance, assignment, *, method: str, status: Status, seconds: float = 0.0,
