@@ -51,9 +51,9 @@ class Result:
 
     ``assignment[i]`` is the device index (into ``instance.devices``) of node ``i``; ``order`` lists
     the used devices in pipeline order (first visit). ``bound`` is a proven lower bound on the
-    device count; ``proven_optimal`` is true only when a method proved devices optimal and, when it
-    states ``levels`` (CP-SAT, dp, pathwalk), every one of them. ``levels``: the objective levels
-    solved, in order (see :class:`Level`); :attr:`devices_proven` says whether the count alone is;
+    device count; ``proven_optimal`` is true only when a method proved devices (and, for CP-SAT,
+    every level) optimal. ``levels``: the objective levels solved, in order, each with its own
+    proof (see :class:`Level`; dp states its path's hop latency too);
     ``interrupted``: the search was stopped by Ctrl-C (the placement is the best so far).
     """
 

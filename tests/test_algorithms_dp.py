@@ -128,18 +128,16 @@ def test_dp_on_different_devices_takes_the_best_order_and_proves_it():
     r = place(inst, "dp")
     # 30 + 30 on the large devices, the last 10 on a small one: 3 devices = the volume bound
     assert r.devices_used == 3 and r.lower_bound_devices == 3
-    # the count is proven (it meets the bound); the path is not a latency search, so that level is
-    # not proven and the result as a whole is not optimal
-    assert r.devices_proven and r.level("devices").proven
+    assert r.status == Status.OPTIMAL and r.devices_proven and r.level("devices").proven
+    # the stages are laid on a path found for the count, not by a latency search: that level is not proven
     assert not r.level("latency").proven and r.level("latency").bound is None
-    assert r.status == Status.FEASIBLE and not r.proven_optimal
     # [10, 25, 10, 10, 10]: along the fixed order 30, 30, 10, ... next-fit needs 5 devices
     # ([10] [25] [10] [10] [10]); a small device first needs 3 (10 | 25 | 30), and no 2 devices
     # hold 65 B: dp takes the order-free optimum and proves the count
     inst = instance([10, 25, 10, 10, 10], fleet_spec=fl)
     r = place(inst, "dp")
     assert r.devices_used == 3 and r.lower_bound_devices == 3
-    assert r.devices_proven and r.level("devices") == Level("devices", 3, 3, True)
+    assert r.status == Status.OPTIMAL and r.proven_optimal and r.level("devices") == Level("devices", 3, 3, True)
     assert [inst.capacity_bytes[d] for d in dict.fromkeys(r.assignment)] == [10, 30, 30]
 
 

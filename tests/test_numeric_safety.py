@@ -135,7 +135,7 @@ def test_large_coefficient_capacity_rows_give_the_dp_optimum_5293():
     inst = make_instance(model, fleet, NO_REQUESTS, pins=("0=r1w2",))
     dp = place(inst, "dp")
     exact = place(inst, "cpsat", time_limit=20, seed=0, workers=1)
-    assert dp.devices_proven and dp.level("devices").proven, dp.message
+    assert dp.proven_optimal and dp.level("devices").proven, dp.message
     _valid(inst, exact, model, fleet, NO_REQUESTS)
     assert exact.devices_used == dp.devices_used, exact.message
     assert exact.assignment[0] == inst.device_index["r1w2"]

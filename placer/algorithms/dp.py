@@ -23,8 +23,8 @@ INFEASIBLE only when no cover fits the devices in any order.
 
 The result states two levels (:class:`~placer.placement.Level`): devices, and the hop latency of
 the path, proven when the device count is and the path search was exhaustive on a chain with no
-device pins (pins fix stage positions that other cuts could move); it is ``optimal`` only when
-both are proven.
+device pins (pins fix stage positions that other cuts could move). Its status (``optimal``) and
+``proven_optimal`` speak of the device count, dp's objective.
 """
 
 from __future__ import annotations
@@ -142,12 +142,12 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     stages = len(ends)
     proven = (count_proven or stages <= lb)
     stats.update(bottleneck_bytes=max(prefix[e] - prefix[s] for s, e in zip([0, *ends], ends)))
-    # the levels, lexicographic: hop latency is proven only on top of a proven device count, and the
-    # result is optimal only when both are
+    # the levels, lexicographic: hop latency is proven only on top of a proven device count; the
+    # status speaks of the device count (dp's objective), the latency level of its own proof
     latency_proven = proven and latency_proven
-    status = Status.OPTIMAL if latency_proven else Status.FEASIBLE
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
     result = evaluate(instance, assignment, method="dp", status=status, lower_bound=lb,
-                      seconds=perf_counter() - t0, proven_optimal=latency_proven, objective=float(stages),
+                      seconds=perf_counter() - t0, proven_optimal=proven, objective=float(stages),
                       bound=float(stages if proven else lb), gap=0.0 if proven else (stages - lb) / stages,
                       order=tuple(path), stats=stats)
     latency = result.hop_latency_us
