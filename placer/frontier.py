@@ -8,7 +8,7 @@ the model (the solver's public :func:`placer.algorithms.place`, through
 fleet holds, validates every placement with
 :func:`placer.validate.validate_mapping` (code that shares nothing with the solver), then
 simulates each placement at live loads 1, 2, 4, ... up to its concurrency ceiling (continuous
-batching, one discrete-event run per point, in worker processes). A point is a placement at a
+batching, one discrete-event run per point, in worker processes or Ray tasks). A point is a placement at a
 load: its degree, per-user speed, aggregate tokens/s per MW and per device (devices count every
 member of a group), and how many identical replicas the fleet holds (replicas on disjoint devices
 scale the live requests, not the ratios).
@@ -22,7 +22,6 @@ import csv
 import io
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from .fleet import Fleet
@@ -32,6 +31,7 @@ from .model import LayerGraph
 from .plan import min_devices
 from .reserve import Reserve
 from .spec_io import atomic_write_text
+from .sweep import check_backend, run_tasks
 from .workload import Workload
 
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
@@ -93,15 +93,17 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    speeds: Sequence[float] = (), mode: str = "contiguous", granularity: str | None = None,
                    method: str | None = None, output_tokens: int = 16, jobs: int | None = None,
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
-                   reserve: Reserve | None = None, max_target: int | None = None,
-                   **solver_options) -> FrontierReport:
+                   reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
+                   address: str | None = None, **solver_options) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
     ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.speed.layouts`;
     default: every degree the model and the nodes allow, expert parallelism both ways for MoE
     models); ``reserve`` overrides the device types' runtime reserve; ``max_target`` caps the
     per-replica concurrency targets (default: up to what the fleet holds). ``jobs`` worker
-    processes simulate the points (default: the machine's cores; 1 runs them in this process);
+    processes simulate the points (default: the machine's cores; 1 runs them in this process), or
+    with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
+    :func:`placer.sweep.run_tasks`);
     ``progress(done, total)`` is called after each point. ``solver_options`` go to the solver
     (time_limit, seed, workers).
     """
@@ -109,6 +111,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     from .speed import layouts
     from .validate import validate_mapping
 
+    check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
     granularity = granularity or ("shards:4" if mode == "split" else "layer")
     tasks: list[tuple] = []
     notes: list[str] = []
@@ -148,19 +151,14 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                                       output_tokens, meta, reserve))
                 target *= 2             # until the fleet holds no placement for that many
     rows: list[dict] = []
-    jobs = jobs or os.cpu_count() or 1
-    if jobs == 1 or len(tasks) <= 1:
-        for i, t in enumerate(tasks):
-            rows.append(_simulate_point(t))
-            if progress:
-                progress(i + 1, len(tasks))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_simulate_point, t) for t in tasks]
-            for i, f in enumerate(as_completed(futures)):
-                rows.append(f.result())
-                if progress:
-                    progress(i + 1, len(tasks))
+
+    def finished(task, row: dict) -> None:
+        rows.append(row)
+        if progress:
+            progress(len(rows), len(tasks))
+
+    run_tasks(_simulate_point, (), tasks, finished, backend=backend, workers=jobs or os.cpu_count() or 1,
+              address=address)
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["devices"], r["target"], r["live_per_replica"]))
     for name in dict.fromkeys(r["platform"] for r in rows):
         mine = [r for r in rows if r["platform"] == name]

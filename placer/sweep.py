@@ -4,7 +4,8 @@ A grid is the product of modes, contexts, weight and KV precisions, and either c
 (one solve per point: the minimum devices) or device budgets (one bisection per point: the
 largest concurrency that fits, :func:`placer.plan.largest_concurrency`). Points run in worker
 processes (``backend="process"``), in this process (``workers=1``), or as Ray tasks
-(``backend="ray"``). Every finished point is appended to the CSV at once (flushed and synced), so
+(``backend="ray"``); :func:`run_tasks` is that machinery for any list of tasks (the speed
+frontier's points use it too). Every finished point is appended to the CSV at once (flushed and synced), so
 an interrupted sweep loses nothing; a re-run with the same file solves only the points it lacks.
 When the sweep ends the file is rewritten in grid order with the Pareto-optimal points marked.
 """
@@ -48,6 +49,9 @@ __all__ = [
     "SweepReport",
     "solve_point",
     "run_sweep",
+    "run_tasks",
+    "check_backend",
+    "BACKENDS",
     "read_rows",
     "pareto_mask",
     "mark_pareto",
@@ -399,17 +403,55 @@ class SweepReport:
     workers: int
 
 
+BACKENDS = ("process", "ray")
+
 _WORKER_INPUTS: tuple | None = None
 
 
-def _init_worker(model, fleet, settings, setup):
+def _init_worker(fn, shared):
     global _WORKER_INPUTS
-    _WORKER_INPUTS = (model, fleet, settings, setup)
+    _WORKER_INPUTS = (fn, shared)
 
 
-def _solve_in_worker(point: Point) -> dict:
-    model, fleet, settings, setup = _WORKER_INPUTS
-    return solve_point(model, fleet, settings, point, setup)
+def _call_in_worker(item):
+    fn, shared = _WORKER_INPUTS
+    return fn(*shared, item)
+
+
+def check_backend(backend: str) -> None:
+    """Raise :class:`InvalidSpec` (``--backend``) for an unknown backend, or ``ray`` without Ray
+    installed (before any work starts)."""
+    if backend not in BACKENDS:
+        raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {backend!r} (use process or ray)")
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise InvalidSpec(ARGUMENT, "backend", "Ray is not installed; install the extra with "
+                                                      "pip install 'placer[ray]' or use --backend process") from None
+
+
+def run_tasks(fn: Callable, shared: tuple, items: Sequence, finished: Callable, *, backend: str = "process",
+              workers: int = 1, address: str | None = None, failed: Callable | None = None) -> None:
+    """``fn(*shared, item)`` for every item of ``items``; ``finished(item, value)`` as each returns.
+
+    ``backend`` ``"process"``: ``workers`` spawned processes (``shared`` sent once to each; 1 runs
+    in this process, stopping at a noted Ctrl-C), ``"ray"``: one Ray task per item (``address``
+    of a cluster, default a local one; ``shared`` put in the object store once). ``fn`` must be a
+    module-level function. ``failed(item, message)`` is called when a worker or task dies (None:
+    the error is raised). On Ctrl-C the queued items are cancelled and the workers stopped.
+    Raises :class:`InvalidSpec` (``--backend``) for an unknown backend or Ray not installed.
+    """
+    check_backend(backend)
+    if backend == "ray":
+        _run_ray(fn, shared, items, finished, failed, address)
+    elif workers <= 1 or len(items) <= 1:
+        for item in items:
+            finished(item, fn(*shared, item))
+            if interrupted():       # Ctrl-C stopped that item's search: keep what finished, stop here
+                raise KeyboardInterrupt
+    else:
+        _run_processes(fn, shared, items, finished, failed, workers)
 
 
 def _error_row(model, fleet, settings, point, setup, message) -> dict:
@@ -458,8 +500,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     reused = len(points) - len(todo)
     if on_start:
         on_start(len(todo), reused)
-    if backend not in ("process", "ray"):
-        raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {backend!r} (use process or ray)")
+    check_backend(backend)
     n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(todo))))
     if backend == "process" and n_workers > 1 and settings.solver_workers is None:
         # parallel points: one CP-SAT search worker each, so the machine is not oversubscribed
@@ -475,18 +516,16 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
         if progress:
             progress(row, len(new_rows), len(todo))
 
+    if backend == "ray":        # one CP-SAT search worker per task unless asked otherwise
+        settings = replace(settings, solver_workers=settings.solver_workers or 1)
+
+    def failed(p: Point, message: str) -> None:     # a worker or task died (memory, signal): record, go on
+        finished(_error_row(model, fleet, settings, p, setup, message))
+
     try:
-        if not todo:
-            pass
-        elif backend == "ray":
-            _run_ray(model, fleet, settings, setup, todo, finished, address)
-        elif n_workers == 1:
-            for p in todo:
-                finished(solve_point(model, fleet, settings, p, setup))
-                if interrupted():       # Ctrl-C stopped that point's search: keep the rows, stop here
-                    raise KeyboardInterrupt
-        else:
-            _run_processes(model, fleet, settings, setup, todo, finished, n_workers)
+        if todo:
+            run_tasks(_sweep_point, (model, fleet, settings, setup), todo, lambda p, row: finished(row),
+                      backend=backend, workers=n_workers, address=address, failed=failed)
     finally:
         if appender is not None:
             appender.close()
@@ -512,29 +551,34 @@ def _sort_key(r: dict) -> tuple:
                                                                      "context_tokens", "concurrency"))
 
 
-def _run_processes(model, fleet, settings, setup, todo, finished, n_workers) -> None:
+def _sweep_point(model, fleet, settings, setup, point: Point) -> dict:
+    return solve_point(model, fleet, settings, point, setup)
+
+
+def _run_processes(fn, shared, items, finished, failed, n_workers) -> None:
     import multiprocessing as mp
 
     # spawn, not fork: forking a process that has run OR-Tools threads can deadlock the child
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(model, fleet, settings, setup)) as pool:
-        futures = {pool.submit(_solve_in_worker, p): p for p in todo}
+    with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker, initargs=(fn, shared)) as pool:
+        futures = {pool.submit(_call_in_worker, item): item for item in items}
         pending = set(futures)
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in done:
                     try:
-                        row = f.result()
+                        value = f.result()
                     except KeyboardInterrupt:
                         raise
-                    except Exception as exc:  # a worker died (memory, signal): record and go on
-                        row = _error_row(model, fleet, settings, futures[f], setup,
-                                         f"worker failed: {type(exc).__name__}: {exc}")
-                    finished(row)
+                    except Exception as exc:
+                        if failed is None:
+                            raise
+                        failed(futures[f], f"worker failed: {type(exc).__name__}: {exc}")
+                        continue
+                    finished(futures[f], value)
         except BaseException:
-            # Ctrl-C: stop now rather than let the workers finish the points already queued to them.
+            # Ctrl-C: stop now rather than let the workers finish the items already queued to them.
             # ProcessPoolExecutor has no public way to stop running workers; _processes is the
             # documented-by-use handle (CPython 3.8+).
             workers = list(getattr(pool, "_processes", {}).values())
@@ -544,30 +588,29 @@ def _run_processes(model, fleet, settings, setup, todo, finished, n_workers) -> 
             raise
 
 
-def _run_ray(model, fleet, settings, setup, todo, finished, address) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise InvalidSpec(ARGUMENT, "backend", "Ray is not installed; install the extra with "
-                                                  "pip install 'placer[ray]' or use --backend process") from None
+def _run_ray(fn, shared, items, finished, failed, address) -> None:
+    import ray  # check_backend has made sure it is installed
+
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
-        remote = ray.remote(num_cpus=1)(solve_point)
-        args = ray.put(model), ray.put(fleet), ray.put(replace(settings, solver_workers=settings.solver_workers or 1))
-        refs = {remote.remote(*args, p, setup): p for p in todo}
+        remote = ray.remote(num_cpus=1)(fn)
+        args = [ray.put(x) for x in shared]
+        refs = {remote.remote(*args, item): item for item in items}
         pending = list(refs)
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
                     try:
-                        row = ray.get(ref)
+                        value = ray.get(ref)
                     except Exception as exc:
-                        row = _error_row(model, fleet, settings, refs[ref], setup,
-                                         f"task failed: {type(exc).__name__}: {exc}")
-                    finished(row)
+                        if failed is None:
+                            raise
+                        failed(refs[ref], f"task failed: {type(exc).__name__}: {exc}")
+                        continue
+                    finished(refs[ref], value)
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)

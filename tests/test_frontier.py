@@ -118,6 +118,50 @@ def test_frontier_command_writes_the_chart_and_the_table(tmp_path, run_cli):
     assert code == 2 and err.startswith("error: --speeds: speeds:")
 
 
+def _same(rows):
+    return sorted(tuple((k, r[k]) for k in sorted(r)) for r in rows)
+
+
+def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
+    """--jobs 2 (sweep's process backend, spawned workers) gives exactly the serial rows."""
+    model, fleets, rep = report
+    two = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
+                         output_tokens=8, jobs=2, backend="process")
+    assert len(two.rows) == len(rep.rows) > 2 and _same(two.rows) == _same(rep.rows)
+    assert two.sentences == rep.sentences
+
+
+def test_frontier_ray_backend_gives_the_same_rows(report):
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'placer[ray]')")
+    model, fleets, rep = report
+    ray_rep = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
+                             output_tokens=8, backend="ray")
+    assert _same(ray_rep.rows) == _same(rep.rows)
+
+
+def test_frontier_ray_backend_missing_is_one_line_and_writes_nothing(tmp_path, run_cli, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real_import(name, *a, **k)
+
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
+    (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "-H", tmp_path / "fast.yaml", "--backend", "ray",
+                              "-o", tmp_path / "f.csv", "--plot", tmp_path / "f.png"])
+    assert code == 2
+    assert err == ("error: --backend: backend: Ray is not installed; install the extra with pip install "
+                   "'placer[ray]' or use --backend process\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fast.yaml", "small.yaml"]
+    code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "-H", "fast", "--backend", "dask"])
+    assert code == 2 and "--backend" in err and "dask" in err
+
+
 # A small model with head and width dimensions, so tensor parallelism applies: 8 query heads, 4 KV
 # heads, MLP width 1,024 (degrees 1, 2 and 4 divide them all); nodes of 4 GPUs joined by NVLink-like links.
 TP_MODEL = {"name": "small-tp", "hidden_size": 512, "vocab_size": 2048, "tie_word_embeddings": False,

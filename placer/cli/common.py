@@ -305,6 +305,13 @@ def stderr_is_terminal() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
+def backend_options(f):
+    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.sweep.run_tasks`)."""
+    f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
+                     help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
+    return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)
+
+
 def quiet_option(f):
     """``--quiet``: no progress bar or progress lines on stderr (they are off anyway when stderr is
     not a terminal)."""

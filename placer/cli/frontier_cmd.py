@@ -7,6 +7,7 @@ from ..fleet import load_fleet
 from ..instance import MODES
 from .common import (
     Progress,
+    backend_options,
     context_type,
     echo_json,
     granularity_option,
@@ -54,6 +55,7 @@ def _speeds(text: str) -> tuple[float, ...]:
 @time_limit_option("CP-SAT time limit per placement.")
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="CP-SAT search threads per solve (default 2).")
 @jobs_option
+@backend_options
 @click.option("--output-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
               help="Tokens each simulated request generates.")
 @parallel_options
@@ -67,7 +69,7 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
-                     threads, jobs, workers_deprecated, output_tokens, tp, ep, reserve, max_target, output, plot,
+                     threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
                      as_json, quiet):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
@@ -100,7 +102,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     try:
         rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
                              output_tokens=output_tokens, jobs=jobs, progress=progress, degrees=parse_degrees(tp),
-                             ep=True if ep else None, reserve=reserve_of(reserve), max_target=max_target, **opts)
+                             ep=True if ep else None, reserve=reserve_of(reserve), max_target=max_target, backend=backend, address=address, **opts)
     finally:
         if bar[0] is not None:
             bar[0].close()

@@ -10,6 +10,7 @@ from ..sweep import Grid, SweepSettings, run_sweep
 from ..units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 from .common import (
     Progress,
+    backend_options,
     echo_json,
     granularity_option,
     hardware_option,
@@ -80,8 +81,7 @@ def _modes(text):
 @jobs_option
 @click.option("--threads", type=click.IntRange(1, 256), default=None,
               help="CP-SAT search threads per solve (default: the solver's).")
-@click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True)
-@click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
+@backend_options
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
 @click.option("--replicas", is_flag=True, help="Also report the best replica count per point (see placer plan).")
 @click.option("--simulate", is_flag=True,
