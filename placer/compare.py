@@ -14,6 +14,7 @@ from time import perf_counter
 
 from .algorithms import default_mode, place
 from .algorithms.deadline import interrupt_scope, interrupted
+from .algorithms.objectives import DEFAULT_OBJECTIVE
 from .errors import ARGUMENT, InvalidSpec
 from .fleet import Fleet
 from .groups import default_degrees, node_sizes, per_device
@@ -24,8 +25,9 @@ from .placement import Result
 from .reserve import Reserve
 from .workload import Workload
 
-__all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "COMPARE_ROWS", "row_of",
-           "solution_path", "node_ranges", "SPLIT_GRANULARITY", "granularity_for"]
+__all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "compare_degrees", "degree_row",
+           "COMPARE_ROWS", "DEGREE_FIELDS", "row_of", "solution_path", "node_ranges",
+           "SPLIT_GRANULARITY", "granularity_for"]
 
 SPLIT_GRANULARITY = "shards:4"   # split mode's refinement unless one is asked for
 
@@ -82,7 +84,7 @@ def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | No
     mode = mode or default_mode(method)
     instance = make_instance(model, fleet, workload, mode=mode, granularity=_granularity(mode, granularity),
                              pins=pins, require=require, tp=tp, ep=ep, reserve=reserve)
-    result = per_device(place(instance, method, **options), instance.tp)
+    result = per_device(place(instance, method, **options), instance)
     return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
 
 
@@ -117,10 +119,10 @@ def _rank(s: Solved):
 
 
 def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
-                  reserve: Reserve | None = None, on_degree=None, **kw) -> DegreeSearch:
+                  reserve: Reserve | None = None, on_degree=None, before_degree=None, **kw) -> DegreeSearch:
     """:func:`solve` at each degree of ``degrees`` the model allows (default: :func:`default_degrees`);
-    ``on_degree(tp, solved)`` is called after each. Raises :class:`InvalidSpec` (``--tp``) when the
-    model allows none of them."""
+    ``before_degree(tp)`` is called before each solve and ``on_degree(tp, solved)`` after it.
+    Raises :class:`InvalidSpec` (``--tp``) when the model allows none of them."""
     if degrees is None:
         allowed, refused = default_degrees(model, fleet, ep, workload)
     else:
@@ -129,10 +131,11 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
         why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
         raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
     with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
-        return _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, kw)
+        return _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, before_degree, kw)
 
 
-def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, kw) -> DegreeSearch:
+def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, before_degree,
+                   kw) -> DegreeSearch:
     sizes = node_sizes(fleet)
     out = []
     skipped: list[int] = []
@@ -143,6 +146,8 @@ def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_deg
         if g > max(sizes.values()):
             refused[g] = f"no node of {fleet.name} has {g} available devices (the largest has {max(sizes.values())})"
             continue
+        if before_degree is not None:
+            before_degree(g)
         solved = solve(model, fleet, workload, tp=g, ep=ep, reserve=reserve, **kw)
         out.append(solved)
         if on_degree is not None:
@@ -204,6 +209,101 @@ def _compare(model, fleet, workload, time_limit, seed, workers, granularity, row
         if result.interrupted or interrupted():   # Ctrl-C during the search: this row holds its best so far; start no other
             return {"rows": out, "interrupted": True}
     return {"rows": out}
+
+
+DEGREE_FIELDS = ("tp", "ep", "devices_used", "stages", "devices_proven", "concurrency_ceiling", "hop_latency_us",
+                 "proven_optimal", "status", "seconds", "live_requests", "alone_tokens_per_s",
+                 "per_user_tokens_per_s", "aggregate_tokens_per_s")
+
+
+def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
+    """One row of :func:`compare_degrees` for a solve at one degree: the device figures (in
+    devices), the guaranteed concurrency (the ceiling every stage holds) and the simulated speed.
+
+    ``alone_tokens_per_s``: one request alone; ``per_user_tokens_per_s`` and
+    ``aggregate_tokens_per_s``: ``live_requests`` requests live at once, the workload's concurrency
+    (at most the ceiling), each decoding ``output_tokens`` tokens at the workload's context
+    (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
+    """
+    from .simulate import simulate
+
+    r, inst = solved.result, solved.instance
+    row = dict.fromkeys(DEGREE_FIELDS)
+    row.update(tp=inst.tp, ep=inst.tp if inst.ep else 1, devices_used=r.devices_used,
+               stages=r.stats.get("groups_used", r.devices_used) if r.feasible else None,
+               devices_proven=devices_proven(r), concurrency_ceiling=r.concurrency_ceiling,
+               hop_latency_us=r.hop_latency_us, proven_optimal=r.proven_optimal, status=str(r.status),
+               seconds=round(float(r.seconds), 3), message=r.message)
+    if not r.feasible:
+        return row
+    ceiling = r.concurrency_ceiling
+    live = max(1, inst.workload.concurrency if ceiling is None else min(inst.workload.concurrency, ceiling))
+    alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
+    loaded = simulate(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    row.update(live_requests=live, alone_tokens_per_s=alone.per_user_tokens_per_s,
+               per_user_tokens_per_s=loaded.per_user_tokens_per_s,
+               aggregate_tokens_per_s=loaded.aggregate_tokens_per_s)
+    return row
+
+
+def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
+                    reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
+                    output_tokens: int = 32, objective: str | None = None, progress=None) -> dict:
+    """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each allowed
+    tensor-parallel degree (``degrees``, default :func:`placer.groups.default_degrees`), the proven
+    fewest devices, the guaranteed concurrency and the simulated speed (:func:`degree_row`), in
+    contiguous mode, CP-SAT with ``objective`` (default ``placer solve``'s levels: devices,
+    concurrency, hop latency with the groups' collectives).
+
+    ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
+    model (tensor split only on a dense one); True or False lists only that one. ``progress(tp,
+    ep)`` is called before each degree is solved. After Ctrl-C the rows so far come back with
+    ``"interrupted": True``. Raises :class:`InvalidSpec` (``--tp``) when no degree asked runs.
+    """
+    from .speed import has_experts
+
+    variants = [False, True] if ep is None and has_experts(model) else [bool(ep)]
+    rows: list[dict] = []
+    refused: list[dict] = []
+
+    def out(stopped: bool = False) -> dict:
+        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], r["ep"]))}
+        if stopped:
+            doc["interrupted"] = True
+        return doc
+
+    for expert in variants:
+        optional = expert and ep is None
+        asked = degrees
+        if asked is None:
+            asked, why = default_degrees(model, fleet, expert, workload)
+            asked = asked + list(why)
+        if optional:
+            asked = [g for g in asked if g > 1]      # EP over one device is tensor split at degree 1
+            if not asked:
+                continue
+
+        def on_degree(g, solved):
+            rows.append(degree_row(solved, output_tokens=output_tokens))
+
+        def start(g, expert=expert):
+            if progress is not None:
+                progress(g, expert)
+
+        try:
+            search = solve_degrees(model, fleet, workload, degrees=asked, ep=expert, reserve=reserve,
+                                   time_limit=time_limit, seed=seed, workers=workers, on_degree=on_degree,
+                                   before_degree=start, objective=objective or DEFAULT_OBJECTIVE)
+        except InvalidSpec:
+            if optional:
+                continue                              # the experts spread at none of the degrees asked
+            raise
+        except KeyboardInterrupt:
+            return out(True)
+        refused.extend({"tp": g, "ep": expert, "reason": why} for g, why in search.refused.items())
+        if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():
+            return out(True)
+    return out()
 
 
 def solution_path(model_name: str, hardware_name: str, mode: str) -> str:

@@ -137,7 +137,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                 key = tuple(r.assignment)
                 if key not in seen:
                     seen.add(key)
-                    doc = build_mapping(inst, per_device(r, tp))
+                    doc = build_mapping(inst, per_device(r, inst))
                     violations = validate_mapping(doc, model=model, fleet=fleet)
                     meta = dict(platform=fleet.name, tp=tp, ep=spread, devices=r.devices_used * tp,
                                 replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,

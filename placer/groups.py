@@ -12,6 +12,24 @@ fewest devices a degree-``tp`` plan can use.
 
 Pins name devices of the specs: a pin to any member applies to its group; unavailable devices
 are in no group.
+
+**The intra-group links in the hop-latency level.** A group runs its collectives over the node's
+links, and the hop-latency level counts their latency beside the hops between stages. Per node,
+as the simulator times them (:func:`placer.simulate.cost.collective_time_us`, a ring all-reduce
+of ``2 (g - 1)`` steps and a pairwise all-to-all of ``g - 1``, each step one link latency):
+
+* a decoder layer: two all-reduces (after the row-parallel attention output and MLP down
+  projections), ``4 (g - 1)`` link latencies; under expert parallelism an MoE layer swaps its
+  FFN all-reduce for a dispatch and a combine all-to-all, again ``2 (g - 1) + 2 (g - 1)``;
+* the vocabulary-parallel embedding: one all-reduce, ``2 (g - 1)``; every other node none
+  (the LM head's logits stay sharded for the sampler, as the simulator has it).
+
+The link is the one between the group's first two members (inside a node every pair is linked
+alike). The bandwidth part of a collective is left to the simulator, as it is for the hops. For
+a fixed degree every node pays its collectives on whichever group holds it, so when every group's
+link has the same latency the term is one constant added to the level's value and to its bound
+(a proof carries over); when the groups' links differ, the bound adds the cheapest group's term
+and the level is proven only if the value still meets it (:func:`per_device`).
 """
 
 from __future__ import annotations
@@ -22,7 +40,8 @@ from .errors import ARGUMENT, InvalidSpec
 from .fleet import Device, Fleet
 from .model import LayerGraph
 
-__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "default_degrees", "per_device"]
+__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "default_degrees", "per_device", "collectives_of",
+           "group_link_us", "node_collective_latency_us", "group_latency_us"]
 
 
 def node_sizes(fleet: Fleet) -> dict[int, int]:
@@ -87,10 +106,69 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
     return replace(fleet, devices=tuple(devices), links=links)
 
 
-def per_device(result, tp: int):
+def collectives_of(layer, ep: bool = False) -> tuple[int, int]:
+    """(all-reduces, all-to-alls) ``layer`` runs per decode step on a group of more than one
+    device (see the module docstring): a decoder layer (2, 0), or (1, 2) for an MoE layer under
+    expert parallelism; the embedding (1, 0); any other node (0, 0)."""
+    if layer.kind == "embedding":
+        return 1, 0
+    if layer.index is None:
+        return 0, 0
+    if ep and layer.ffn == "moe" and layer.ffn_dims:
+        return 1, 2
+    return 2, 0
+
+
+def group_link_us(fleet: Fleet, members) -> float:
+    """Latency (us) of the link a group's collectives run over: between its first two members
+    (0 for a group of one, or when the fleet gives them no direct link)."""
+    if len(members) < 2:
+        return 0.0
+    g = fleet.graph
+    a, b = members[0], members[1]
+    return float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0
+
+
+def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False) -> float:
+    """Link latency ``layer``'s collectives cost on a group of ``g`` devices whose link has
+    ``link_us``: ``2 (g - 1)`` per all-reduce and ``g - 1`` per all-to-all."""
+    if g < 2:
+        return 0.0
+    reduces, to_all = collectives_of(layer, ep)
+    return (2 * reduces + to_all) * (g - 1) * link_us
+
+
+def _group_links(instance) -> list[float]:
+    base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
+    fleet = base or instance.fleet
+    return [group_link_us(fleet, instance.members(d)) for d in range(instance.n_devices)]
+
+
+def group_latency_us(instance, assignment) -> float:
+    """The intra-group part of a placement's hop latency: every node's collectives on the group
+    that holds it (0 when every stage is one device, and for per-stage degrees, whose own model,
+    :mod:`placer.algorithms.perstage`, counts the hops between stages only)."""
+    if instance.tp < 2 or assignment is None or (instance.layout is not None and instance.layout.per_stage):
+        return 0.0
+    links = _group_links(instance)
+    return sum(node_collective_latency_us(x, instance.tp, links[int(d)], instance.ep)
+               for x, d in zip(instance.nodes, assignment))
+
+
+def _group_latency_floor_us(instance) -> float:
+    links = _group_links(instance)
+    cheapest = min(links) if links else 0.0
+    return sum(node_collective_latency_us(x, instance.tp, cheapest, instance.ep) for x in instance.nodes)
+
+
+def per_device(result, instance):
     """``result`` of a derived instance with its device figures counted in devices, not groups:
-    devices used, lower bound, objective, bound and the devices level, each times ``tp``
-    (``stats["groups_used"]`` keeps the stage count)."""
+    devices used, lower bound, objective, bound and the devices level, each times the degree
+    (``stats["groups_used"]`` keeps the stage count); and, given the instance, its hop latency
+    with the intra-group links costed (:func:`group_latency_us`; the latency level's bound adds
+    the cheapest group's term, so the level stays proven exactly when its value meets the bound).
+    ``instance`` may be the degree alone (device figures only)."""
+    tp = instance if isinstance(instance, int) else instance.tp
     if tp == 1:
         return result
     from dataclasses import replace as _replace
@@ -102,7 +180,25 @@ def per_device(result, tp: int):
                    for lv in result.levels)
     stats = dict(result.stats)
     stats["groups_used"] = result.devices_used
-    return result.replace(devices_used=times(result.devices_used),
-                          lower_bound_devices=times(result.lower_bound_devices),
-                          objective=times(result.objective), bound=times(result.bound), levels=levels,
-                          stats=stats)
+    changes = dict(devices_used=times(result.devices_used), lower_bound_devices=times(result.lower_bound_devices),
+                   objective=times(result.objective), bound=times(result.bound), stats=stats)
+    if not isinstance(instance, int) and result.assignment is not None:
+        intra = group_latency_us(instance, result.assignment)
+        floor = _group_latency_floor_us(instance)
+        stats["group_latency_us"] = intra
+        changes["hop_latency_us"] = (result.hop_latency_us or 0.0) + intra
+        lost = False
+        out = []
+        for lv in levels:
+            if lv.name == "latency":
+                value = None if lv.value is None else lv.value + intra
+                bound = None if lv.bound is None else lv.bound + floor
+                proven = lv.proven and intra == floor
+                lost |= lv.proven and not proven
+                lv = _replace(lv, value=value, bound=bound, proven=proven)
+            out.append(lv)
+        levels = tuple(out)
+        if lost and str(result.status) == "optimal":
+            # the status enum's own "feasible" (placer.placement imports instance, which imports this)
+            changes.update(status=type(result.status)("feasible"), proven_optimal=False)
+    return result.replace(levels=levels, **changes)

@@ -137,6 +137,9 @@ def build_mapping(instance, result) -> dict:
 
     # Counted from the assignment when the method left a figure out.
     hops, lat = instance.hops(assignment)
+    # the groups' collectives, when the method costed them (placer.groups.per_device records them)
+    intra = result.stats.get("group_latency_us") if result.stats else None
+    lat += intra or 0.0
     finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
     ceiling = result.concurrency_ceiling if result.concurrency_ceiling is not None else (
         min(finite) if finite else None)
@@ -164,6 +167,7 @@ def build_mapping(instance, result) -> dict:
             devices_used=sum(len(instance.members(d)) for d in order),   # every device of every group
             hops=pick(result.hops, hops),
             hop_latency_us=_finite(pick(result.hop_latency_us, lat)),
+            **({"group_latency_us": _finite(intra)} if instance.tp > 1 else {}),
             concurrency_ceiling=ceiling,
             lower_bound_devices=result.lower_bound_devices,
             method=result.method,
@@ -297,7 +301,11 @@ def mapping_schema() -> dict:
                              "bound", "solve_seconds"],
                 "properties": {
                     "devices_used": count, "hops": count,
-                    "hop_latency_us": {"type": "number", "minimum": 0},
+                    "hop_latency_us": {"type": "number", "minimum": 0,
+                                       "description": "hops between stages plus group_latency_us"},
+                    "group_latency_us": {"type": "number", "minimum": 0,
+                                         "description": "link latency of the groups' collectives (all-reduces, "
+                                                        "all-to-alls), part of hop_latency_us"},
                     "concurrency_ceiling": concurrency,
                     "lower_bound_devices": opt_count,
                     "method": name, "status": {"enum": list(_STATUSES)},

@@ -274,7 +274,13 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
         nhr, dir_, ngr = nh // g, di // g, (ng // g if ng % g == 0 else 1)
         ds, dc = d["d_state"], d.get("d_conv", 4)
         conv = dir_ + 2 * ngr * ds
-        return h * (2 * dir_ + 2 * ngr * ds + nhr) + conv * dc + conv + 3 * nhr + dir_ + dir_ * h
+        width = 2 * dir_ + 2 * ngr * ds + nhr
+        p = h * width + conv * dc + 3 * nhr + dir_ + dir_ * h
+        if d.get("conv_bias", True):
+            p += conv                                        # conv bias, by channel
+        if d.get("proj_bias"):
+            p += width + h                                   # in_proj bias by channel; out_proj's whole
+        return p
     raise ValueError(f"mixer {t!r} has no tensor-parallel rule")
 
 

@@ -147,7 +147,7 @@ class Shape:
         """The stage-mapping document of this placement (device figures in devices)."""
         from .mapping import build_mapping
 
-        return build_mapping(self.instance, per_device(self.result, self.tp))
+        return build_mapping(self.instance, per_device(self.result, self.instance))
 
 
 @dataclass

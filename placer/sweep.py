@@ -1,6 +1,6 @@
 """Sweeps: solve a grid of workloads for one model on one fleet, in parallel, resumably.
 
-A grid is the product of modes, contexts, weight and KV precisions, and either concurrencies
+A grid is the product of modes, tensor-parallel degrees, contexts, weight and KV precisions, and either concurrencies
 (one solve per point: the minimum devices) or device budgets (one bisection per point: the
 largest concurrency that fits, :func:`placer.plan.largest_concurrency`). Points run in worker
 processes (``backend="process"``), in this process (``workers=1``), or as Ray tasks
@@ -27,6 +27,7 @@ from pathlib import Path
 from .algorithms.deadline import interrupted
 from .errors import ARGUMENT, InfeasiblePlacement, InvalidSpec, PlacerError
 from .fleet import Fleet
+from .groups import per_device
 from .instance import MODES, make_instance
 from .model import LayerGraph
 from .placement import Result, Status
@@ -61,7 +62,7 @@ __all__ = [
 
 # One row per grid point. Types for reading back: i = int, f = float, b = bool, s = str.
 _COLUMN_TYPES = {
-    "setup": "s", "model": "s", "hardware": "s", "fleet_devices": "i", "method": "s", "mode": "s",
+    "setup": "s", "model": "s", "hardware": "s", "fleet_devices": "i", "method": "s", "mode": "s", "tp": "i",
     "context_tokens": "i", "weight_bits": "i", "kv_bits": "i", "concurrency": "i", "budget_devices": "i",
     "status": "s", "proven_optimal": "b", "devices_proven": "b", "devices_used": "i", "lower_bound_devices": "i", "hops": "i",
     "hop_latency_us": "f", "concurrency_ceiling": "i", "per_user_tokens_per_s": "f",
@@ -70,6 +71,7 @@ _COLUMN_TYPES = {
     "pareto": "b", "error": "s",
 }
 COLUMNS = tuple(_COLUMN_TYPES)
+_COLUMNS_BEFORE_TP = tuple(c for c in COLUMNS if c != "tp")   # files written before --tp: every row tp 1
 _FEASIBLE = {str(Status.OPTIMAL), str(Status.FEASIBLE), str(Status.HEURISTIC)}
 _RETRY = {"error", "unknown"}   # statuses --retry-failed solves again
 
@@ -84,11 +86,13 @@ class Point:
     kv_bits: int
     concurrency: int | None = None
     budget_devices: int | None = None
+    tp: int = 1                 # devices per stage (a group of one node); budgets count devices
 
 
 @dataclass(frozen=True)
 class Grid:
-    """The values to sweep; ``None`` precisions mean the model's default workload."""
+    """The values to sweep; ``None`` precisions mean the model's default workload; ``tps``: the
+    tensor-parallel degrees (every stage a group of that many devices of one node)."""
 
     contexts: tuple[int, ...]
     concurrencies: tuple[int, ...] = ()
@@ -96,6 +100,7 @@ class Grid:
     weight_bits: tuple[int, ...] | None = None
     kv_bits: tuple[int, ...] | None = None
     budgets: tuple[int, ...] = ()
+    tps: tuple[int, ...] = (1,)
 
     def __post_init__(self):
         if not self.contexts:
@@ -109,17 +114,21 @@ class Grid:
             raise InvalidSpec(ARGUMENT, "concurrency", "must not be negative")
         if any(b < 1 for b in self.budgets):
             raise InvalidSpec(ARGUMENT, "budget", "must be at least 1 device")
+        if not self.tps or any(g < 1 for g in self.tps):
+            raise InvalidSpec(ARGUMENT, "tp", "a degree is a positive integer")
+        if any(g > 1 for g in self.tps) and "split" in self.modes:
+            raise InvalidSpec(ARGUMENT, "tp", "split mode cuts layers itself and runs at --tp 1; sweep it apart")
 
     def points(self, base: Workload) -> list[Point]:
-        """Every point in a fixed order (mode, precisions, context, concurrency or budget)."""
+        """Every point in a fixed order (mode, degree, precisions, context, concurrency or budget)."""
         wbits = self.weight_bits or (base.weight_bits,)
         kbits = self.kv_bits or (base.kv_bits,)
         out = []
-        for mode, wb, kb, ctx in itertools.product(self.modes, wbits, kbits, self.contexts):
+        for mode, tp, wb, kb, ctx in itertools.product(self.modes, self.tps, wbits, kbits, self.contexts):
             if self.budgets:
-                out.extend(Point(mode, ctx, wb, kb, None, b) for b in self.budgets)
+                out.extend(Point(mode, ctx, wb, kb, None, b, tp) for b in self.budgets)
             else:
-                out.extend(Point(mode, ctx, wb, kb, c, None) for c in self.concurrencies)
+                out.extend(Point(mode, ctx, wb, kb, c, None, tp) for c in self.concurrencies)
         return list(dict.fromkeys(out))
 
 
@@ -159,27 +168,31 @@ def setup_id(model: LayerGraph, fleet: Fleet, settings: SweepSettings, base: Wor
 def point_key(setup: str, method: str, p: Point) -> tuple:
     """Identity of a point in a results file: the grid values (budget rows: the budget, not the result)."""
     return (setup, method, p.mode, p.context_tokens, p.weight_bits, p.kv_bits,
-            None if p.budget_devices is not None else p.concurrency, p.budget_devices)
+            None if p.budget_devices is not None else p.concurrency, p.budget_devices, p.tp)
 
 
 def row_key(row: dict) -> tuple:
     budget = row.get("budget_devices")
     return (row["setup"], row["method"], row["mode"], row["context_tokens"], row["weight_bits"],
-            row["kv_bits"], None if budget is not None else row["concurrency"], budget)
+            row["kv_bits"], None if budget is not None else row["concurrency"], budget, row.get("tp") or 1)
 
 
 # ----------------------------------------------------------------------------- one point
 def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point: Point,
                 setup: str = "") -> dict:
-    """Solve one grid point; never raises: a failure becomes a row with ``status="error"``."""
+    """Solve one grid point; never raises: a failure becomes a row with ``status="error"``.
+
+    At ``point.tp`` > 1 every stage is a group of that many devices of one node
+    (:func:`placer.instance.make_instance`); device figures count devices, a budget too."""
     t0 = time.perf_counter()
     method = settings.method_for(point.mode)
     base = settings.base_workload or workload_for(model)
     row = dict.fromkeys(COLUMNS)
     row.update(setup=setup, model=model.name, hardware=fleet.name, fleet_devices=len(fleet.available),
-               method=method, mode=point.mode, context_tokens=point.context_tokens,
+               method=method, mode=point.mode, tp=point.tp, context_tokens=point.context_tokens,
                weight_bits=point.weight_bits, kv_bits=point.kv_bits, concurrency=point.concurrency,
                budget_devices=point.budget_devices, pareto=False)
+    tp = point.tp
     try:
         wl = base.replace(context_tokens=point.context_tokens, weight_bits=point.weight_bits,
                           kv_bits=point.kv_bits, concurrency=point.concurrency or 0,
@@ -187,12 +200,15 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                           weights_as_stored=base.weights_as_stored and point.weight_bits == base.weight_bits)
         # the granularity refines split points; the other modes place whole layers
         inst = make_instance(model, fleet, wl, mode=point.mode,
-                             granularity=settings.granularity if point.mode == "split" else "layer")
+                             granularity=settings.granularity if point.mode == "split" else "layer", tp=tp)
         kw = settings.solver_kwargs()
         if point.budget_devices is not None:
-            search = largest_concurrency(inst, point.budget_devices, method=method,
+            if point.budget_devices < tp:
+                raise InfeasiblePlacement(f"a budget of {point.budget_devices} devices holds no group of {tp}")
+            search = largest_concurrency(inst, point.budget_devices // tp, method=method,
                                          max_concurrency=settings.concurrency_cap, **kw)
-            inst, result = inst.with_concurrency(search.concurrency), search.result
+            inst = inst.with_concurrency(search.concurrency)
+            result = None if search.result is None else per_device(search.result, inst)
             row.update(concurrency=search.concurrency, solves=search.solves)
             if result is None:
                 row.update(status="infeasible", proven_optimal=search.proven,
@@ -207,12 +223,12 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
             def solve(instance):
                 c = instance.workload.concurrency
                 if c not in cache:
-                    cache[c] = min_devices(instance, method, **kw)
+                    cache[c] = per_device(min_devices(instance, method, **kw), instance)
                 return cache[c]
 
             result = solve(inst)
             _fill(row, inst, result)
-            if settings.replicas and point.concurrency:
+            if settings.replicas and point.concurrency and tp == 1:
                 plan = plan_replicas(inst, point.concurrency, method=method, solve=solve)
                 if plan.best is not None:
                     row.update(replicas_best=plan.best.replicas, replicas_total_devices=plan.best.total_devices,
@@ -243,12 +259,12 @@ def _fill(row: dict, inst, result: Result) -> None:
 
 def _lower_bound(inst, result: Result) -> int | None:
     """The best proven device lower bound: the result's own (its bound, or its count when proven),
-    else the bound module's."""
+    else the bound module's (in groups of ``inst.tp`` devices, so times ``inst.tp``)."""
     lb = device_lower_bound(result)
     if lb is None:
         try:
             from .algorithms.bound import lower_bound
-            lb = lower_bound(inst)
+            lb = lower_bound(inst) * inst.tp
         except (ImportError, PlacerError):
             lb = None
     return lb
@@ -315,18 +331,26 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
     header = next(reader, None)
     if header is None:
         return []
-    if tuple(header) != COLUMNS:
+    columns = tuple(header)
+    if columns not in (COLUMNS, _COLUMNS_BEFORE_TP):
         raise InvalidSpec(str(p), "header", "not a placer sweep results file (or one of another version); "
                                             "choose another -o")
     rows = []
     for n, values in enumerate(reader, start=2):
-        if len(values) != len(COLUMNS):
-            raise InvalidSpec(str(p), f"line {n}", f"expected {len(COLUMNS)} fields, got {len(values)}")
+        if len(values) != len(columns):
+            raise InvalidSpec(str(p), f"line {n}", f"expected {len(columns)} fields, got {len(values)}")
         try:
-            rows.append({c: _from_text(v, _COLUMN_TYPES[c]) for c, v in zip(COLUMNS, values)})
+            row = {c: _from_text(v, _COLUMN_TYPES[c]) for c, v in zip(columns, values)}
         except ValueError as exc:
             raise InvalidSpec(str(p), f"line {n}", str(exc)) from None
+        row.setdefault("tp", 1)
+        rows.append({c: row[c] for c in COLUMNS})
     return rows
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return tuple(next(csv.reader(fh), ()))
 
 
 def write_rows(path: str | os.PathLike, rows: Iterable[dict]) -> None:
@@ -341,8 +365,9 @@ class _Appender:
     def __init__(self, path: Path):
         self.path = path
         fresh = not path.exists() or path.stat().st_size == 0
-        if not fresh and not path.read_bytes().endswith(b"\n"):
-            write_rows(path, read_rows(path))      # drop a torn last line before appending
+        if not fresh and (not path.read_bytes().endswith(b"\n") or _header(path) != COLUMNS):
+            # drop a torn last line, and bring a file of an earlier version to today's columns
+            write_rows(path, read_rows(path))
         self.fh = open(path, "a", encoding="utf-8", newline="")
         if fresh:
             self._write(_csv_line(COLUMNS))
@@ -457,7 +482,8 @@ def run_tasks(fn: Callable, shared: tuple, items: Sequence, finished: Callable, 
 def _error_row(model, fleet, settings, point, setup, message) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update(setup=setup, model=model.name, hardware=fleet.name, fleet_devices=len(fleet.available),
-               method=settings.method_for(point.mode), mode=point.mode, context_tokens=point.context_tokens,
+               method=settings.method_for(point.mode), mode=point.mode, tp=point.tp,
+               context_tokens=point.context_tokens,
                weight_bits=point.weight_bits, kv_bits=point.kv_bits, concurrency=point.concurrency,
                budget_devices=point.budget_devices, status="error", pareto=False, error=message)
     return row
@@ -547,8 +573,8 @@ def _check_objective_supported() -> None:
 
 
 def _sort_key(r: dict) -> tuple:
-    return tuple("" if r.get(c) is None else str(r.get(c)) for c in ("method", "mode", "weight_bits", "kv_bits",
-                                                                     "context_tokens", "concurrency"))
+    return tuple("" if r.get(c) is None else str(r.get(c)) for c in ("method", "mode", "tp", "weight_bits",
+                                                                     "kv_bits", "context_tokens", "concurrency"))
 
 
 def _sweep_point(model, fleet, settings, setup, point: Point) -> dict:

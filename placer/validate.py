@@ -1,12 +1,13 @@
 """Independent check of a stage mapping against the specs it names.
 
 Nothing here comes from the placement methods: every byte is recomputed from the model, hardware
-and workload with :mod:`placer.memory` (per device of a tensor-parallel group with
-:mod:`placer.parallel`, from the unsharded model, never from the solver's derived instance), the
-runtime reserve from the recorded ``--reserve`` or the device type's, links and paths are read
-from the fleet graph (a group reaches another through its members' direct links), and every
-violation is reported (not just the first) as a :class:`Violation` with a ``kind`` from
-:data:`KINDS` and a message a user can act on.
+and workload with :mod:`placer.memory` (per device of a tensor-parallel group with the validator's
+own per-tensor rules, :mod:`placer.validate_ranks`, from the unsharded model; neither the
+solver's :mod:`placer.parallel` nor its derived instance is used), the runtime reserve from the
+recorded ``--reserve`` or the device type's, links and paths are read from the fleet graph (a
+group reaches another through its members' direct links, and its collectives run over the link
+between its first two members), and every violation is reported (not just the first) as a
+:class:`Violation` with a ``kind`` from :data:`KINDS` and a message a user can act on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass
 import networkx as nx
 
 from . import memory
-from . import parallel as par
+from . import validate_ranks as ranks
 from .mapping import check_mapping, specs_from_mapping
 from .refine import parse_granularity, refine
 from .reserve import NO_RESERVE, Reserve
@@ -46,7 +47,8 @@ KINDS = {
     "concurrency_overstated": "a stated max_concurrency or concurrency_ceiling exceeds what the stages hold",
     "concurrency_exceeded": "the workload's concurrency exceeds the concurrency ceiling of the stages",
     "route_mismatch": "the route does not list, node by node, the device of the stage holding it",
-    "summary_mismatch": "the summary (devices, hops, hop latency, bound) does not match the stages",
+    "summary_mismatch": "the summary (devices, hops, hop latency with the groups' collectives, bound) does not "
+                        "match the stages",
     "proof_mismatch": "proven_optimal is true while the status is not optimal",
     "pin_violated": "a recorded pin is not honoured",
     "group_mismatch": "a stage's group is not tp available devices of its node, or the model refuses the degree",
@@ -196,10 +198,21 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     degrees = sorted({degree_of(st) for st in doc["stages"]}) if per_stage else [tp]
     if per_stage and degrees and max(degrees) != tp:
         report("group_mismatch", f"a per-stage plan states tp {tp}, its largest stage has {max(degrees)}")
-    refusals = {g: par.model_refusal(graph, g, ep) if g > 1 else None for g in degrees}
+
+    def refusal_at(g: int) -> str | None:
+        if g == 1:
+            return None
+        for x in graph.layers:
+            why = ranks.rank_refusal(x, hidden, g, ep)
+            if why is not None:
+                return f"{x.name}: {why}"
+        return ranks.stored_formats_refusal(graph.layers, wl)
+
+    refusals = {g: refusal_at(g) for g in degrees}
     for g, why in refusals.items():
         if why is not None:
             report("group_mismatch", f"{graph.name} cannot run at tp {g}: {why}")
+    refused = refusals.get(tp) if not per_stage else next((w for w in refusals.values() if w), None)
 
     def group_of(st) -> list[str]:
         return list(st["group"]["devices"]) if "group" in st else [st["device"]]
@@ -267,9 +280,9 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         if g == 1 or refusals.get(g) is not None:
             return (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
                     memory.state_bytes_per_request(x, wl))
-        return (par.weight_bytes_per_rank(x, hidden, wl, g, ep),
-                par.kv_bytes_per_request_per_rank(x, hidden, wl, g),
-                par.state_bytes_per_request_per_rank(x, hidden, wl, g))
+        return (ranks.rank_weight_bytes(x, hidden, wl, g, ep),
+                ranks.rank_kv_bytes_per_request(x, hidden, wl, g),
+                ranks.rank_state_bytes_per_request(x, hidden, wl, g))
 
     # each node at the degree of the stage that holds it (a node on several stages is reported above)
     node_degree = {i: degree_of(stages[k]) for i, k in stage_of.items()}
@@ -397,6 +410,19 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         groups = {st["device"]: group_of(st) for st in stages}
         hops, lat = 0, 0.0
         known = all(d in by_id and by_id[d].available for d in devs)
+        intra = 0.0
+        if tp > 1 and not per_stage and refused is None and known:
+            # (a per-stage plan's latency level counts its hops only, placer.groups.group_latency_us)
+            # each node's collectives over its group's link (first two members)
+            for i in range(n):
+                members = groups[devs[i]]
+                link = links.direct(members[0], members[1]) if len(members) > 1 else None
+                intra += ranks.collective_link_latencies(nodes[i], tp, ep) * (link or 0.0)
+            stated = summary.get("group_latency_us")
+            if stated is not None and not _close(stated, intra):
+                report("summary_mismatch", f"summary states group_latency_us {stated}, the groups' collectives "
+                                           f"make {intra}")
+        lat += intra
         for u, v in graph.edges:
             a, b = devs[u], devs[v]
             if a != b:

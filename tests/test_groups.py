@@ -186,7 +186,8 @@ def test_validator_recomputes_per_rank_bytes_and_groups():
     bad = copy.deepcopy(good)
     bad["parallel"]["tp"] = 3
     found = validate_mapping(bad, model=m, fleet=fleet)
-    assert any(v.kind == "group_mismatch" and "64 attention heads do not divide by tp 3" in v.message for v in found)
+    assert any(v.kind == "group_mismatch" and "layers.0: query heads 64 is not a multiple of the degree 3" in v.message
+               for v in found)
 
 
 def test_ep_mapping_validates_and_differs_from_tensor_split_when_experts_do_not_divide():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..compare import COMPARE_ROWS, compare
+from ..compare import COMPARE_ROWS, compare, compare_degrees
 from ..units import format_duration_us
 from .common import (
     Progress,
@@ -10,8 +10,10 @@ from .common import (
     granularity_option,
     hardware_option,
     load_inputs,
+    parse_degrees,
     quiet_option,
     renamed,
+    reserve_of,
     threads_option,
     time_limit_option,
     workload_doc,
@@ -38,15 +40,60 @@ def _cell(value) -> str:
 @time_limit_option("CP-SAT time limit per row, in seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
-@click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...]}.')
+@click.option("--tp", "tp", default=None, metavar="LIST",
+              help="Tensor-parallel degrees of the per-degree table, e.g. 1,2,4,8. Default on GPU fleets: the "
+                   "divisors of the node size the model's heads allow (no table on wafer fleets).")
+@click.option("--ep/--no-ep", "ep", default=None,
+              help="Per-degree table: only expert parallelism (--ep) or only tensor-split experts (--no-ep). "
+                   "Default: both on an MoE model.")
+@click.option("--reserve", default=None, metavar="R",
+              help="Memory held back on every device for the runtime (0.1, 8 GB, 0.1+3.5GB). Default: the "
+                   "hardware spec's.")
+@click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
+              help="Tokens each simulated request decodes (per-degree table).")
+@click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...], "degrees": [...]}.')
 @quiet_option
-def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, as_json, quiet,
-                    **kw):
+def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
+                    output_tokens, degrees_only, as_json, quiet, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
-    the lower bounds."""
+    the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
+    expert parallelism on MoE models): the proven fewest GPUs, the guaranteed concurrency and the
+    simulated speed of one user alone and of the workload's concurrency."""
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
+    degrees = parse_degrees(tp)
+    reserve = reserve_of(reserve)
+    gpus = any(d.type.kind == "gpu" for d in fleet.available)
+    per_degree = gpus or degrees is not None or ep is not None or degrees_only
+    if degrees_only or not per_degree:
+        doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
+                       as_json) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
+                                                              threads, quiet, as_json)
+    else:
+        doc = _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json)
+        if not doc.get("interrupted"):
+            more = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
+                            as_json)
+            doc.update(more)
+    doc["workload"] = workload_doc(wl)
+    done = 130 if doc.get("interrupted") else 0    # Ctrl-C: the rows so far, then exit 130
+    if done:
+        click.echo("interrupted: the rows solved so far", err=as_json)
+    if as_json:
+        echo_json(doc)
+        return done
+    if "rows" in doc:
+        _print_methods(m, fleet, wl, doc)
+    if "degrees" in doc:
+        if "rows" in doc:
+            click.echo("")
+        _print_degrees(m, fleet, wl, doc, output_tokens, "rows" not in doc)
+    return done
+
+
+def _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json) -> dict:
 
     with Progress(len(COMPARE_ROWS), "rows", quiet=quiet, desc="compare ", failures=False) as bar:
         started = []
@@ -63,13 +110,10 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
         doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
                       progress=progress)
         bar.step()
-    doc["workload"] = workload_doc(wl)
-    done = 130 if doc.get("interrupted") else 0    # Ctrl-C: the rows so far, then exit 130
-    if done:
-        click.echo("interrupted: the rows solved so far", err=as_json)
-    if as_json:
-        echo_json(doc)
-        return done
+    return doc
+
+
+def _print_methods(m, fleet, wl, doc) -> None:
     click.echo(f"{m.name} on {fleet.name}: every method in every mode it places in")
     click.echo(workload_text(wl))
     # "proven": devices and hop latency both proven; "devices" column marks a proven count with "*"
@@ -92,4 +136,57 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                "proven = devices and hop latency both proven")
     for note in notes:
         click.echo(note)
-    return done
+
+
+def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json) -> dict:
+    with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
+        started = []
+
+        def progress(g, expert):
+            if started:
+                bar.step()
+            started.append(g)
+            label = f"tp {g}" + (", ep" if expert else "")
+            bar.describe(f"compare: {label} ")
+            if bar.bar is None and not quiet and not as_json:
+                click.echo(f"solving {label} ...", err=True)
+
+        doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
+                              seed=seed, workers=threads, output_tokens=output_tokens, progress=progress)
+        bar.step()
+    return doc
+
+
+def _speed(x) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
+    unit = "GPUs" if any(d.type.kind == "gpu" for d in fleet.available) else "devices"
+    if header:
+        click.echo(workload_text(wl))
+    live = {r["live_requests"] for r in doc["degrees"] if r["live_requests"]}
+    at = f"{live.pop()} live" if len(live) == 1 else "the live requests shown"
+    click.echo(f"{m.name} on {fleet.name}, per tensor-parallel degree (contiguous; simulated decode of "
+               f"{output_tokens} tokens per request, one user alone and {at}):")
+    head = ("tp", "ep", unit, "stages", "ceiling", "latency", "proven", "one user", "per user", "aggregate", "time")
+    click.echo(f"{head[0]:>3} {head[1]:>3} {head[2]:>7} {head[3]:>6} {head[4]:>7} {head[5]:>8} {head[6]:>6} "
+               f"{head[7]:>9} {head[8]:>9} {head[9]:>10} {head[10]:>9}")
+    notes = []
+    for r in doc["degrees"]:
+        devices = _cell(r["devices_used"]) + ("*" if r["devices_proven"] and r["devices_used"] else " ")
+        ep = "-" if r["ep"] == 1 else str(r["ep"])
+        click.echo(f"{r['tp']:>3} {ep:>3} {devices:>7} {_cell(r['stages']):>6} {_cell(r['concurrency_ceiling']):>7} "
+                   f"{format_duration_us(r['hop_latency_us']):>8} {_cell(r['proven_optimal']):>6} "
+                   f"{_speed(r['alone_tokens_per_s']):>9} {_speed(r['per_user_tokens_per_s']):>9} "
+                   f"{_speed(r['aggregate_tokens_per_s']):>10} {format_duration_us(r['seconds'] * 1e6):>9}")
+        if r["devices_used"] is None:
+            groups = f" (devices here are groups of {r['tp']})" if r["tp"] > 1 else ""
+            notes.append(f"tp {r['tp']}{', ep' if r['ep'] > 1 else ''}: {r['status']}{groups}: {r['message']}")
+    click.echo(f"* {unit} count proven minimal at that degree; latency: the hops between stages plus the link latency "
+               "of the groups' all-reduces and all-to-alls; one user / per user / aggregate: simulated tokens/s "
+               "(placer simulate's cost model, collectives over the node's links)")
+    for r in doc["refused"]:
+        notes.append(f"tp {r['tp']}{', ep' if r['ep'] else ''} excluded: {r['reason']}")
+    for note in notes:
+        click.echo(note)

@@ -67,6 +67,9 @@ def _modes(text):
 @click.option("--concurrency", "concurrencies", default=None, metavar="LIST",
               help="Live requests: a,b,c or lo..hi (a range over 64 values steps by powers of two).")
 @click.option("--mode", "modes", default="contiguous", show_default=True, help="Modes: contiguous,free,split.")
+@click.option("--tp", "tps", default=None, metavar="LIST",
+              help="Tensor-parallel degrees, e.g. 1,2,4,8: rows per degree, every stage a group of that many "
+                   "devices of one node (default 1).")
 @click.option("--weight-bits", default=None, metavar="LIST", help="Weight precisions, e.g. 4,8.")
 @click.option("--kv-bits", default=None, metavar="LIST", help="KV-cache precisions, e.g. 8,16.")
 @click.option("--budget", default=None, metavar="LIST",
@@ -97,7 +100,7 @@ def _modes(text):
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @quiet_option
-def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, kv_bits, budget, method,
+def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, replicas, simulate,
                   sim_tokens, retry_failed, out, plot_path, references, as_json, quiet):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
@@ -105,7 +108,8 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
                 concurrencies=_grid_values(concurrencies, "--concurrency") or (),
                 modes=_modes(modes), weight_bits=_grid_values(weight_bits, "--weight-bits"),
-                kv_bits=_grid_values(kv_bits, "--kv-bits"), budgets=_grid_values(budget, "--budget") or ())
+                kv_bits=_grid_values(kv_bits, "--kv-bits"), budgets=_grid_values(budget, "--budget") or (),
+                tps=_grid_values(tps, "--tp") or (1,))
     for context in grid.contexts:
         for note in workload_notes(m, base.replace(context_tokens=context)):
             warn(note)
@@ -145,7 +149,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, weight_bits, 
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
-    _print_table(report.rows)
+    _print_table(report.rows, degrees=grid.tps != (1,))
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
                f"({report.backend}, {report.workers} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"
@@ -165,10 +169,11 @@ def _proven(r) -> str:
     return "devices" if r.get("devices_proven") else "no"
 
 
-def _print_table(rows):
+def _print_table(rows, degrees: bool = False):
     sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
     rep = any(r.get("replicas_best") is not None for r in rows)
-    head = (f"{'':1} {'mode':<10} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
+    tp = f" {'tp':>3}" if degrees else ""
+    head = (f"{'':1} {'mode':<10}{tp} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
             f"{'hops':>5} {'latency':>9} {'ceiling':>7} {'status':<10} {'proven':<7} {'time':>9}")
     if sim:
         head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9}"
@@ -180,7 +185,8 @@ def _print_table(rows):
         return "-" if x is None else fmt.format(x)
 
     for r in rows:
-        line = (f"{'*' if r.get('pareto') else ' ':1} {r['mode']:<10} {format_tokens(r['context_tokens']):>7} "
+        tp = f" {v(r.get('tp')):>3}" if degrees else ""
+        line = (f"{'*' if r.get('pareto') else ' ':1} {r['mode']:<10}{tp} {format_tokens(r['context_tokens']):>7} "
                 f"{str(r['weight_bits']) + '/' + str(r['kv_bits']):>5} {v(r['concurrency']):>6} "
                 f"{v(r['budget_devices']):>6} {v(r['devices_used']):>7} {v(r['lower_bound_devices']):>5} "
                 f"{v(r['hops']):>5} {format_duration_us(r['hop_latency_us']):>9} {v(r['concurrency_ceiling']):>7} "

@@ -111,7 +111,11 @@ def header(doc: dict, runtime: str, version: str, pp: int, options: ExportOption
     where = f"; {options.mapping_path}" if options.mapping_path else ""
     lim = doc["summary"].get("concurrency_ceiling")
     wl = doc["workload"]
-    return [f"# placer: {doc['model']['name']} on {pp} pipeline ranks of {doc['hardware']['name']} "
-            f"({doc['mode']}{where}), for {runtime} {version}",
-            f"# every stage holds {lim:,} requests of {wl['context_tokens']:,} tokens (the plan's concurrency "
-            f"ceiling and context; KV at {wl['kv_bits']} bits)"]
+    lines = [f"# placer: {doc['model']['name']} on {pp} pipeline ranks of {doc['hardware']['name']} "
+             f"({doc['mode']}{where}), for {runtime} {version}",
+             f"# every stage holds {lim:,} requests of {wl['context_tokens']:,} tokens (the plan's concurrency "
+             f"ceiling and context; KV at {wl['kv_bits']} bits)"]
+    if not options.served_model:
+        lines.append(f"# {doc['model']['name']} is placer's catalog name: put the checkpoint's Hugging Face id or "
+                     "local path in its place (placer export --served-model ID writes it)")
+    return lines

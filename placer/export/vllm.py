@@ -154,6 +154,24 @@ def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1)
     return kernel * -(-state_page // (kernel * per_token))
 
 
+def memory_utilization(doc: dict) -> str | None:
+    """``--gpu-memory-utilization`` for a plan made with an explicit ``--reserve``: one minus its
+    fraction of memory, as exact decimal text (vLLM never touches the rest). None when the plan
+    took the hardware spec's reserve (the catalog GPUs hold back vLLM's default 0.1) or has no
+    fraction to give."""
+    from fractions import Fraction
+
+    reserve = (doc.get("parallel") or {}).get("reserve")
+    if not reserve:
+        return None
+    fraction = Fraction(str(reserve.get("fraction", "0")))
+    if fraction == 0:
+        return None
+    left = 1 - fraction
+    text = f"{float(left):.6f}".rstrip("0").rstrip(".")
+    return text if Fraction(text) == left else str(float(left))
+
+
 def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                 options: ExportOptions = ExportOptions()) -> Export:
     """``VLLM_PP_LAYER_PARTITION=... vllm serve MODEL ...`` for ``doc``, or the partition alone (``bare``)."""
@@ -179,6 +197,9 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     if launch.ep > 1:
         argv += ["--enable-expert-parallel"]
     argv += ["--max-num-seqs", str(limits.concurrency), "--max-model-len", str(limits.context_tokens)]
+    utilization = memory_utilization(doc)
+    if utilization is not None:
+        argv += ["--gpu-memory-utilization", utilization]
     argv += cache_flags("vllm", graph, limits, source, kv="--kv-cache-dtype",
                         state=(("conv_state", "--mamba-cache-dtype"), ("state", "--mamba-ssm-cache-dtype")))
     lines = header(doc, "vLLM", launch.version, pp, options)

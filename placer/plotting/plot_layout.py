@@ -22,10 +22,11 @@ KIND_COLORS = {
 KIND_LABELS = {"attention": "full attention", "linear_attention": "linear attention", "ffn": "FFN / experts",
                "embedding": "embedding / head", "other": "other"}
 MEMORY_COLORS = {"weights": "#2f3e4e", "kv_reserve": "#f4a259", "state": "#8cc084",
-                 "activations": "#c879ff", "free": "#ffffff"}
+                 "activations": "#c879ff", "reserve": "#a8a8a8", "free": "#ffffff"}
 MEMORY_LABELS = {"weights": "weights", "kv_reserve": "KV reserve", "state": "state",
-                 "activations": "activations", "free": "free"}
+                 "activations": "activations", "reserve": "runtime reserve", "free": "free"}
 UNUSED_COLOR = "#e6e6e6"
+GROUP_COLOR = "#111111"
 _ID = re.compile(r"^r(\d+)([a-z])(\d+)$")
 
 
@@ -40,7 +41,8 @@ def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
             fleet = None
     devices = [] if fleet is None else [(d.id, d.rack, d.slot, d.available) for d in fleet.devices]
     known = {d[0] for d in devices}
-    used = [s["device"] for s in doc.get("stages", [])] + list(doc.get("route", []))
+    used = ([s["device"] for s in doc.get("stages", [])] + list(doc.get("route", []))
+            + [m for s in doc.get("stages", []) for m in (s.get("group") or {}).get("devices", [])])
     extra = list(dict.fromkeys(d for d in used if d not in known))
     parsed = {d: _ID.match(str(d)) for d in extra}
     named = [m for m in parsed.values() if m is not None]
@@ -145,18 +147,23 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
 
     Racks are groups of device boxes; a used device is tinted by the layer kinds it holds (one
     band per kind, in proportion to its layers), carries a stacked bar of its memory (weights /
-    KV reserve / state / activations / free) and its stage number and layers; unused and
+    KV reserve / state / activations / runtime reserve / free) and its stage number and layers; unused and
     unavailable devices are grey. Arrows follow the route a token takes between devices. The
     fleet comes from ``fleet``, else the catalog entry named in the mapping, else the device ids;
     layer kinds from ``model``, else the catalog model, else the stage's bytes (KV reserve means
-    full attention, state means linear attention). Each device box is a patch whose gid is
-    ``device:<id>``. Returns the axes.
+    full attention, state means linear attention). A stage on a group of devices (tensor / expert
+    parallel) is drawn as one box around its members, gid ``group:<first member>``, its label
+    ending in ``tpG`` (and ``epG``); every member carries its own memory bar (each holds the stage's
+    per-device bytes), the first also the stage's bands and label. Each device box is a patch whose
+    gid is ``device:<id>``. Returns the axes.
     """
     import matplotlib.pyplot as plt
 
     devices = _fleet_devices(doc, fleet)
     kinds_by_name = _model_kinds(doc, model)
     stages = {s["device"]: s for s in doc.get("stages", [])}
+    member_of = {m: s for s in doc.get("stages", []) for m in (s.get("group") or {}).get("devices", [])[1:]
+                 if m not in stages}
     racks = sorted({d[1] for d in devices})
     per_rack = max((sum(1 for d in devices if d[1] == r) for r in racks), default=1)
     n_racks = len(racks)
@@ -178,6 +185,7 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
         for j, d in enumerate(sorted((d for d in devices if d[1] == r), key=lambda d: d[2])):
             slot_rank[d[0]] = j
     centers = {}
+    boxes: dict[str, tuple[float, float]] = {}    # device id -> lower-left corner of its box
     labels = []         # (text, left, right): stage labels to fit inside their box
     font = 6.5 if racks_per_row >= 8 else 8
     for r in racks:
@@ -191,14 +199,21 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
         by = y0 - 0.32 - (slot_rank[did] + 1) * (box_h + 0.12) + 0.12
         centers[did] = (bx + box_w / 2, by + box_h / 2)
         stage = stages.get(did)
-        used = stage is not None
+        member = member_of.get(did)
+        used = stage is not None or member is not None
         box = Rectangle((bx, by), box_w, box_h, facecolor="white" if used else UNUSED_COLOR,
                         edgecolor="#333" if used else "#c8c8c8", lw=0.9 if used else 0.6,
                         hatch=None if available else "////", gid=f"device:{did}", zorder=1)
         ax.add_patch(box)
+        boxes[did] = (bx, by)
         if not used:
             ax.text(bx + box_w / 2, by + box_h / 2, did if available else f"{did}\nunavailable",
                     ha="center", va="center", fontsize=font - 1, color="#a0a0a0", zorder=2)
+            continue
+        if member is not None:         # a group member after the first: its memory bar and id
+            _memory_bar(ax, member, bx, by, box_w, box_h)
+            ax.text(bx + box_w / 2, by + box_h * 0.62, did, ha="center", va="center", fontsize=font - 1,
+                    color="#333", zorder=3)
             continue
         # kind bands across the top of the box
         kinds = _stage_kinds(stage, kinds_by_name)
@@ -210,24 +225,14 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
                                    facecolor=KIND_COLORS.get(kind, KIND_COLORS["other"]), zorder=2))
             x += w
         label = ax.text(bx + box_w / 2, by + box_h - band_h / 2,
-                        f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}",
+                        f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}{_degrees(stage)}",
                         ha="center", va="center", fontsize=font, color="white", fontweight="bold", zorder=3,
                         gid=f"label:{did}")
         labels.append((label, bx, bx + box_w))
-        # memory bar along the bottom of the box
-        b = stage.get("bytes", {})
-        parts = [(k, max(0, int(b.get(k) or 0))) for k in MEMORY_COLORS]
-        total = sum(v for _, v in parts) or 1
-        x = bx + 0.04
-        bar_w, bar_h, bar_y = box_w - 0.08, box_h * 0.28, by + 0.06
-        for k, v in parts:
-            w = bar_w * v / total
-            if w > 0:
-                ax.add_patch(Rectangle((x, bar_y), w, bar_h, lw=0, facecolor=MEMORY_COLORS[k], zorder=2))
-            x += w
-        ax.add_patch(Rectangle((bx + 0.04, bar_y), bar_w, bar_h, fill=False, lw=0.5, edgecolor="#333", zorder=3))
+        _memory_bar(ax, stage, bx, by, box_w, box_h)
         ax.text(bx + box_w / 2, by + box_h * 0.5, did, ha="center", va="center", fontsize=font - 1,
                 color="#333", zorder=3)
+    grouped = _draw_groups(ax, doc, boxes, box_w, box_h)
     if show_path:
         _draw_path(ax, doc, centers, stages, box_w / 2)
     handles = [Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k])
@@ -237,6 +242,8 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     handles += [Patch(facecolor=MEMORY_COLORS[k], edgecolor="#333", lw=0.5, label=MEMORY_LABELS[k])
                 for k in MEMORY_COLORS]
     handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", label="unused"))
+    if grouped:
+        handles.append(Patch(fill=False, edgecolor=GROUP_COLOR, lw=1.6, label="stage on a group (tp / ep)"))
     if any(not d[3] for d in devices):
         handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", hatch="////", label="unavailable"))
     if show_path:
@@ -259,6 +266,51 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     ax.set_title(title or _title(doc), fontsize=font + 3)
     _fit_labels(ax, labels)
     return ax
+
+
+def _degrees(stage: dict) -> str:
+    """`` tp8`` / `` tp8 ep8`` for a stage on a group, nothing for one device."""
+    g = stage.get("group")
+    if not g or int(g.get("tp", 1)) <= 1:
+        return ""
+    return f" tp{g['tp']}" + (f" ep{g['ep']}" if int(g.get("ep", 1)) > 1 else "")
+
+
+def _memory_bar(ax, stage: dict, bx: float, by: float, box_w: float, box_h: float) -> None:
+    """The stacked memory bar (weights / KV reserve / state / activations / runtime reserve / free)
+    of one device."""
+    b = stage.get("bytes", {})
+    parts = [(k, max(0, int(b.get(k) or 0))) for k in MEMORY_COLORS]
+    total = sum(v for _, v in parts) or 1
+    x = bx + 0.04
+    bar_w, bar_h, bar_y = box_w - 0.08, box_h * 0.28, by + 0.06
+    for k, v in parts:
+        w = bar_w * v / total
+        if w > 0:
+            ax.add_patch(Rectangle((x, bar_y), w, bar_h, lw=0, facecolor=MEMORY_COLORS[k], zorder=2))
+        x += w
+    ax.add_patch(Rectangle((bx + 0.04, bar_y), bar_w, bar_h, fill=False, lw=0.5, edgecolor="#333", zorder=3))
+
+
+def _draw_groups(ax, doc: dict, boxes: dict, box_w: float, box_h: float) -> int:
+    """One outline around each group stage's member boxes (per rack column they occupy; the
+    degrees are on the stage's label); returns how many groups were drawn."""
+    drawn = 0
+    for stage in doc.get("stages", []):
+        g = stage.get("group") or {}
+        members = [m for m in g.get("devices", []) if m in boxes]
+        if len(members) < 2:
+            continue
+        columns: dict[float, list[float]] = {}
+        for m in members:
+            x, y = boxes[m]
+            columns.setdefault(x, []).append(y)
+        for k, (x, ys) in enumerate(sorted(columns.items())):
+            lo, hi = min(ys) - 0.05, max(ys) + box_h + 0.05
+            ax.add_patch(Rectangle((x - 0.06, lo), box_w + 0.12, hi - lo, fill=False, edgecolor=GROUP_COLOR,
+                                   lw=1.6, zorder=5, gid=f"group:{members[0]}" + (f":{k}" if k else "")))
+        drawn += 1
+    return drawn
 
 
 def _fit_labels(ax, labels, margin: float = 0.04) -> None:

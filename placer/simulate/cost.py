@@ -335,9 +335,12 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     Tensor parallel (vLLM's layers): an all-reduce of the hidden state after each row-parallel
     projection, two per layer (attention output, MLP down; one for the vocabulary-parallel
     embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
-    a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). Latency and bandwidth are the node's link between
-    two members of the group.
+    a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). The
+    counts are :func:`placer.groups.collectives_of`, the ones the solver's hop-latency level uses.
+    Latency and bandwidth are the node's link between the group's first two members.
     """
+    from ..groups import collectives_of
+
     members = instance.members(device)
     g = len(members)
     if g == 1:
@@ -351,22 +354,20 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     wl = instance.workload
     hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)
     layers = [instance.nodes[i] for i in nodes]
-    moe = [x for x in layers if x.ffn == "moe" and x.ffn_dims]
-    reduces = sum(2 for x in layers if x.index is not None) + sum(1 for x in layers if x.kind == "embedding")
+    counts = [collectives_of(x, instance.ep) for x in layers]
+    reduces = sum(r for r, _ in counts)
     out = []
-    if instance.ep and moe:
-        reduces -= len(moe)
-        # a token goes to the experts at the width they run at: the hidden state, or a latent
-        # MoE's latent (its down projection runs before the dispatch, its up projection after the
-        # combine); one collective per (width, experts per token) of the layers here
-        routed: dict[tuple[int, int], int] = {}
-        for x in moe:
+    # a token goes to the experts at the width they run at: the hidden state, or a latent MoE's
+    # latent (its down projection runs before the dispatch, its up projection after the combine);
+    # one collective per (width, experts per token) of the layers here
+    routed: dict[tuple[int, int], int] = {}
+    for x, (_, to_all) in zip(layers, counts):
+        if to_all:
             d = dict(x.ffn_dims)
             key = (d.get("latent_size") or instance.model.hidden_size, d["experts_per_token"])
             routed[key] = routed.get(key, 0) + 1
-        for (width, k), n in sorted(routed.items()):
-            out.append(expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency,
-                                       bandwidth))
+    for (width, k), n in sorted(routed.items()):
+        out.append(expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency, bandwidth))
     if reduces:
         out.insert(0, Collective("all_reduce", g, hidden, count=reduces, latency_us=latency,
                                  bandwidth_bytes_per_s=bandwidth))
