@@ -167,7 +167,7 @@ def build_mapping(instance, result) -> dict:
             devices_used=sum(len(instance.members(d)) for d in order),   # every device of every group
             hops=pick(result.hops, hops),
             hop_latency_us=_finite(pick(result.hop_latency_us, lat)),
-            **({"group_latency_us": _finite(intra)} if instance.tp > 1 else {}),
+            **({"group_latency_us": _finite(intra)} if intra is not None else {}),
             concurrency_ceiling=ceiling,
             lower_bound_devices=result.lower_bound_devices,
             method=result.method,
@@ -302,7 +302,7 @@ def mapping_schema() -> dict:
                 "properties": {
                     "devices_used": count, "hops": count,
                     "hop_latency_us": {"type": "number", "minimum": 0,
-                                       "description": "hops between stages plus group_latency_us"},
+                                       "description": "hops between stages, plus group_latency_us when stated"},
                     "group_latency_us": {"type": "number", "minimum": 0,
                                          "description": "link latency of the groups' collectives (all-reduces, "
                                                         "all-to-alls), part of hop_latency_us"},

@@ -212,7 +212,6 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     for g, why in refusals.items():
         if why is not None:
             report("group_mismatch", f"{graph.name} cannot run at tp {g}: {why}")
-    refused = refusals.get(tp) if not per_stage else next((w for w in refusals.values() if w), None)
 
     def group_of(st) -> list[str]:
         return list(st["group"]["devices"]) if "group" in st else [st["device"]]
@@ -410,16 +409,16 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
         groups = {st["device"]: group_of(st) for st in stages}
         hops, lat = 0, 0.0
         known = all(d in by_id and by_id[d].available for d in devs)
+        # the groups' collectives, when the summary states that it counts them: each node's over
+        # the link of its group's first two members, at its group's degree
+        stated = summary.get("group_latency_us")
         intra = 0.0
-        if tp > 1 and not per_stage and refused is None and known:
-            # (a per-stage plan's latency level counts its hops only, placer.groups.group_latency_us)
-            # each node's collectives over its group's link (first two members)
+        if stated is not None and known:
             for i in range(n):
                 members = groups[devs[i]]
                 link = links.direct(members[0], members[1]) if len(members) > 1 else None
-                intra += ranks.collective_link_latencies(nodes[i], tp, ep) * (link or 0.0)
-            stated = summary.get("group_latency_us")
-            if stated is not None and not _close(stated, intra):
+                intra += ranks.collective_link_latencies(nodes[i], len(members), ep) * (link or 0.0)
+            if not _close(stated, intra):
                 report("summary_mismatch", f"summary states group_latency_us {stated}, the groups' collectives "
                                            f"make {intra}")
         lat += intra

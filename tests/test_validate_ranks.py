@@ -194,6 +194,14 @@ def test_hop_latency_counts_the_all_reduces_by_hand(llama_tp8):
     bad["summary"]["hop_latency_us"] = 8.0                 # the hops alone
     found = validate_mapping(bad, model=m, fleet=fleet)
     assert [v.kind for v in found] == ["summary_mismatch"] and "4516" in found[0].message
+    bad = copy.deepcopy(solved.mapping)
+    bad["summary"]["group_latency_us"] = 4508 - 28          # the embedding's all-reduce left out
+    found = validate_mapping(bad, model=m, fleet=fleet)
+    assert [v.kind for v in found] == ["summary_mismatch"] and "4508" in found[0].message
+    bad = copy.deepcopy(solved.mapping)
+    del bad["summary"]["group_latency_us"]                  # then the hop latency is the hops alone
+    found = validate_mapping(bad, model=m, fleet=fleet)
+    assert [v.kind for v in found] == ["summary_mismatch"] and "the stages make 8.0" in found[0].message
 
 
 def test_expert_parallel_latency_by_hand():
