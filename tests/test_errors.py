@@ -93,6 +93,9 @@ def test_the_command_line_names_the_flag(run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli(["solve", OK / "tiny.yaml", "-H", OK / "tinyhw.yaml", "--mode", "split", "--tp", "2"])
     assert code == 2 and err.startswith("error: --tp: tp: tiny runs at none of the degrees asked for (tp 2: ")
     assert err.count("\n") == 1
+    # a flag whose parameter has another name (sweep's --tp holds ``tps``) still names the flag
+    code, out, err = run_cli(["sweep", OK / "tiny.yaml", "-H", OK / "tinyhw.yaml", "--tp", "0", "--concurrency", "1"])
+    assert (code, out, err) == (2, "", "error: --tp: tp: a degree is a positive integer\n")
     assert list(tmp_path.iterdir()) == []
 
 

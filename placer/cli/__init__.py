@@ -86,7 +86,8 @@ FIELD_PARAMS = {"context_tokens": ("context", "contexts"), "context": ("context"
                 "concurrency": ("concurrency", "concurrencies"), "mode": ("mode", "modes"),
                 "pin": ("pins",), "pins": ("pins",), "weight_bits": ("weight_bits",),
                 "kv_bits": ("kv_bits",), "time_limit": ("time_limit",), "workers": ("workers", "threads", "jobs"),
-                "threads": ("threads", "workers"), "jobs": ("jobs", "workers")}
+                "threads": ("threads", "workers"), "jobs": ("jobs", "workers"),
+                "tp": ("tp", "tps")}
 # parameters that hold the file a ``<mapping>`` error is about
 MAPPING_PARAMS = ("mapping", "target", "source")
 
