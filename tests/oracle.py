@@ -159,3 +159,35 @@ def solve(layers: list[dict], fleet_spec: dict, *, mode: str, concurrency: int =
     if best is None:
         return Optimum(None, None)
     return Optimum(best[0][0], best[0][1], best[1])
+
+
+def fewest_segments(demand: list[int], cap: int, most: int) -> int | None:
+    """Fewest contiguous segments of ``demand`` (at most ``most``) each within ``cap``, over every
+    set of cut points (2^(n-1) splits); None when no such split exists."""
+    n = len(demand)
+    for k in range(1, min(n, most) + 1):
+        for mask in range(1 << (n - 1)):
+            if bin(mask).count("1") != k - 1:
+                continue
+            seg, ok = 0, True
+            for i in range(n):
+                seg += demand[i]
+                if seg > cap:
+                    ok = False
+                    break
+                if i < n - 1 and mask >> i & 1:
+                    seg = 0
+            if ok:
+                return k
+    return None
+
+
+def packs_brute(sizes: list[int], rooms: list[int]) -> bool:
+    """Whether ``sizes`` fit into ``rooms``, by trying every labelling of items to rooms."""
+    for labels in itertools.product(range(len(rooms)), repeat=len(sizes)):
+        loads = [0] * len(rooms)
+        for s, b in zip(sizes, labels):
+            loads[b] += s
+        if all(x <= r for x, r in zip(loads, rooms)):
+            return True
+    return False

@@ -6,6 +6,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import packs_brute
 
 from placer.algorithms.chain import (
     NO_PINS,
@@ -114,16 +115,6 @@ def test_chain_min_devices_uses_the_big_device_where_it_helps():
     assert chain_min_devices([5, 5, 5, 5], [(5, 3)]) == (None, None)
 
 
-def _packs_brute(sizes, rooms) -> bool:
-    for labels in itertools.product(range(len(rooms)), repeat=len(sizes)):
-        loads = [0] * len(rooms)
-        for s, b in zip(sizes, labels):
-            loads[b] += s
-        if all(x <= r for x, r in zip(loads, rooms)):
-            return True
-    return False
-
-
 def test_fewest_packed_runs_by_hand():
     # groups of two 10-byte devices: [4 4 4] (4+4, 4), [9 4 4] (9, 4+4), [4 9], [9]: each run
     # would overflow the group's 20 bytes with its next node
@@ -143,7 +134,7 @@ def test_fewest_packed_runs_by_hand():
 def test_fewest_packed_runs_against_brute_force(demand, groups):
     best = None
     for ends in partitions(len(demand)):
-        if all(any(_packs_brute(demand[a:b], g) for g in groups) for a, b in runs_of(ends)):
+        if all(any(packs_brute(demand[a:b], g) for g in groups) for a, b in runs_of(ends)):
             best = len(ends) if best is None else min(best, len(ends))
     got = fewest_packed_runs(demand, groups)
     if best is None:          # some node fits no group: the count is still a lower bound

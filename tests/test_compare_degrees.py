@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from oracle import fewest_segments
 
 from placer.compare import compare_degrees
 from placer.fleet import fleet_from_dict
@@ -53,26 +54,6 @@ def _demands(g: int, wl: Workload) -> list[int]:
     return [2 * EMBED[g]] + [2 * _layer_params(g) + kv] * 6 + [2 * HEAD[g]]
 
 
-def _fewest_stages(demand: list[int], cap: int, groups: int) -> int | None:
-    """Fewest contiguous segments of ``demand`` each within ``cap``, over every set of cuts."""
-    n = len(demand)
-    for k in range(1, min(n, groups) + 1):
-        for mask in range(1 << (n - 1)):
-            if bin(mask).count("1") != k - 1:
-                continue
-            seg, ok = 0, True
-            for i in range(n):
-                seg += demand[i]
-                if seg > cap:
-                    ok = False
-                    break
-                if i < n - 1 and mask >> i & 1:
-                    seg = 0
-            if ok:
-                return k
-    return None
-
-
 @pytest.mark.parametrize("memory_b", [60_000, 90_000, 150_000])
 def test_per_degree_devices_equal_brute_force(memory_b):
     m = model_from_dict(SPEC)
@@ -83,7 +64,7 @@ def test_per_degree_devices_equal_brute_force(memory_b):
     assert sorted(rows) == [1, 2, 4]                      # the divisors of 4 the 8 / 2 heads allow
     act = 2 * 1 * 64 * 2                                  # two micro-batch buffers of the 64-wide activation
     for g, row in rows.items():
-        stages = _fewest_stages(_demands(g, wl), memory_b - act, 2 * (4 // g))
+        stages = fewest_segments(_demands(g, wl), memory_b - act, 2 * (4 // g))
         if stages is None:
             assert row["devices_used"] is None and row["status"] == "infeasible", row
             continue
@@ -155,7 +136,7 @@ def test_sweep_takes_tp_as_a_grid_flag(tmp_path):
     assert sorted(got) == [(g, c) for g in (1, 2, 4) for c in (1, 2)]
     act = 2 * 64 * 2
     for (g, c), r in got.items():
-        stages = _fewest_stages(_demands(g, base.replace(concurrency=c)), 90_000 - act, 2 * (4 // g))
+        stages = fewest_segments(_demands(g, base.replace(concurrency=c)), 90_000 - act, 2 * (4 // g))
         assert r["devices_used"] == stages * g and r["lower_bound_devices"] == stages * g, (g, c, r)
     # resumable: a second run reuses every row, keyed by degree too
     again = run_sweep(m, fleet, grid, SweepSettings(base_workload=base, method="cpsat", time_limit=10,
@@ -185,7 +166,7 @@ def test_sweep_budget_counts_devices_of_groups():
     act = 2 * 64 * 2
 
     def fits(c):
-        return _fewest_stages(_demands(2, base.replace(concurrency=c)), 150_000 - act, 2) is not None
+        return fewest_segments(_demands(2, base.replace(concurrency=c)), 150_000 - act, 2) is not None
 
     best = max(c for c in range(0, 200) if fits(c))
     assert best > 0 and not fits(best + 1)

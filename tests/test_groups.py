@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import fewest_segments
 
 from placer import memory
 from placer import parallel as P
@@ -271,27 +272,9 @@ def _brute_devices(m, fleet, wl):
                   + wl.concurrency * (P.kv_bytes_per_request_per_rank(x, m.hidden_size, wl, g)
                                       + P.state_bytes_per_request_per_rank(x, m.hidden_size, wl, g))
                   for x in m.layers]
-        n = len(demand)
-        # fewest stages: every set of cut points (2^(n-1) splits)
-        for k in range(1, min(n, groups) + 1):
-            found = False
-            for mask in range(1 << (n - 1)):
-                if bin(mask).count("1") != k - 1:
-                    continue
-                seg, ok = 0, True
-                for i in range(n):
-                    seg += demand[i]
-                    if seg > cap:
-                        ok = False
-                        break
-                    if i < n - 1 and mask >> i & 1:
-                        seg = 0
-                if ok:
-                    found = True
-                    break
-            if found:
-                best = k * g if best is None else min(best, k * g)
-                break
+        k = fewest_segments(demand, cap, groups)
+        if k is not None:
+            best = k * g if best is None else min(best, k * g)
     return best
 
 

@@ -6,6 +6,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import packs_brute
 
 from placer.algorithms.packing import (
     build_arcflow,
@@ -74,16 +75,6 @@ def test_arcflow_graph_and_decomposition():
     assert sorted(sorted(items) for _, items in bins) == [[3, 3, 4], [4, 6]]
 
 
-def _packs_brute(sizes, rooms) -> bool:
-    for labels in itertools.product(range(len(rooms)), repeat=len(sizes)):
-        loads = [0] * len(rooms)
-        for s, b in zip(sizes, labels):
-            loads[b] += s
-        if all(x <= r for x, r in zip(loads, rooms)):
-            return True
-    return False
-
-
 def test_packs_by_hand():
     # 5 + 3 + 2 and 4 + 3 + 3 fill two rooms of 10 exactly; first-fit decreasing puts 5 + 4
     # together, then 3 + 3 + 3, and finds no room for the 2
@@ -101,4 +92,4 @@ def test_packs_by_hand():
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=6), st.lists(st.integers(4, 16), min_size=1, max_size=3))
 def test_packs_against_brute_force(sizes, rooms):
-    assert packs(sizes, rooms) is _packs_brute(sizes, rooms)
+    assert packs(sizes, rooms) is packs_brute(sizes, rooms)
