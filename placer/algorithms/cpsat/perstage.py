@@ -115,6 +115,14 @@ class PerStageModel:
         def expr(ks):
             return sum(x[k] for k in ks)
 
+        def both(e, f, name):
+            """A literal equal to ``e and f`` (0-1 expressions), linearised."""
+            lit = m.new_bool_var(name)
+            m.add(lit <= e)
+            m.add(lit <= f)
+            m.add(lit >= e + f - 1)
+            return lit
+
         end_on = [[[k for k in ending[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
         start_on = [[[k for k in starting[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
         off = {prob.latency[u][v] for u in range(U) for v in range(U) if u != v}
@@ -135,10 +143,7 @@ class PerStageModel:
                     if inside is None:
                         m.add(e + f <= 1)
                         continue
-                    same = m.new_bool_var(f"same{p}_{u}")
-                    m.add(same <= e)
-                    m.add(same <= f)
-                    m.add(same >= e + f - 1)
+                    same = both(e, f, f"same{p}_{u}")
                     terms.append(units(inside) * same)
                     sames.append(same)
                 across = m.new_int_var(0, 1, f"across{p}")
@@ -161,10 +166,7 @@ class PerStageModel:
                         if lat is None:
                             m.add(e + f <= 1)
                             continue
-                        pair = m.new_bool_var(f"hop{p}_{u}_{v}")
-                        m.add(pair <= e)
-                        m.add(pair <= f)
-                        m.add(pair >= e + f - 1)
+                        pair = both(e, f, f"hop{p}_{u}_{v}")
                         terms.append(units(lat) * pair)
                         pairs.append(pair)
                 if ending[p]:
