@@ -364,3 +364,13 @@ class Progress:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def write_mapping_if_asked(output, doc, *, what: str = "") -> str:
+    """Write the mapping ``doc`` atomically to ``output`` when the user asked (``-o``) and there is
+    one; returns the line that says where it went (``what`` qualifies the file, e.g. one replica)."""
+    if output and doc is not None:
+        from ..mapping import write_mapping
+        write_mapping(output, doc)
+        return f"wrote {output}{what}"
+    return "mapping not written (-o FILE writes it)"

@@ -7,7 +7,7 @@ import click
 from ..algorithms.deadline import interrupted
 from ..compare import node_ranges
 from ..units import format_bytes, format_duration_us
-from .common import echo_json, group_label, workload_doc, workload_text
+from .common import echo_json, group_label, workload_doc, workload_text, write_mapping_if_asked
 
 __all__ = ["solve_per_stage_command"]
 
@@ -49,10 +49,7 @@ def solve_per_stage_command(m, fleet, wl, *, degrees, ep, reserve, require, mode
             click.echo(workload_text(wl, fleet=fleet, reserve=reserve))
             click.echo(f"{r.status}: {r.message or 'no placement found'}")
         return done or 1
-    if output:
-        from ..mapping import write_mapping
-        write_mapping(output, doc)
-    where = f"wrote {output}" if output else "mapping not written (-o FILE writes it)"
+    where = write_mapping_if_asked(output, doc)
     if as_json:
         echo_json(doc)
         click.echo(where, err=True)

@@ -26,6 +26,7 @@ from .common import (
     workload_doc,
     workload_options,
     workload_text,
+    write_mapping_if_asked,
 )
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
@@ -202,10 +203,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                     click.echo(f"largest feasible concurrency: {r.max_concurrency} "
                                f"(asked for {wl.concurrency})")
         return done or 1
-    if output:
-        from ..mapping import write_mapping
-        write_mapping(output, doc)
-    where = f"wrote {output}" if output else "mapping not written (-o FILE writes it)"
+    where = write_mapping_if_asked(output, doc)
     if as_json:
         echo_json(doc)
         click.echo(where, err=True)
@@ -289,10 +287,7 @@ def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limi
     doc = None
     if plan.chosen is not None:
         doc = plan.chosen.shape.mapping()
-        if output:
-            from ..mapping import write_mapping
-            write_mapping(output, doc)
-    where = f"wrote {output} (one replica)" if output and doc else "mapping not written (-o FILE writes it)"
+    where = write_mapping_if_asked(output, doc, what=" (one replica)")
     if as_json:
         echo_json(dict(doc or {}, speed_target=plan.to_dict()))
         click.echo(where, err=True)
