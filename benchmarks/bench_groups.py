@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from placer.compare import solve
 from placer.fleet import load_fleet
 from placer.model import load_model
+from placer.planning.compare import solve
 from placer.workload import workload_for
 
 

@@ -18,10 +18,10 @@ import argparse
 import time
 from pathlib import Path
 
-from placer.compare import solve_degrees
 from placer.fleet import load_fleet
 from placer.model import load_model
-from placer.perstage import solve_per_stage
+from placer.planning.compare import solve_degrees
+from placer.planning.stage_degrees import solve_per_stage
 from placer.workload import workload_for
 
 FLEET = Path(__file__).parent / "data" / "mixed-4type.yaml"

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from placer import load_fleet, load_model, workload_for
-from placer.sweep import Grid, SweepSettings, read_rows, run_sweep
+from placer.planning.sweep import Grid, SweepSettings, read_rows, run_sweep
 from placer.units import parse_tokens
 
 CONTEXTS = tuple(parse_tokens(x) for x in ("32k", "64k", "128k", "256k", "1M"))

@@ -23,8 +23,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "place": ("placer.algorithms", "place"),
-    # placer.validate and placer.simulate are modules; their entry points keep their own names
-    "validate_mapping": ("placer.validate", "validate_mapping"),
+    # placer.mapping.validate and placer.simulate are modules; their entry points keep their own names
+    "validate_mapping": ("placer.mapping.validate", "validate_mapping"),
     "simulate_mapping": ("placer.simulate", "simulate_mapping"),
     "build_mapping": ("placer.mapping", "build_mapping"),
 }

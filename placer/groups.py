@@ -147,7 +147,7 @@ def _group_links(instance) -> list[float]:
 def group_latency_us(instance, assignment) -> float:
     """The intra-group part of a placement's hop latency: every node's collectives on the group
     that holds it (0 when every stage is one device, and for per-stage degrees, whose own model,
-    :mod:`placer.algorithms.perstage`, counts the hops between stages only)."""
+    :mod:`placer.algorithms.stage_degrees`, counts the hops between stages only)."""
     if instance.tp < 2 or assignment is None or (instance.layout is not None and instance.layout.per_stage):
         return 0.0
     links = _group_links(instance)

@@ -57,7 +57,7 @@ class Layout:
     reserve: Reserve | None = None
     groups: tuple[tuple[str, ...], ...] = ()
     base_fleet: Fleet | None = None
-    # the degree differs per stage (placer.perstage): ``groups[k]`` has its own size, ``tp`` is
+    # the degree differs per stage (placer.planning.stage_degrees): ``groups[k]`` has its own size, ``tp`` is
     # the largest, and every node is one rank's share at the degree of the group that holds it
     per_stage: bool = False
 

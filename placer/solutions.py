@@ -23,8 +23,8 @@ from .catalog import list_models
 from .errors import PlacerError
 from .fleet import load_fleet
 from .mapping import read_mapping, write_mapping
+from .mapping.validate import validate_mapping
 from .model import load_model
-from .validate import validate_mapping
 from .workload import workload_for
 
 __all__ = ["NATURAL_HARDWARE", "MODES", "natural_hardware", "regenerate"]
@@ -64,7 +64,7 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                log=_say) -> dict:
     """Solve and write every (model, mode); returns the paths ``written`` and ``current`` (up to date,
     with ``stale_only``), and the ``skipped`` (no placement) and ``invalid`` (failed validation) cases."""
-    from .compare import solution_path, solve
+    from .planning.compare import solution_path, solve
 
     out_dir = Path(out_dir)
     names = models or [p.stem for p in list_models()]

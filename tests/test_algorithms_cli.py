@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from placer.compare import COMPARE_ROWS, compare
 from placer.fleet import load_fleet
 from placer.mapping import read_mapping
+from placer.mapping.validate import validate_mapping
 from placer.model import load_model
-from placer.validate import validate_mapping
+from placer.planning.compare import COMPARE_ROWS, compare
 from placer.workload import workload_for
 
 TOY_MODEL = """\

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from placer.catalog import list_hardware, list_models, project_root
-from placer.compare import SPLIT_GRANULARITY
+from placer.planning.compare import SPLIT_GRANULARITY
 from placer.units import format_duration_us
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"

@@ -10,7 +10,7 @@ import pytest
 
 import placer.cli.common as common
 from placer.catalog import project_root
-from placer.compare import COMPARE_ROWS
+from placer.planning.compare import COMPARE_ROWS
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"
 TINY, TINYHW = OK / "tiny.yaml", OK / "tinyhw.yaml"

@@ -10,7 +10,7 @@ import pytest
 
 from placer.catalog import project_root
 from placer.mapping import read_mapping
-from placer.validate import validate_mapping
+from placer.mapping.validate import validate_mapping
 
 GALLERY = project_root() / "tests" / "bad_inputs"
 OK = GALLERY / "ok"

@@ -1,11 +1,11 @@
-"""placer.compare: rows, and whether a device count is proven."""
+"""placer.planning.compare: rows, and whether a device count is proven."""
 
 from __future__ import annotations
 
 from algo_instances import chain_model, fleet
 
-from placer.compare import compare, devices_proven, row_of
 from placer.placement import Level, Result, Status
+from placer.planning.compare import compare, devices_proven, row_of
 from placer.workload import Workload
 
 

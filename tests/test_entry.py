@@ -140,7 +140,7 @@ def test_unknown_method_and_wrong_mode_are_user_errors():
 
 def test_every_method_result_passes_the_independent_validator(kimi):
     from placer.mapping import build_mapping
-    from placer.validate import validate_mapping
+    from placer.mapping.validate import validate_mapping
 
     m, fl, wl = kimi
     for mode, gran, methods in (("contiguous", "layer", ("dp", "greedy")),

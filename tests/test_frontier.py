@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from placer.fleet import fleet_from_dict
-from placer.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
 from placer.instance import make_instance
+from placer.mapping.validate import validate_mapping
 from placer.model import model_from_dict
+from placer.planning.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
 from placer.simulate import simulate
-from placer.validate import validate_mapping
 from placer.workload import Workload
 
 MODEL = {"name": "small", "layers": [
@@ -223,7 +223,7 @@ def test_frontier_points_per_degree_are_validated_mappings(tp_report, tmp_path):
         assert sim.power_w == pytest.approx(700.0 * r["devices"])    # every member of every group draws power
         assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])
     path = tmp_path / "points.csv"
-    from placer.frontier import write_csv
+    from placer.planning.frontier import write_csv
 
     write_csv(path, rep.rows)
     assert sorted({int(x["tp"]) for x in csv.DictReader(path.open())}) == [1, 2, 4]

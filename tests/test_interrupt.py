@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from placer.algorithms import place
-from placer.validate import validate_file
+from placer.mapping.validate import validate_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,9 +115,9 @@ def test_ctrl_c_in_compare_keeps_the_rows_so_far():
     """Ctrl-C as compare starts the free-mode CP-SAT row (the KeyboardInterrupt a SIGINT raises in
     the main thread, here raised by the progress callback itself): the rows before it come back,
     no other row is started, and the command maps it to exit 130."""
-    from placer.compare import compare
     from placer.fleet import load_fleet
     from placer.model import load_model
+    from placer.planning.compare import compare
     from placer.workload import workload_for
 
     model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
@@ -141,9 +141,9 @@ def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
     rows, here by the progress callback as the free-mode CP-SAT row is announced. place() must not
     forget it: no search starts, no later row either, and compare reports the interruption."""
     from placer.algorithms.deadline import interrupted, note_interrupt
-    from placer.compare import compare
     from placer.fleet import load_fleet
     from placer.model import load_model
+    from placer.planning.compare import compare
     from placer.workload import workload_for
 
     model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
@@ -193,7 +193,7 @@ def test_place_reports_a_ctrl_c_no_method_result_carries(monkeypatch):
     from placer.fleet import load_fleet
     from placer.instance import make_instance
     from placer.model import load_model
-    from placer.plan import min_devices
+    from placer.planning.budget import min_devices
     from placer.workload import workload_for
 
     model = load_model("kimi-k3")

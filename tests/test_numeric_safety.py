@@ -17,13 +17,13 @@ import pytest
 from placer.algorithms import PlacementBug, place
 from placer.algorithms.quantize import ROW_LIMIT, check_row, choose_unit
 from placer.errors import SolverLimitError
-from placer.explain import diagnose
 from placer.fleet import fleet_from_dict
 from placer.instance import make_instance
 from placer.mapping import build_mapping
+from placer.mapping.validate import validate_mapping
 from placer.model import model_from_dict
 from placer.placement import Status, evaluate
-from placer.validate import validate_mapping
+from placer.planning.explain import diagnose
 from placer.workload import Workload
 
 TB, PB = 10**12, 10**15

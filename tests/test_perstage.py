@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from placer.errors import InvalidSpec
 from placer.fleet import fleet_from_dict
+from placer.mapping.validate import validate_mapping
 from placer.model import model_from_dict
-from placer.perstage import solve_per_stage
 from placer.placement import Status
-from placer.validate import validate_mapping
+from placer.planning.stage_degrees import solve_per_stage
 from placer.workload import Workload
 
 # ----------------------------------------------------------------------------- an independent brute force
@@ -199,7 +199,7 @@ def _two_types():
 
 
 def test_two_degrees_beat_every_uniform_degree():
-    from placer.compare import solve_degrees
+    from placer.planning.compare import solve_degrees
 
     spec, fleet_spec = _two_types()
     m, fleet = model_from_dict(spec), fleet_from_dict(fleet_spec)

@@ -18,7 +18,7 @@ from placer.errors import InvalidSpec
 from placer.fleet import fleet_from_dict
 from placer.instance import make_instance
 from placer.model import model_from_dict
-from placer.plan import largest_concurrency, min_devices, plan_replicas
+from placer.planning.budget import largest_concurrency, min_devices, plan_replicas
 from placer.workload import Workload
 
 TINY_MODEL = {"name": "tiny", "layers": [

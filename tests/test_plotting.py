@@ -166,7 +166,7 @@ def test_frontiers_one_panel_per_mode():
 
 
 def test_plot_cli_draws_a_results_csv(run_cli, tmp_path):
-    from placer.sweep import write_rows
+    from placer.planning.sweep import write_rows
 
     rows = [dict(r, setup="s", model="m", hardware="h", fleet_devices=96, method="dp") for r in _rows()]
     write_rows(tmp_path / "r.csv", rows)

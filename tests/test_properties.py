@@ -3,7 +3,7 @@
 Models are explicit-form specs of 2-12 attention / linear-attention layers with random weights,
 KV and state sizes; fleets are 1-3 racks of 1-4 devices of one or two types with a full, ring or
 line inter-rack topology; workloads vary context and concurrency. The oracle for "valid" is the
-independent validator (``placer.validate``), which shares no code with the methods.
+independent validator (``placer.mapping.validate``), which shares no code with the methods.
 
 Device counts are compared only where a method proves them: a count is proven when it equals the
 method's own proven lower bound (``Result.bound``); the DP and CP-SAT set it that way.
@@ -18,8 +18,8 @@ from strategies import fleets, models, workloads
 from placer.algorithms import MODES_OF, place
 from placer.instance import make_instance
 from placer.mapping import build_mapping
+from placer.mapping.validate import validate_mapping
 from placer.placement import Status
-from placer.validate import validate_mapping
 
 CPSAT = dict(time_limit=20.0, seed=0, workers=1)
 HEURISTICS = ("greedy", "dp", "typepack", "ffd")

@@ -15,9 +15,9 @@ from placer.export.megatron import parse_layout
 from placer.export.torch import parse_split_spec
 from placer.export.vllm import parse_partition
 from placer.mapping import read_mapping
+from placer.mapping.validate import validate_mapping
 from placer.model import load_model
 from placer.solutions import MODES, natural_hardware
-from placer.validate import validate_mapping
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 FILES = sorted(SOLUTIONS.glob("*.json"))

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from placer import load_fleet, load_model, workload_for
-from placer.compare import solve
 from placer.errors import InvalidSpec
+from placer.planning.compare import solve
+from placer.planning.speed import floor_from, layouts, plan_for_speed
 from placer.simulate import simulate_mapping
-from placer.speed import floor_from, layouts, plan_for_speed
 
 CASES = [  # model, fleet, context, planned live requests, floor (tokens/s per user), degrees (None: default)
     ("llama-3.1-70b", "h200", "8k", 64, 20.0, [1]),

@@ -19,7 +19,7 @@ ORTOOLS_MODULES = {
     "placer.algorithms.cpsat.models",
     "placer.algorithms.cpsat.arcflow",
     "placer.algorithms.cpsat.core",
-    "placer.algorithms.cpsat.perstage",
+    "placer.algorithms.cpsat.stage_degrees",
 }
 
 # cycles tolerated for now: none (the spec loader and the Hugging Face importer no longer import
@@ -105,7 +105,7 @@ def test_the_walk_sees_deferred_imports():
     """The walk must see an import inside a function, or the cycle test could not fail."""
     g, _ = _graph()
     # explain loads the CP-SAT core only when a core is wanted (an import inside a function)
-    assert g.has_edge("placer.explain", "placer.algorithms.cpsat.core")
+    assert g.has_edge("placer.planning.explain", "placer.algorithms.cpsat.core")
     assert g.has_edge("placer.algorithms.registry", "placer.algorithms.cpsat")
 
 

@@ -9,12 +9,12 @@ import pytest
 import yaml
 from test_plan import TINY_MODEL, toy_fleet
 
-import placer.sweep as sweep_mod
+import placer.planning.sweep as sweep_mod
 from placer.algorithms import place
 from placer.errors import InvalidSpec
 from placer.instance import make_instance
 from placer.model import model_from_dict
-from placer.sweep import (
+from placer.planning.sweep import (
     COLUMNS,
     Grid,
     SweepSettings,

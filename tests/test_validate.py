@@ -11,7 +11,7 @@ from mapping_toys import by_hand, toy_instance, toy_specs
 
 from placer import algorithms
 from placer.mapping import build_mapping, write_mapping
-from placer.validate import KINDS, validate_mapping
+from placer.mapping.validate import KINDS, validate_mapping
 
 CONTIGUOUS = [0, 0, 0, 1, 1, 2, 2, 2]   # embedding L0 L1 | L2 L3 | L4 L5 head on r0w0 r0w1 r0w2
 FREE = [0, 0, 1, 0, 1, 2, 2, 2]         # r0w0: embedding L0 L2; r0w1: L1 L3; r0w2: L4 L5 head
@@ -357,7 +357,7 @@ def test_the_validator_does_not_load_the_placement_methods():
     import subprocess
     import sys
 
-    code = ("import sys, placer.validate, placer.mapping; "
+    code = ("import sys, placer.mapping.validate, placer.mapping; "
             "print(sorted(m for m in sys.modules if m.startswith(('placer.algorithms', 'placer.placement'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

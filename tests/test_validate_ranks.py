@@ -1,4 +1,4 @@
-"""The validator's own per-rank rules (placer.validate_ranks): hand values, agreement with the
+"""The validator's own per-rank rules (placer.mapping.ranks): hand values, agreement with the
 solver's (placer.parallel) on every catalog model at several degrees, tampered mappings caught,
 and the intra-group links in the hop latency."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from placer import parallel as P
-from placer import validate_ranks as V
 from placer.catalog import list_models
-from placer.compare import solve
 from placer.fleet import fleet_from_dict, load_fleet
+from placer.mapping import ranks as V
+from placer.mapping.validate import validate_mapping
 from placer.model import load_model, model_from_dict
-from placer.validate import validate_mapping
+from placer.planning.compare import solve
 from placer.workload import Workload, workload_for
 
 PLACER = Path(__file__).resolve().parent.parent / "placer"

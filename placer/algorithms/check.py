@@ -1,6 +1,6 @@
 """The exact-bytes check every placement passes before a method's result is returned.
 
-This is the algorithms' own guard (the independent validator lives in :mod:`placer.validate` and
+This is the algorithms' own guard (the independent validator lives in :mod:`placer.mapping.validate` and
 shares no code with this package). A placement that fails it is a bug in the method that made it,
 never a user error: :class:`PlacementBug` is raised.
 """

@@ -79,7 +79,7 @@ input_file = _InputFile()
 
 def granularity_option(f):
     """``--granularity``: how split mode refines layers; one default for every command."""
-    from ..compare import SPLIT_GRANULARITY
+    from ..planning.compare import SPLIT_GRANULARITY
 
     return click.option("--granularity", default=None,
                         help=f"Split mode's refinement: layer, block or shards:N (default {SPLIT_GRANULARITY}); "
@@ -114,7 +114,7 @@ def workload_options(f):
 def method_option(default: str | None = None, help: str = "Placement method (default: dp for contiguous, cpsat "
                                                            "otherwise)."):
     """``--method``: one of the registry's placing methods (:data:`placer.algorithms.PLACING_METHODS`);
-    ``default`` None leaves the choice to the command (:func:`placer.plan.default_method`)."""
+    ``default`` None leaves the choice to the command (:func:`placer.planning.budget.default_method`)."""
     from ..algorithms.registry import PLACING_METHODS
 
     return click.option("--method", type=click.Choice(PLACING_METHODS), default=default,
@@ -306,7 +306,7 @@ def stderr_is_terminal() -> bool:
 
 
 def backend_options(f):
-    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.sweep.run_tasks`)."""
+    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.sweep.run_tasks`)."""
     f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
                      help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
     return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..compare import COMPARE_ROWS, compare, compare_degrees
+from ..planning.compare import COMPARE_ROWS, compare, compare_degrees
 from ..units import format_duration_us
 from .common import (
     Progress,

@@ -77,8 +77,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     and live requests, each point a validated placement and its simulation; writes the CSV (with
     each point's degree) and the PNG and says, per requested speed, which platform is ahead and by
     what ratio."""
-    from ..frontier import speed_frontier, write_csv
     from ..model import load_model
+    from ..planning.frontier import speed_frontier, write_csv
     from ..workload import workload_for
 
     floors = _speeds(speeds)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import click
 
-from ..compare import granularity_for
 from ..instance import make_instance
-from ..plan import plan_replicas
+from ..planning.budget import plan_replicas
+from ..planning.compare import granularity_for
 from .common import (
     Progress,
     context_type,

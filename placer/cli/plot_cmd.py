@@ -37,7 +37,7 @@ def plot_command(source, out, hardware, racks, racks_per_row, title, references)
     from ..plotting import plot_frontiers, plot_layout, save
 
     if str(source).endswith(".csv"):
-        from ..sweep import read_rows
+        from ..planning.sweep import read_rows
         from .sweep_cmd import parse_references
 
         rows = read_rows(source)

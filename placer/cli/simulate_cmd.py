@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import click
 
-from ..compare import granularity_for
 from ..errors import InvalidSpec
 from ..instance import MODES
 from ..mapping import read_mapping
+from ..planning.compare import granularity_for
 from ..simulate.des import RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
 from ..simulate.modes import compare_modes
 from ..units import format_duration_us

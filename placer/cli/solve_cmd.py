@@ -4,9 +4,9 @@ import click
 
 from ..algorithms.deadline import Deadline, interrupted
 from ..algorithms.registry import DEFAULT_OBJECTIVE, parse_objective
-from ..compare import node_ranges, solve_degrees
 from ..errors import InvalidSpec
 from ..instance import MODES, REQUIREMENTS
+from ..planning.compare import node_ranges, solve_degrees
 from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
@@ -71,7 +71,7 @@ def progress_line(info) -> str:
 
 def degree_line(tp: int, solved) -> str:
     """One line per degree tried: devices, stages, concurrency ceiling, hop latency, proof."""
-    from ..compare import devices_proven
+    from ..planning.compare import devices_proven
 
     r = solved.result
     if not r.feasible:
@@ -155,7 +155,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     if per_stage_tp:
         if method != "cpsat":
             raise InvalidSpec("--method", "method", "per-stage degrees are solved by cpsat")
-        from .perstage_cmd import solve_per_stage_command
+        from .solve_stage_degrees import solve_per_stage_command
         return solve_per_stage_command(m, fleet, wl, degrees=parse_degrees(tp), ep=ep, reserve=reserve_of(reserve),
                                        require=require, mode=mode, pins=pins, objective=objective or DEFAULT_OBJECTIVE,
                                        time_limit=time_limit, seed=seed, workers=threads,
@@ -194,8 +194,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        f"no placement")
             click.echo(workload_text(wl, fleet=fleet, reserve=reserve_of(reserve)))
             if r.status == "infeasible":
-                # why, in bytes, and what would fit (placer.explain; bounded by the solve's time limit)
-                from ..explain import explain_infeasible
+                # why, in bytes, and what would fit (placer.planning.explain; bounded by the solve's time limit)
+                from ..planning.explain import explain_infeasible
                 click.echo(explain_infeasible(inst, time_limit=20.0, deadline=deadline))
             else:
                 click.echo(f"{r.status}: {r.message or 'no placement found'}")
@@ -270,10 +270,10 @@ def _print_stages(inst, doc) -> None:
 
 def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limit, seed, workers, output, as_json,
                      min_user_tps, max_itl_ms, objective, degrees=None, ep=None, reserve=None) -> int:
-    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.speed.plan_for_speed` over the allowed
+    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.planning.speed.plan_for_speed` over the allowed
     degrees (``--tp``; ``--ep`` only expert-parallel layouts, else MoE models try both), printed."""
     from ..errors import InvalidSpec
-    from ..speed import floor_from, plan_for_speed
+    from ..planning.speed import floor_from, plan_for_speed
 
     floor = floor_from(min_user_tps, max_itl_ms)
     if pins:

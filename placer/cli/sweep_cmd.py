@@ -4,9 +4,9 @@ import contextlib
 
 import click
 
-from ..compare import granularity_for
 from ..errors import InvalidSpec
-from ..sweep import Grid, SweepSettings, run_sweep
+from ..planning.compare import granularity_for
+from ..planning.sweep import Grid, SweepSettings, run_sweep
 from ..units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 from .common import (
     Progress,

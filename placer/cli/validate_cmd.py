@@ -4,7 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..mapping import read_mapping
-from ..validate import validate_mapping
+from ..mapping.validate import validate_mapping
 from .common import echo_json, input_file, output_file, workload_text
 
 
@@ -55,7 +55,7 @@ def _report(mapping, doc, violations, as_json, **extra) -> None:
 
 def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:
     from ..mapping import write_mapping
-    from ..rebuild import read_stages, rebuild_mapping
+    from ..mapping.rebuild import read_stages, rebuild_mapping
 
     if not output:
         raise InvalidSpec("--rebuild", "output", "needs -o FIXED, the file to write the rebuilt mapping to")

@@ -38,7 +38,7 @@ def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str =
     Raises :class:`ExportRefused` (an :class:`~placer.errors.InvalidSpec`) when the mapping has
     violations or the runtime cannot express it, naming the reason.
     """
-    from ..validate import validate_mapping
+    from ..mapping.validate import validate_mapping
 
     if fmt not in FORMATS:
         raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

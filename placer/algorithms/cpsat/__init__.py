@@ -5,7 +5,7 @@
 * strategies: :mod:`.identical_chain`, :mod:`.contiguous`, :mod:`.free`;
 * models: :mod:`.models` (F0 path, F2 contiguous, F1 free), :mod:`.arcflow` (device count);
 * :mod:`.fleet`: fleet views (twins, latency hierarchy, integer latencies);
-* :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.explain`).
+* :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.planning.explain`).
 """
 
 from ..objectives import OBJECTIVES

@@ -1,7 +1,7 @@
 """Unsatisfiable cores: why CP-SAT proved that no placement exists, in words.
 
 :func:`shrink_core` (assumptions, then deletion) serves both :func:`explain_infeasible` (the
-strategies' models with capacity and pin literals) and :func:`placer.explain` (constraint families
+strategies' models with capacity and pin literals) and :func:`placer.planning.explain` (constraint families
 of a dedicated model, built by :func:`family_core`).
 """
 

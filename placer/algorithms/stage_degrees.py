@@ -1,0 +1,570 @@
+"""Per-stage tensor-parallel degrees: a chain cut into stages, each a group of g devices of one node
+with its own g, chosen from the allowed degrees, on fleets of mixed device types.
+
+The problem (:class:`PerStageProblem`) is pure integers and latencies, built by
+:mod:`placer.planning.stage_degrees` from the specs: per degree, every node's per-rank weight bytes and bytes per
+live request (:mod:`placer.parallel`); per fleet node (rack of one device type), its available
+devices and, per degree, the per-rank capacity (memory minus the reserve and the activation
+buffers); the hop latency between groups of two fleet nodes (and inside one).
+
+A **candidate stage** ``(start, end, degree, node)`` runs model nodes ``start..end-1`` on ``degree``
+devices of one fleet node; it exists only when the per-rank bytes of its layers at the base
+concurrency fit the per-rank capacity, decided here in exact bytes. So the CP-SAT model
+(:mod:`placer.algorithms.cpsat.stage_degrees`) needs no rounding of sizes at all: it picks a path of
+candidates from node 0 to node n (one stage ends where the next begins), each fleet node
+supplying at most its available devices, and its optimum *is* the exact optimum. Levels, in the
+order asked (default devices, concurrency, latency): **devices** (GPUs, the sum of the degrees),
+**concurrency** (the smallest chosen stage's live-request ceiling, exact per candidate), **hop
+latency** (exact integers when the decimals allow one scale, else rounded down: a bound only).
+A level is proven only when the exact value of a placement meets a bound of the exact model; a
+level after an unproven one is reported with its value and no bound.
+
+Every plan returned is re-checked here in exact bytes (:func:`check_plan`) before it leaves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..placement import Level, Status
+from .check import PlacementBug
+from .deadline import Deadline, DeadlineReached, note_interrupt
+
+__all__ = ["FleetNode", "PerStageProblem", "Candidate", "PlanStage", "PerStageOutcome", "candidates",
+           "plan_value", "check_plan", "solve_per_stage", "PER_STAGE_LEVELS"]
+
+PER_STAGE_LEVELS = ("devices", "concurrency", "latency")
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    """A node (rack) of one device type: its available device ids in slot order and, per degree, the
+    per-rank capacity in bytes (memory minus reserve minus activation buffers; may be negative)."""
+
+    rack: int
+    type_name: str
+    devices: tuple[str, ...]
+    capacity: dict
+
+    @property
+    def size(self) -> int:
+        return len(self.devices)
+
+
+@dataclass(frozen=True)
+class PerStageProblem:
+    """``weights[g][i]`` / ``requests[g][i]``: per-rank weight bytes and bytes per live request of
+    model node ``i`` at degree ``g``; ``latency[u][v]``: hop latency (us) from a group of fleet node
+    ``u`` to one of ``v`` (``u == v``: two groups of one node), None when they have no direct link;
+    ``attention``: when set, every stage holds one of these model nodes."""
+
+    n: int
+    degrees: tuple[int, ...]
+    weights: dict
+    requests: dict
+    concurrency: int
+    nodes: tuple[FleetNode, ...]
+    latency: tuple[tuple[float | None, ...], ...]
+    attention: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        if self.n < 1:
+            raise ValueError("a model of at least one node")
+        for g in self.degrees:
+            if len(self.weights[g]) != self.n or len(self.requests[g]) != self.n:
+                raise ValueError(f"degree {g}: bytes for {self.n} nodes expected")
+        if len(self.latency) != len(self.nodes) or any(len(row) != len(self.nodes) for row in self.latency):
+            raise ValueError("latency: one row and column per fleet node")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    start: int
+    end: int
+    degree: int
+    node: int
+    ceiling: int | None       # live requests the stage holds; None: no per-request memory
+
+    @property
+    def devices(self) -> int:
+        return self.degree
+
+
+@dataclass(frozen=True)
+class PlanStage:
+    """One stage of a plan: model nodes ``start..end-1`` on ``devices`` (of fleet node ``node``)."""
+
+    start: int
+    end: int
+    degree: int
+    node: int
+    devices: tuple[str, ...]
+
+
+@dataclass
+class PerStageOutcome:
+    status: Status
+    stages: tuple[PlanStage, ...] | None = None
+    levels: tuple[Level, ...] = ()
+    message: str = ""
+    interrupted: bool = False
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.stages is not None
+
+    @property
+    def proven(self) -> bool:
+        return (self.status == Status.OPTIMAL) and not self.interrupted
+
+    def level(self, name: str) -> Level | None:
+        return next((lv for lv in self.levels if lv.name == name), None)
+
+
+def _ceiling(cap: int, weights: int, per_request: int) -> int | None:
+    if per_request == 0:
+        return None
+    return (cap - weights) // per_request
+
+
+def candidates(prob: PerStageProblem, concurrency: int | None = None, *, maximal: bool = False,
+               deadline: Deadline | None = None) -> list[Candidate]:
+    """Every stage that fits in exact bytes at ``concurrency`` (default the problem's) and, with
+    ``attention``, holds an attention node. Feasibility is hereditary in the end (sizes are
+    non-negative), so each (start, degree, node) grows its end until the stage no longer fits;
+    ``maximal`` keeps only that longest stage (see :func:`solve_per_stage` for why that loses no
+    optimum when there is no attention requirement)."""
+    c = prob.concurrency if concurrency is None else concurrency
+    wanted = set(prob.attention) if prob.attention is not None else None
+    out: list[Candidate] = []
+    for u, fn in enumerate(prob.nodes):
+        for g in prob.degrees:
+            if g > fn.size:
+                continue
+            cap = fn.capacity[g]
+            w, r = prob.weights[g], prob.requests[g]
+            for a in range(prob.n):
+                if deadline is not None and a % 16 == 0:
+                    deadline.check()
+                weights = per = 0
+                holds = False
+                last = None
+                for b in range(a + 1, prob.n + 1):
+                    weights += w[b - 1]
+                    per += r[b - 1]
+                    if weights + c * per > cap:
+                        break
+                    holds = holds or wanted is None or (b - 1) in wanted
+                    if holds:
+                        last = Candidate(a, b, g, u, _ceiling(cap, weights, per))
+                        if not maximal:
+                            out.append(last)
+                if maximal and last is not None:
+                    out.append(last)
+    return out
+
+
+def plan_value(prob: PerStageProblem, stages) -> dict:
+    """The exact levels of a plan: ``devices`` (the sum of degrees), ``concurrency`` (the smallest
+    stage ceiling; None: unbounded) and ``latency`` (us, a Fraction of the decimals as written)."""
+    ceilings = []
+    for s in stages:
+        w = sum(prob.weights[s.degree][s.start:s.end])
+        r = sum(prob.requests[s.degree][s.start:s.end])
+        ceilings.append(_ceiling(prob.nodes[s.node].capacity[s.degree], w, r))
+    finite = [x for x in ceilings if x is not None]
+    latency = Fraction(0)
+    for s, t in zip(stages, stages[1:]):
+        lat = prob.latency[s.node][t.node]
+        latency += Fraction(repr(float(lat))) if lat is not None else 0
+    return dict(devices=sum(s.degree for s in stages), concurrency=min(finite) if finite else None,
+                latency=latency)
+
+
+def check_plan(prob: PerStageProblem, stages) -> None:
+    """Raise :class:`PlacementBug` unless the plan holds in exact bytes: stages cover the model
+    nodes once in order, each a group of its degree's devices of one fleet node (no device twice),
+    each within the per-rank capacity at the base concurrency, consecutive stages directly linked,
+    every stage holding an attention node when asked."""
+
+    def fail(msg):
+        raise PlacementBug(f"per-stage CP-SAT returned a plan that fails the exact check: {msg}")
+
+    if not stages:
+        fail("no stage")
+    at = 0
+    used: set[str] = set()
+    for k, s in enumerate(stages):
+        if s.start != at or s.end <= s.start:
+            fail(f"stage {k} holds nodes {s.start}..{s.end - 1}, expected to start at {at}")
+        at = s.end
+        if s.degree not in prob.degrees:
+            fail(f"stage {k} at degree {s.degree}, not an allowed one")
+        fn = prob.nodes[s.node]
+        if len(s.devices) != s.degree or len(set(s.devices)) != s.degree or not set(s.devices) <= set(fn.devices):
+            fail(f"stage {k}: group {s.devices} is not {s.degree} devices of node {fn.rack}")
+        if used & set(s.devices):
+            fail(f"stage {k} reuses {sorted(used & set(s.devices))}")
+        used |= set(s.devices)
+        w = sum(prob.weights[s.degree][s.start:s.end])
+        r = sum(prob.requests[s.degree][s.start:s.end])
+        if w + prob.concurrency * r > fn.capacity[s.degree]:
+            fail(f"stage {k} needs {w + prob.concurrency * r:,} B per rank, capacity {fn.capacity[s.degree]:,} B")
+        if prob.attention is not None and not set(range(s.start, s.end)) & set(prob.attention):
+            fail(f"stage {k} holds no attention node")
+        if k and prob.latency[stages[k - 1].node][s.node] is None:
+            fail(f"stages {k - 1} and {k} are on unlinked nodes")
+    if at != prob.n:
+        fail(f"the stages end at node {at}, the model has {prob.n}")
+
+
+def _allocate(prob: PerStageProblem, chosen) -> tuple[PlanStage, ...]:
+    """Devices for the chosen candidates (in pipeline order): each fleet node's devices in slot order."""
+    nxt = [0] * len(prob.nodes)
+    out = []
+    for c in chosen:
+        fn = prob.nodes[c.node]
+        out.append(PlanStage(c.start, c.end, c.degree, c.node, fn.devices[nxt[c.node]:nxt[c.node] + c.degree]))
+        nxt[c.node] += c.degree
+    return tuple(out)
+
+
+def _reachable(prob: PerStageProblem, cands) -> bool:
+    """Some chain of candidates covers the model (node capacities and links aside): when none does,
+    no plan exists."""
+    reach = [False] * (prob.n + 1)
+    reach[0] = True
+    for c in sorted(cands, key=lambda c: c.start):
+        if reach[c.start]:
+            reach[c.end] = True
+    return reach[prob.n]
+
+
+def fewest_devices_bound(prob: PerStageProblem, cands) -> int | None:
+    """A lower bound on the devices of any plan: the cheapest chain of candidates (each costing its
+    degree) with every node's supply unlimited, by a shortest path over the boundaries (exact over
+    longest-stage candidates, see :func:`solve_per_stage`). None when no chain covers the model."""
+    dist: list[int | None] = [None] * (prob.n + 1)
+    dist[0] = 0
+    for c in sorted(cands, key=lambda c: c.start):
+        if dist[c.start] is not None and (dist[c.end] is None or dist[c.start] + c.degree < dist[c.end]):
+            dist[c.end] = dist[c.start] + c.degree
+    return dist[prob.n]
+
+
+def path_plan(prob: PerStageProblem, cands) -> list[Candidate] | None:
+    """A plan from the cheapest chain of :func:`fewest_devices_bound` laid on real nodes: each stage
+    on a node of the chain's per-rank capacity (the previous stage's node first, then in
+    order) that still has the devices, every stage then grown to its longest; None when a stage
+    finds no node (the chain needs more of some node than the fleet has) or two consecutive stages
+    land on unlinked nodes. With longest-stage candidates its devices are at most the chain's."""
+    dist: list[int | None] = [None] * (prob.n + 1)
+    back: list[Candidate | None] = [None] * (prob.n + 1)
+    dist[0] = 0
+    for c in sorted(cands, key=lambda c: c.start):
+        if dist[c.start] is not None and (dist[c.end] is None or dist[c.start] + c.degree < dist[c.end]):
+            dist[c.end], back[c.end] = dist[c.start] + c.degree, c
+    if dist[prob.n] is None:
+        return None
+    chain = []
+    at = prob.n
+    while at > 0:
+        chain.append(back[at])
+        at = back[at].start
+    chain.reverse()
+    free = [fn.size for fn in prob.nodes]
+    longest = {(c.start, c.degree, c.node): c for c in cands}
+    plan: list[Candidate] = []
+    at, prev = 0, None
+    for c in chain:
+        if at >= prob.n:
+            break
+        want = prob.nodes[c.node]
+        options = [u for u, fn in enumerate(prob.nodes) if fn.capacity[c.degree] == want.capacity[c.degree]]
+        options.sort(key=lambda u: (u != prev, u))
+        got = None
+        for u in options:
+            stage = longest.get((at, c.degree, u))
+            if free[u] >= c.degree and stage is not None and \
+                    (prev is None or prob.latency[prev][u] is not None):
+                got = stage
+                break
+        if got is None:
+            return None
+        free[got.node] -= got.degree
+        plan.append(got)
+        at, prev = got.end, got.node
+    return plan if at >= prob.n else None
+
+
+def latency_bound(prob: PerStageProblem, cands, devices: int) -> tuple[Fraction | None, list[Candidate] | None]:
+    """(the least hop latency of a chain of candidates using exactly ``devices`` devices with every
+    node's supply unlimited, that chain): a lower bound on the latency of every plan of ``devices``
+    devices (a dynamic program over (boundary, devices so far, last node)); when the chain also
+    respects every node's supply it is a plan meeting the bound. (None, None) without such a chain."""
+    from_start: dict[int, list[Candidate]] = {}
+    for c in cands:
+        from_start.setdefault(c.start, []).append(c)
+    lat = [[None if x is None else Fraction(repr(float(x))) for x in row] for row in prob.latency]
+    best: dict[tuple[int, int, int], tuple[Fraction, tuple | None, Candidate]] = {}
+    for c in from_start.get(0, ()):
+        key = (c.end, c.degree, c.node)
+        if c.degree <= devices and (key not in best or best[key][0] > 0):
+            best[key] = (Fraction(0), None, c)
+    for p in range(1, prob.n):
+        for d in range(1, devices + 1):
+            for u in range(len(prob.nodes)):
+                here = best.get((p, d, u))
+                if here is None:
+                    continue
+                for c in from_start.get(p, ()):
+                    hop = lat[u][c.node]
+                    if hop is None or d + c.degree > devices:
+                        continue
+                    key, cost = (c.end, d + c.degree, c.node), here[0] + hop
+                    if key not in best or cost < best[key][0]:
+                        best[key] = (cost, (p, d, u), c)
+    ends = [(best[(prob.n, devices, u)][0], u) for u in range(len(prob.nodes)) if (prob.n, devices, u) in best]
+    if not ends:
+        return None, None
+    cost, u = min(ends)
+    chain, key = [], (prob.n, devices, u)
+    while key is not None:
+        _, back, c = best[key]
+        chain.append(c)
+        key = back
+    chain.reverse()
+    use = [0] * len(prob.nodes)
+    for c in chain:
+        use[c.node] += c.degree
+    fits = all(use[u] <= fn.size for u, fn in enumerate(prob.nodes))
+    return cost, (chain if fits else None)
+
+
+def _describe(levels) -> str:
+    unit = {"latency": " us", "concurrency": " live requests"}
+    parts = []
+    for lv in levels:
+        value = f"{float(lv.value):g}" if isinstance(lv.value, (float, Fraction)) else f"{lv.value}"
+        u = unit.get(lv.name, "")
+        if lv.proven:
+            parts.append(f"{lv.name} {value}{u} (proven)")
+        elif lv.bound is None:
+            parts.append(f"{lv.name} {value}{u} (not proven)")
+        else:
+            b = f"{float(lv.bound):g}" if isinstance(lv.bound, (float, Fraction)) else f"{lv.bound}"
+            parts.append(f"{lv.name} {value}{u} (bound {b}{u}, not proven)")
+    return ", ".join(parts)
+
+
+def solve_per_stage(prob: PerStageProblem, *, order=("devices", "concurrency", "latency"), time_limit: float = 30.0,
+                    seed: int = 0, workers: int = 2, progress=None, deadline: Deadline | None = None
+                    ) -> PerStageOutcome:
+    """The best plan of ``prob`` under the levels of ``order`` (a sequence of
+    :data:`PER_STAGE_LEVELS`, devices first), each level solved with the earlier ones fixed at their
+    proven optimum. Ctrl-C returns the best plan so far (``interrupted``).
+
+    Without an attention requirement only the longest stage of each (start, degree, node) is a
+    candidate: given any plan, growing each stage in turn to its longest (each next stage then
+    starts later, and a stage that fits still fits with fewer layers) keeps the sequence of
+    groups, so it uses no more devices, has the same hops (or fewer stages, hence fewer devices)
+    and fits at the same concurrency. So every level's optimum is among plans of longest stages at
+    the concurrency in force: the guaranteed concurrency is then the largest c at which such a plan
+    meets the levels before it (exponential and binary search over c, each probe decided by CP-SAT
+    on the model at c). With an attention requirement every stage is a candidate and concurrency
+    is a variable of the model (the smallest chosen ceiling).
+    """
+    from .cpsat.stage_degrees import PerStageModel
+    from .search import largest_true
+
+    bad = [x for x in order if x not in PER_STAGE_LEVELS]
+    if bad or not order or order[0] != "devices":
+        raise ValueError(f"per-stage levels: devices first, then any of concurrency, latency (got {','.join(order)})")
+    t0 = time.monotonic()
+    deadline = Deadline.of(deadline, time_limit)
+    stats: dict = dict(seed=seed, workers=workers, time_limit=time_limit, phases=[])
+    best: list = [None]          # (concurrency of its model, chosen candidates) of the best plan so far
+    found: dict = {}             # level -> proven optimum, fixed for the later levels
+    levels: list[Level] = []
+    state = dict(interrupted=False, c=prob.concurrency)
+    maximal = prob.attention is None
+    models: dict = {}
+
+    def model_at(c):
+        if c not in models:
+            models.clear()        # one model at a time: they can be large
+            models[c] = PerStageModel(prob, candidates(prob, c, maximal=maximal, deadline=deadline),
+                                      deadline=deadline, concurrency=not maximal)
+            stats.setdefault("candidates", len(models[c].cands))
+        return models[c]
+
+    def plan():
+        return None if best[0] is None else best[0][1]
+
+    def run(model, name, share, c, target=None):
+        out, got = model.solve_level(name, found, hint=plan(), time_limit=share, seed=seed, workers=workers,
+                                     progress=progress, t0=t0, target=target)
+        rec = dict(phase=name if c == prob.concurrency else f"{name} at concurrency {c}", **out.record())
+        stats["phases"].append(rec)
+        state["interrupted"] = state["interrupted"] or out.interrupted
+        if got is not None:
+            best[0] = (c, got)
+        return out
+
+    def record(c, chosen):
+        best[0] = (c, chosen)
+        stats["phases"].append(dict(phase=f"feasible at concurrency {c}", how="cheapest chain laid on nodes"))
+
+    def finish(status, message):
+        stats["seconds"] = round(time.monotonic() - t0, 4)
+        stats["latency_scale"] = next((m.lat_scale for m in models.values()), None)
+        stages = _allocate(prob, plan()) if plan() is not None else None
+        out_levels = list(levels)
+        if stages is not None:
+            check_plan(prob, stages)
+            values = plan_value(prob, stages)
+            done = {lv.name for lv in out_levels}
+            out_levels += [Level(name, values[name], None, False) for name in order if name not in done]
+        out_levels = [Level(lv.name, float(lv.value), None if lv.bound is None else float(lv.bound), lv.proven)
+                      if lv.name == "latency" else lv for lv in out_levels]
+        if status == Status.OPTIMAL and not all(lv.proven for lv in out_levels):
+            status = Status.FEASIBLE
+        text = message or _describe(out_levels)
+        if state["interrupted"] and stages is not None:
+            text += "; interrupted: best plan so far"
+        return PerStageOutcome(status, stages, tuple(out_levels), text, state["interrupted"],
+                               time.monotonic() - t0, stats)
+
+    try:
+        if not _reachable(prob, candidates(prob, maximal=True, deadline=deadline)):
+            return finish(Status.INFEASIBLE, "no chain of stages fits: some layers fit no group of any allowed "
+                                             "degree on any node at this concurrency")
+        if not any(prob.requests[g][i] for g in prob.degrees for i in range(prob.n)):
+            order = tuple(x for x in order if x != "concurrency")
+        for k, name in enumerate(order):
+            left = deadline.remaining()
+            if left <= 0.05 or state["interrupted"]:
+                break
+            share = left if k == len(order) - 1 else left / 2
+            if name == "concurrency" and maximal:
+                c_star, proven, upper = _largest_concurrency(prob, found, model_at, run, share, deadline,
+                                                             largest_true, record)
+                if c_star is None:
+                    break
+                state["c"] = c_star
+                value = plan_value(prob, _allocate(prob, plan()))["concurrency"]
+                bound = value if proven and value == c_star else max(upper, value)
+                levels.append(Level(name, value, bound, bool(proven and value == c_star)))
+            else:
+                model = model_at(state["c"])
+                target = None
+                if name == "devices":
+                    target = fewest_devices_bound(prob, model.cands)
+                    stats["devices_path_bound"] = target
+                    if target is not None:
+                        model.at_least(target)
+                    if maximal and best[0] is None:
+                        laid = path_plan(prob, model.cands)
+                        if laid is not None:
+                            best[0] = (state["c"], laid)
+                            stats["phases"].append(dict(phase="start", how="cheapest chain laid on nodes",
+                                                        devices=sum(c.degree for c in laid)))
+                if name == "devices" and plan() is not None and target is not None \
+                        and sum(c.degree for c in plan()) <= target:
+                    value = target          # the start meets the bound: proven without a search
+                    levels.append(Level(name, value, value, True))
+                    found[name] = value
+                    continue
+                lat_floor = None
+                if name == "latency" and "devices" in found:
+                    lat_floor, chain = latency_bound(prob, model.cands, found["devices"])
+                    stats["latency_path_bound"] = None if lat_floor is None else float(lat_floor)
+                    target = model.latency_target(found["devices"])
+                    if lat_floor is not None:
+                        q = lat_floor * model.lat_scale
+                        target = max(target, q.numerator // q.denominator)
+                    if chain is not None and model.satisfies(chain, found):
+                        best[0] = (state["c"], chain)     # the relaxation's optimum is a plan: proven
+                        value = model.exact_value(name, chain)
+                        levels.append(Level(name, value, value, True))
+                        found[name] = value
+                        continue
+                out = run(model, name, share, state["c"], target)
+                if out.status == "INFEASIBLE" and k == 0:
+                    return finish(Status.INFEASIBLE, "CP-SAT proved that no per-stage plan exists: the groups the "
+                                                     "nodes can supply cannot carry every layer")
+                if plan() is None:
+                    break
+                value = model.exact_value(name, plan())
+                bound = model.level_bound(name, out, value)
+                if name == "devices" and target is not None:
+                    bound = max(bound if bound is not None else target, min(target, value))
+                if name == "latency" and target is not None:      # (latencies are never negative)
+                    floor = min(max(Fraction(target, model.lat_scale), lat_floor or 0), value)
+                    bound = floor if bound is None else max(bound, floor)
+                levels.append(Level(name, value, bound, bound is not None and value == bound and not out.interrupted))
+            if not levels[-1].proven:
+                break
+            found[name] = levels[-1].value
+        if plan() is None:
+            why = "interrupted before any plan was found" if state["interrupted"] else \
+                "no plan found within the time limit"
+            return finish(Status.UNKNOWN, why)
+        return finish(Status.OPTIMAL if not state["interrupted"] else Status.FEASIBLE, "")
+    except KeyboardInterrupt:
+        note_interrupt()
+        state["interrupted"] = True
+        return finish(Status.FEASIBLE if plan() is not None else Status.UNKNOWN,
+                      "" if plan() is not None else "interrupted before any plan was found")
+    except DeadlineReached:
+        return finish(Status.FEASIBLE if plan() is not None else Status.UNKNOWN,
+                      "" if plan() is not None else "no plan found within the time limit (building the model "
+                                                    "took it all)")
+
+
+def _largest_concurrency(prob, found, model_at, run, share, deadline, largest_true, record):
+    """(c*, proven, an upper bound): the largest concurrency at which a plan of longest stages meets
+    the levels of ``found``; each probe a CP-SAT feasibility solve on the model at c."""
+    stop = deadline.within(share)
+    ruled_out: list[int] = []
+    base = prob.concurrency
+    # beyond this, some layer fits no group on its own
+    top = None
+    for i in range(prob.n):
+        ceilings = [_ceiling(fn.capacity[g], prob.weights[g][i], prob.requests[g][i])
+                    for fn in prob.nodes for g in prob.degrees if g <= fn.size]
+        if ceilings and all(x is not None for x in ceilings):
+            top = max(ceilings) if top is None else min(top, max(ceilings))
+    top = max(base, top if top is not None else base)
+
+    def decide(c: int) -> bool | None:
+        if c == base and found:
+            return True               # the earlier levels were solved at the base concurrency
+        left = stop.remaining()
+        if left <= 0.05:
+            return None
+        model = model_at(c)
+        need = fewest_devices_bound(prob, model.cands)
+        if need is None or ("devices" in found and need > found["devices"]):
+            ruled_out.append(c)       # even with every node's supply unlimited it takes more devices
+            return False
+        if set(found) <= {"devices"}:
+            laid = path_plan(prob, model.cands)
+            if laid is not None and sum(x.degree for x in laid) <= found.get("devices", need):
+                record(c, laid)
+                return True
+        out = run(model, "feasible", max(left / 3, 0.05), c)
+        if out.status == "INFEASIBLE":
+            ruled_out.append(c)
+            return False
+        if out.values is not None:
+            return True
+        return None
+
+    c_star, proven = largest_true(decide, base, top)
+    upper = min(ruled_out) - 1 if ruled_out else top
+    return c_star, proven, upper

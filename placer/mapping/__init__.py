@@ -1,0 +1,26 @@
+"""The stage mapping: the document a plan is written as, its schema, reading and writing, rebuilding
+it from its specs, and the independent validator with its per-rank rules.
+
+Modules, in dependency order: :mod:`~placer.mapping.schema` (JSON Schema and check),
+:mod:`~placer.mapping.document` (build from a placement), :mod:`~placer.mapping.io` (read, write,
+reload the specs and instance), :mod:`~placer.mapping.rebuild`, :mod:`~placer.mapping.ranks` (the
+validator's own per-rank byte rules) and :mod:`~placer.mapping.validate` (shares no code with the
+solver). The format: ``docs/mapping-format.md``.
+"""
+
+from .document import build_mapping, expert_groups_of
+from .io import (
+    compact_json,
+    dumps_mapping,
+    instance_from_mapping,
+    read_mapping,
+    specs_from_mapping,
+    write_mapping,
+)
+from .schema import READS_VERSIONS, SCHEMA_VERSION, check_mapping, mapping_schema
+
+__all__ = [
+    "SCHEMA_VERSION", "READS_VERSIONS", "build_mapping", "mapping_schema", "check_mapping", "read_mapping",
+    "write_mapping", "dumps_mapping", "compact_json", "specs_from_mapping", "instance_from_mapping",
+    "expert_groups_of",
+]

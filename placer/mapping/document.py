@@ -1,0 +1,171 @@
+"""Build the stage-mapping document from a placement.
+
+A mapping records what was placed (model and hardware by name, source and content hash, the
+workload, the mode and granularity), where (stages in pipeline order with their exact byte
+breakdown and the concurrency each holds, the route of every node) and how well (devices, hops,
+hop latency, concurrency ceiling, lower bound, status and proof). The format is described in
+``docs/mapping-format.md``; :func:`placer.mapping.schema.mapping_schema` is its JSON Schema.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+from ..catalog import hardware_dir, models_dir
+from ..errors import InfeasiblePlacement
+from ..fleet import Fleet
+from ..model import LayerGraph
+from .schema import SCHEMA_VERSION
+
+__all__ = ["build_mapping", "expert_groups_of"]
+
+
+# ----------------------------------------------------------------------------- building
+def _finite(x):
+    """``x`` as a JSON-safe number: ``None`` for None, inf and nan."""
+    if x is None:
+        return None
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _spec_ref(source: str, folder: Path) -> str:
+    """The catalog name when ``source`` is a file of the catalog ``folder``, else ``source`` itself."""
+    if not source:
+        return source
+    p = Path(source)
+    try:
+        if p.suffix in (".yaml", ".yml") and p.resolve().parent == folder.resolve():
+            return p.stem
+    except OSError:
+        pass
+    return source
+
+
+def _racks(fleet: Fleet) -> int:
+    return len({d.rack for d in fleet.devices})
+
+
+def expert_groups_of(model: LayerGraph) -> int | None:
+    """Expert groups per MoE layer in a ``block``-refined graph (None when it has none)."""
+    groups = Counter(x.parent for x in model.layers if x.part and x.part.startswith("experts "))
+    return max(groups.values()) if groups else None
+
+
+def build_mapping(instance, result) -> dict:
+    """The stage-mapping document of ``result`` (a placement of ``instance``), in DESIGN.md's format.
+
+    Stages are the used devices in order of first visit (pipeline order for contiguous and split
+    placements); each names its group when ``tp`` > 1 (the ``tp`` devices of one node that run it,
+    the first being the stage's ``device``, and the expert-parallel degree ``ep``: ``tp`` when
+    experts are spread whole, else 1; without a
+    group the stage runs on its ``device`` alone) and states the exact bytes
+    of each rank under the instance's workload: weights, KV reserve (concurrency x KV bytes per
+    request), recurrent state (concurrency x state bytes per request), activation buffers, the
+    runtime reserve and what is left free. ``max_concurrency`` is the largest number of live
+    requests the stage holds (``null``: unbounded, the stage keeps no per-request memory; ``-1``:
+    its weights alone overflow). Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
+    """
+    if result.assignment is None:
+        raise InfeasiblePlacement(result.message or f"no placement to write (status {result.status})",
+                                  max_concurrency=result.max_concurrency)
+    assignment = tuple(int(a) for a in result.assignment)
+    if len(assignment) != instance.n_nodes:
+        raise ValueError(f"assignment has {len(assignment)} entries for {instance.n_nodes} nodes")
+    model, base, fleet, wl = instance.model, instance.base_model or instance.model, instance.fleet, instance.workload
+    devices = instance.devices
+    order: list[int] = []
+    held: dict[int, list[int]] = {}
+    for i, d in enumerate(assignment):
+        if d not in held:
+            held[d] = []
+            order.append(d)
+        held[d].append(i)
+
+    c = wl.concurrency
+    act = instance.activation_buffer_bytes
+    stages = []
+    for k, d in enumerate(order):
+        nodes = held[d]
+        weights = sum(instance.weight_bytes[i] for i in nodes)
+        kv = c * sum(instance.kv_request_bytes[i] for i in nodes)
+        state = c * sum(instance.state_request_bytes[i] for i in nodes)
+        dev = devices[d]
+        nxt = None
+        if k + 1 < len(order):
+            e = order[k + 1]
+            nxt = instance.hop_us(d, e)
+        reserve = instance.reserve_bytes[d]
+        stage = dict(index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes])
+        if instance.tp > 1 or instance.ep:
+            # a group of one (the stage's device alone) is left implicit; per-stage plans give
+            # every stage its own degree (the size of its group)
+            members = instance.members(d)
+            stage["group"] = dict(devices=list(members), tp=len(members), ep=len(members) if instance.ep else 1)
+        stage.update(
+            bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
+                       free=dev.memory_bytes - weights - kv - state - act - reserve),
+            max_concurrency=instance.max_concurrency(nodes, d), next_hop_latency_us=_finite(nxt))
+        stages.append(stage)
+
+    # Counted from the assignment when the method left a figure out.
+    hops, lat = instance.hops(assignment)
+    # the groups' collectives, when the method costed them (placer.groups.per_device records them)
+    intra = result.stats.get("group_latency_us") if result.stats else None
+    lat += intra or 0.0
+    finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
+    ceiling = result.concurrency_ceiling if result.concurrency_ceiling is not None else (
+        min(finite) if finite else None)
+
+    def pick(value, fallback):
+        return fallback if value is None else value
+
+    model_doc = dict(name=base.name, sha256=base.sha256, source=_spec_ref(base.source, models_dir()),
+                     granularity=model.granularity)
+    groups = expert_groups_of(model)
+    if groups is not None:
+        model_doc["expert_groups"] = groups
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "model": model_doc,
+        "hardware": dict(name=fleet.name, sha256=fleet.sha256, source=_spec_ref(fleet.source, hardware_dir()),
+                         racks=_racks(instance.layout.base_fleet if instance.layout is not None
+                                      and instance.layout.base_fleet is not None else fleet)),
+        "workload": wl.to_dict(),
+        "mode": instance.mode,
+        "parallel": _parallel_doc(instance),
+        "stages": stages,
+        "route": [devices[d].id for d in assignment],
+        "summary": dict(
+            devices_used=sum(len(instance.members(d)) for d in order),   # every device of every group
+            hops=pick(result.hops, hops),
+            hop_latency_us=_finite(pick(result.hop_latency_us, lat)),
+            **({"group_latency_us": _finite(intra)} if intra is not None else {}),
+            concurrency_ceiling=ceiling,
+            lower_bound_devices=result.lower_bound_devices,
+            method=result.method,
+            status=str(result.status),
+            proven_optimal=bool(result.proven_optimal),
+            objective=_finite(result.objective),
+            bound=_finite(result.bound),
+            gap=_finite(result.gap),
+            solve_seconds=_finite(float(result.seconds)) or 0.0),
+    }
+    if instance.pins:
+        doc["pins"] = [dict(layers=[model.layers[i].name for i in p.nodes], device=p.device)
+                       for p in instance.pins]
+    return doc
+
+
+def _parallel_doc(instance) -> dict:
+    lay = instance.layout
+    doc = dict(tp=instance.tp, ep=instance.tp if instance.ep else 1,
+               reserve=None if lay is None or lay.reserve is None else lay.reserve.to_dict())
+    if lay is not None and lay.per_stage:
+        doc["per_stage"] = True      # tp and ep are the largest stage's; each stage's group has its own
+    return doc
+
+

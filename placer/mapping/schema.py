@@ -1,0 +1,203 @@
+"""The stage mapping's JSON Schema and the check every reader runs (``placer schema`` prints it).
+
+The format is described in ``docs/mapping-format.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidSpec
+
+if TYPE_CHECKING:   # jsonschema loads on the first check (a solve that writes nothing never needs it)
+    from jsonschema import Draft202012Validator
+
+__all__ = ["SCHEMA_VERSION", "READS_VERSIONS", "mapping_schema", "check_mapping"]
+
+SCHEMA_VERSION = 2
+READS_VERSIONS = (1, 2)   # version 1: no groups (one device per stage) and no reserve
+_STATUSES = ("optimal", "feasible", "infeasible", "unknown", "heuristic")
+_WORKLOAD_REQUIRED = ("context_tokens", "concurrency", "weight_bits", "kv_bits", "state_bits", "micro_batch")
+
+
+# ----------------------------------------------------------------------------- schema
+def mapping_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a stage mapping, ``schema_version`` 2 (1 still reads: no
+    ``parallel``, stage ``group`` or ``bytes.reserve``)."""
+    count = {"type": "integer", "minimum": 0}
+    opt_count = {"type": ["integer", "null"], "minimum": 0}
+    concurrency = {"type": ["integer", "null"], "minimum": -1,
+                   "description": "live requests held; null = unbounded (no per-request memory); "
+                                  "-1 = the weights alone overflow the device"}
+    opt_number = {"type": ["number", "null"]}
+    sha = {"type": "string", "pattern": "^([0-9a-f]{64})?$",
+           "description": "SHA-256 of the spec file's text (empty when the spec had no file)"}
+    name = {"type": "string", "minLength": 1}
+    bits = {"type": "integer", "minimum": 1, "maximum": 64}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "urn:placer:stage-mapping:2",
+        "title": "placer stage mapping",
+        "description": "Where each layer of a model sits on a fleet, stage by stage, with exact bytes.",
+        "type": "object",
+        "required": ["schema_version", "model", "hardware", "workload", "mode", "stages", "route", "summary"],
+        "properties": {
+            "schema_version": {"enum": list(READS_VERSIONS)},
+            "parallel": {
+                "type": "object", "required": ["tp", "ep"], "additionalProperties": False,
+                "properties": {
+                    "tp": {"type": "integer", "minimum": 1, "maximum": 100000},
+                    "ep": {"type": "integer", "minimum": 1, "maximum": 100000,
+                           "description": "expert-parallel degree: tp when experts are spread whole, else 1"},
+                    "reserve": {
+                        "type": ["object", "null"], "required": ["fraction", "bytes"],
+                        "additionalProperties": False,
+                        "description": "the --reserve override; null: each device type's own",
+                        "properties": {"fraction": {"type": "string", "pattern": r"^[0-9./]+$"},
+                                       "bytes": count},
+                    },
+                    "per_stage": {"type": "boolean",
+                                  "description": "every stage has its own degree (its group's tp and ep); "
+                                                 "tp and ep here are the largest"},
+                },
+            },
+            "model": {
+                "type": "object", "required": ["name", "sha256"],
+                "properties": {
+                    "name": name, "sha256": sha,
+                    "source": {"type": "string", "description": "catalog name or spec path"},
+                    "granularity": {"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
+                    "expert_groups": {"type": "integer", "minimum": 1},
+                },
+            },
+            "hardware": {
+                "type": "object", "required": ["name", "sha256"],
+                "properties": {
+                    "name": name, "sha256": sha,
+                    "source": {"type": "string", "description": "catalog name or spec path"},
+                    "racks": {"type": "integer", "minimum": 1, "maximum": 100000},
+                },
+            },
+            "workload": {
+                "type": "object", "required": list(_WORKLOAD_REQUIRED), "additionalProperties": False,
+                "properties": {
+                    # the same limits as placer.workload.Workload, so the schema check names the file
+                    "context_tokens": {"type": "integer", "minimum": 1, "maximum": 2**40},
+                    "concurrency": {"type": "integer", "minimum": 0, "maximum": 10**9},
+                    "weight_bits": bits, "kv_bits": bits, "state_bits": bits, "conv_state_bits": bits,
+                    "activation_bits": bits, "weight_scale_bits": bits,
+                    "micro_batch": {"type": "integer", "minimum": 1, "maximum": 10**6},
+                    "weight_group_size": count,
+                    "weights_as_stored": {"type": "boolean"},
+                },
+            },
+            "mode": {"enum": ["contiguous", "free", "split"]},
+            "stages": {
+                "type": "array", "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["index", "device", "rack", "layers", "bytes", "max_concurrency",
+                                 "next_hop_latency_us"],
+                    "properties": {
+                        "index": count, "device": name, "rack": count,
+                        "layers": {"type": "array", "items": name},
+                        "group": {
+                            "type": "object", "required": ["devices", "tp", "ep"], "additionalProperties": False,
+                            "description": "the devices of one node that run the stage; bytes are per device",
+                            "properties": {"devices": {"type": "array", "minItems": 1, "items": name},
+                                           "tp": {"type": "integer", "minimum": 1},
+                                           "ep": {"type": "integer", "minimum": 1}},
+                        },
+                        "bytes": {
+                            "type": "object", "additionalProperties": False,
+                            "required": ["weights", "kv_reserve", "state", "activations", "free"],
+                            "properties": {"weights": count, "kv_reserve": count, "state": count,
+                                           "activations": count, "reserve": count,
+                                           "free": {"type": "integer"}},
+                        },
+                        "max_concurrency": concurrency,
+                        "next_hop_latency_us": {"type": ["number", "null"], "minimum": 0},
+                    },
+                },
+            },
+            "route": {"type": "array", "items": name},
+            "summary": {
+                "type": "object",
+                "required": ["devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
+                             "lower_bound_devices", "method", "status", "proven_optimal", "objective",
+                             "bound", "solve_seconds"],
+                "properties": {
+                    "devices_used": count, "hops": count,
+                    "hop_latency_us": {"type": "number", "minimum": 0,
+                                       "description": "hops between stages, plus group_latency_us when stated"},
+                    "group_latency_us": {"type": "number", "minimum": 0,
+                                         "description": "link latency of the groups' collectives (all-reduces, "
+                                                        "all-to-alls), part of hop_latency_us"},
+                    "concurrency_ceiling": concurrency,
+                    "lower_bound_devices": opt_count,
+                    "method": name, "status": {"enum": list(_STATUSES)},
+                    "proven_optimal": {"type": "boolean"},
+                    "objective": opt_number, "bound": opt_number, "gap": opt_number,
+                    "solve_seconds": {"type": "number", "minimum": 0},
+                },
+            },
+            "pins": {
+                "type": "array",
+                "items": {
+                    "type": "object", "required": ["layers", "device"], "additionalProperties": False,
+                    "properties": {"layers": {"type": "array", "minItems": 1, "items": name},
+                                   "device": {"type": ["string", "null"]}},
+                },
+            },
+        },
+    }
+
+
+_VALIDATOR: Draft202012Validator | None = None
+
+
+def _validator() -> Draft202012Validator:
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        from jsonschema import Draft202012Validator
+
+        _VALIDATOR = Draft202012Validator(mapping_schema())
+    return _VALIDATOR
+
+
+def _pointer(parts) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def check_mapping(doc, source: str = "<mapping>") -> dict:
+    """``doc`` if it is a schema-valid mapping; else :class:`InvalidSpec` naming the JSON pointer of the bad field.
+
+    A mapping of another ``schema_version`` gets a message saying so before any other check.
+    """
+    if not isinstance(doc, dict):
+        raise InvalidSpec(source, "/", f"a mapping is a JSON object, got {type(doc).__name__}")
+    version = doc.get("schema_version")
+    if version not in READS_VERSIONS and isinstance(version, int) and not isinstance(version, bool):
+        raise InvalidSpec(source, "/schema_version",
+                          f"written by a different placer version (schema_version {version}; "
+                          f"this placer reads {' and '.join(map(str, READS_VERSIONS))})")
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(doc))
+    if error is None:
+        return doc
+    path = list(error.absolute_path)
+    message = error.message
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        if missing:
+            path.append(missing[0])
+            message = "required field is missing"
+    elif error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        if extra:
+            path.append(extra[0])
+            message = "unknown field"
+    raise InvalidSpec(source, _pointer(path) or "/", message)
+
+

@@ -1,0 +1,1 @@
+"""Planning: the one entry point (placer.plan) and the searches built on it."""

@@ -1,0 +1,227 @@
+"""Speed frontiers: per fleet, what each per-user speed costs in tokens/s per MW and per device.
+
+For each fleet and each device layout it allows (:func:`placer.planning.speed.layouts`: on GPU fleets
+every tensor-parallel degree the model's heads and the node size allow, and for MoE models each
+degree with experts spread whole; wafers run one device per stage), :func:`speed_frontier` places
+the model (the solver's public :func:`placer.algorithms.place`, through
+:func:`placer.planning.budget.min_devices`) for per-replica concurrency targets 1, 2, 4, ... up to what the
+fleet holds, validates every placement with
+:func:`placer.mapping.validate.validate_mapping` (code that shares nothing with the solver), then
+simulates each placement at live loads 1, 2, 4, ... up to its concurrency ceiling (continuous
+batching, one discrete-event run per point, in worker processes or Ray tasks). A point is a placement at a
+load: its degree, per-user speed, aggregate tokens/s per MW and per device (devices count every
+member of a group), and how many identical replicas the fleet holds (replicas on disjoint devices
+scale the live requests, not the ratios).
+The Pareto set of each fleet maximises all three. :func:`compare_at_speeds` says, for each
+requested speed, which fleet serves it with the most tokens/s per MW and by what ratio.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..fleet import Fleet
+from ..groups import per_device
+from ..instance import make_instance
+from ..model import LayerGraph
+from ..reserve import Reserve
+from ..spec_io import atomic_write_text
+from ..workload import Workload
+from .budget import min_devices
+from .sweep import check_backend, run_tasks
+
+__all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
+
+COLUMNS = ["platform", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total", "per_user_tokens_per_s",
+           "itl_p50_us", "aggregate_tokens_per_s", "power_w", "tokens_per_s_per_mw", "tokens_per_s_per_device",
+           "joules_per_token", "hop_latency_us", "valid", "pareto", "schedule", "context_tokens", "route"]
+
+
+@dataclass
+class FrontierReport:
+    model: str
+    context_tokens: int
+    platforms: list[str]
+    rows: list[dict]
+    speeds: tuple[float, ...] = ()
+    sentences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _ladder(top: int) -> list[int]:
+    out, t = [], 1
+    while t < top:
+        out.append(t)
+        t *= 2
+    out.append(top)
+    return out
+
+
+def _simulate_point(task: tuple) -> dict:
+    """One point (runs in a worker process): a placement simulated at one load."""
+    from ..simulate import simulate
+
+    model, fleet, workload, mode, granularity, assignment, live, output_tokens, meta, reserve = task
+    inst = make_instance(model, fleet, workload, mode=mode, granularity=granularity, tp=meta["tp"], ep=meta["ep"],
+                         reserve=reserve)
+    sim = simulate(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    agg = sim.aggregate_tokens_per_s
+    return dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
+                per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
+                aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
+                tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
+                schedule=sim.schedule)
+
+
+def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
+           ) -> list[bool]:
+    """Whether each row is Pareto-optimal (no other row at least as good on every key and better
+    on one; larger is better, None is worst)."""
+    vals = [tuple(-1.0 if r.get(k) is None else float(r[k]) for k in keys) for r in rows]
+    out = []
+    for i, a in enumerate(vals):
+        dominated = any(all(b[j] >= a[j] for j in range(len(keys))) and b != a for b in vals)
+        out.append(not dominated and vals.index(a) == i)    # one of equal rows only
+    return out
+
+
+def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload, *,
+                   speeds: Sequence[float] = (), mode: str = "contiguous", granularity: str | None = None,
+                   method: str | None = None, output_tokens: int = 16, jobs: int | None = None,
+                   progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
+                   reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
+                   address: str | None = None, **solver_options) -> FrontierReport:
+    """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
+
+    ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
+    default: every degree the model and the nodes allow, expert parallelism both ways for MoE
+    models); ``reserve`` overrides the device types' runtime reserve; ``max_target`` caps the
+    per-replica concurrency targets (default: up to what the fleet holds). ``jobs`` worker
+    processes simulate the points (default: the machine's cores; 1 runs them in this process), or
+    with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
+    :func:`placer.planning.sweep.run_tasks`);
+    ``progress(done, total)`` is called after each point. ``solver_options`` go to the solver
+    (time_limit, seed, workers).
+    """
+    from ..mapping import build_mapping
+    from ..mapping.validate import validate_mapping
+    from .speed import layouts
+
+    check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
+    granularity = granularity or ("shards:4" if mode == "split" else "layer")
+    tasks: list[tuple] = []
+    notes: list[str] = []
+    for fleet in fleets:
+        found, refused = layouts(model, fleet, degrees, ep, mode, workload)
+        if refused:
+            notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
+        for tp, spread in found:
+            base = make_instance(model, fleet, workload.replace(concurrency=1), mode=mode, granularity=granularity,
+                                 tp=tp, ep=spread, reserve=reserve)
+            n_groups = len(base.devices)
+            tag = f"tp {tp}{' ep' if spread else ''}"
+            seen: set[tuple] = set()
+            target = 1
+            while target <= (max_target or 2**30):
+                inst = base.with_concurrency(target)
+                r = min_devices(inst, method, **solver_options)
+                if not r.feasible:
+                    if target == 1:
+                        notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
+                    break
+                top = int(r.concurrency_ceiling or target)
+                key = tuple(r.assignment)
+                if key not in seen:
+                    seen.add(key)
+                    doc = build_mapping(inst, per_device(r, inst))
+                    violations = validate_mapping(doc, model=model, fleet=fleet)
+                    meta = dict(platform=fleet.name, tp=tp, ep=spread, devices=r.devices_used * tp,
+                                replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
+                                valid=not violations, context_tokens=workload.context_tokens,
+                                route=" ".join(doc["route"]))
+                    if violations:
+                        notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
+                                     f"({violations[0].message}); its points are kept and marked invalid")
+                    for live in _ladder(top):
+                        tasks.append((model, fleet, inst.workload, mode, granularity, list(r.assignment), live,
+                                      output_tokens, meta, reserve))
+                target *= 2             # until the fleet holds no placement for that many
+    rows: list[dict] = []
+
+    def finished(task, row: dict) -> None:
+        rows.append(row)
+        if progress:
+            progress(len(rows), len(tasks))
+
+    run_tasks(_simulate_point, (), tasks, finished, backend=backend, workers=jobs or os.cpu_count() or 1,
+              address=address)
+    rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["devices"], r["target"], r["live_per_replica"]))
+    for name in dict.fromkeys(r["platform"] for r in rows):
+        mine = [r for r in rows if r["platform"] == name]
+        for r, p in zip(mine, pareto(mine)):
+            r["pareto"] = p
+    report = FrontierReport(model=model.name, context_tokens=workload.context_tokens,
+                            platforms=[f.name for f in fleets], rows=rows, speeds=tuple(speeds), notes=notes)
+    report.sentences = compare_at_speeds(report, speeds)
+    return report
+
+
+def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:
+    ok = [r for r in rows if r["platform"] == platform and r["valid"] and r["per_user_tokens_per_s"] is not None
+          and r["per_user_tokens_per_s"] >= speed and r["tokens_per_s_per_mw"] is not None]
+    return max(ok, key=lambda r: r["tokens_per_s_per_mw"], default=None)
+
+
+def _degree(row: dict) -> str:
+    """``", tp 8 ep"`` for a point on device groups, nothing for one device per stage."""
+    tp = row.get("tp", 1)
+    return "" if tp == 1 else f", tp {tp}{' ep' if row.get('ep') else ''}"
+
+
+def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[str]:
+    """One sentence per speed: which platform serves it with the most tokens/s per MW, by what
+    ratio over the next, or that no platform reaches it (naming each one's fastest point)."""
+    out = []
+    for x in speeds:
+        best = {p: _best_at(report.rows, p, x) for p in report.platforms}
+        reach = sorted(((p, r) for p, r in best.items() if r), key=lambda pr: -pr[1]["tokens_per_s_per_mw"])
+        missing = [p for p, r in best.items() if r is None]
+
+        def fastest(p):
+            mine = [r for r in report.rows if r["platform"] == p and r["per_user_tokens_per_s"] is not None]
+            if not mine:
+                return f"{p} has no placement"
+            top = max(mine, key=lambda r: r["per_user_tokens_per_s"])
+            return (f"{p} peaks at {top['per_user_tokens_per_s']:,.0f} tokens/s per user ({top['devices']} devices"
+                    f"{_degree(top)})")
+
+        if not reach:
+            out.append(f"At {x:,.0f} tokens/s per user no platform qualifies: "
+                       + "; ".join(fastest(p) for p in missing) + ".")
+            continue
+        p, r = reach[0]
+        head = (f"At {x:,.0f} tokens/s per user, {p} is ahead with {r['tokens_per_s_per_mw']:,.0f} tokens/s per MW "
+                f"({r['devices']} devices per replica{_degree(r)}, {r['live_per_replica']} live requests each, "
+                f"{r['per_user_tokens_per_s']:,.0f} tokens/s per user)")
+        if len(reach) > 1:
+            q, s = reach[1]
+            head += (f", {r['tokens_per_s_per_mw'] / s['tokens_per_s_per_mw']:.2f}x {q} "
+                     f"({s['tokens_per_s_per_mw']:,.0f} tokens/s per MW{_degree(s)})")
+        if missing:
+            head += "; " + "; ".join(f"{fastest(m)}, short of the floor" for m in missing)
+        out.append(head + ".")
+    return out
+
+
+def write_csv(path, rows: Sequence[dict]) -> None:
+    """The points as CSV (:data:`COLUMNS`), written atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in COLUMNS})
+    atomic_write_text(path, buf.getvalue())
