@@ -2,9 +2,19 @@
 
 Public API (heavier parts load on first use)::
 
-    from placer import load_model, load_fleet, workload_for, make_instance, place
-    inst = make_instance(load_model("kimi-k3"), load_fleet("wse-3t"), workload_for(load_model("kimi-k3")))
-    result = place(inst, method="cpsat")
+    from placer import load_model, load_fleet, workload_for, plan, Requirements, SolverSettings
+    model = load_model("kimi-k3")
+    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(mode="contiguous"))
+    p.result.devices_used, p.mapping["summary"]["proven_optimal"]
+
+    # one placement on one instance, without a planner:
+    from placer import make_instance, place
+    result = place(make_instance(model, load_fleet("wse-3t"), workload_for(model)), method="cpsat")
+
+Packages, in dependency order: specs (``model``, ``fleet``, ``workload``, ``hf``), the problem
+(``instance``, ``groups``, ``parallel``, ``refine``), ``algorithms`` (placement methods, proofs),
+``mapping`` (the document, its schema, the validator), ``simulate``, ``planning`` (``plan()`` and
+the searches on it), ``export``, ``executor``, ``plotting``, ``cli``.
 """
 
 from .errors import InfeasiblePlacement, InvalidSpec, PlacerError
@@ -18,6 +28,7 @@ __all__ = [
     "Fleet", "load_fleet", "Instance", "make_instance",
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
+    "plan", "Plan", "Requirements", "SolverSettings",
 ]
 __version__ = "0.1.0"
 
@@ -27,6 +38,10 @@ _LAZY = {
     "validate_mapping": ("placer.mapping.validate", "validate_mapping"),
     "simulate_mapping": ("placer.simulate", "simulate_mapping"),
     "build_mapping": ("placer.mapping", "build_mapping"),
+    "plan": ("placer.planning", "plan"),
+    "Plan": ("placer.planning", "Plan"),
+    "Requirements": ("placer.planning", "Requirements"),
+    "SolverSettings": ("placer.planning", "SolverSettings"),
 }
 
 

@@ -28,6 +28,7 @@ MOVED = {
     "placer.rebuild": "placer.mapping.rebuild",
     "placer.validate": "placer.mapping.validate",
     "placer.validate_ranks": "placer.mapping.ranks",
+    "placer.simulate.modes": "placer.planning.modes",
 }
 
 

@@ -158,11 +158,11 @@ def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
     from placer.cli import solve_cmd
 
     seen = {}
-    real = solve_cmd.solve_degrees
+    real = solve_cmd.plan
 
-    def spy(*args, **kw):
-        seen["deadline"] = kw["deadline"]
-        return real(*args, **kw)
+    def spy(model, fleet, workload, requirements, solver, **kw):
+        seen["deadline"] = solver.deadline
+        return real(model, fleet, workload, requirements, solver, **kw)
 
     def leave(code):
         seen["code"] = code
@@ -170,7 +170,7 @@ def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
 
     ok = Path(__file__).parent / "bad_inputs" / "ok"
     monkeypatch.setattr(dl, "process_started", lambda: 500.0)
-    monkeypatch.setattr(solve_cmd, "solve_degrees", spy)
+    monkeypatch.setattr(solve_cmd, "plan", spy)
     monkeypatch.setattr(cli, "_leave", leave)
     monkeypatch.setattr(sys, "argv", ["placer", "solve", str(ok / "tiny.yaml"), "-H", str(ok / "tinyhw.yaml"),
                                       "--time-limit", "30", "--quiet"])

@@ -215,7 +215,7 @@ def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
     from placer.algorithms.deadline import note_interrupt
     from placer.fleet import load_fleet
     from placer.model import load_model
-    from placer.simulate import modes as sim_modes
+    from placer.planning import modes as sim_modes
     from placer.workload import workload_for
 
     calls = []
@@ -226,7 +226,9 @@ def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
         note_interrupt()
         return r
 
-    monkeypatch.setattr(sim_modes, "place", place_then_ctrl_c)
+    import placer.algorithms as algorithms
+
+    monkeypatch.setattr(algorithms, "place", place_then_ctrl_c)   # the planners' one placement step calls it
     model = load_model("kimi-k3")
     doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), method="dp",
                                   modes=("contiguous", "free"), output_tokens=2)

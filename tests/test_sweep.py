@@ -9,7 +9,6 @@ import pytest
 import yaml
 from test_plan import TINY_MODEL, toy_fleet
 
-import placer.planning.sweep as sweep_mod
 from placer.algorithms import place
 from placer.errors import InvalidSpec
 from placer.instance import make_instance
@@ -40,14 +39,16 @@ def same(rows):
 @pytest.fixture
 def count_solves(monkeypatch):
     """Counts the solves the sweep makes (by concurrency)."""
-    calls = []
-    real = sweep_mod.min_devices
+    import placer.algorithms as algorithms
 
-    def counting(instance, method=None, **kw):
+    calls = []
+    real = algorithms.place      # every planner's placement step (placer.planning.solve) calls it
+
+    def counting(instance, method="cpsat", **kw):
         calls.append(instance.workload.concurrency)
         return real(instance, method, **kw)
 
-    monkeypatch.setattr(sweep_mod, "min_devices", counting)
+    monkeypatch.setattr(algorithms, "place", counting)
     return calls
 
 
@@ -121,15 +122,17 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path, count_solves):
 
 
 def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
-    out = tmp_path / "r.csv"
-    real = sweep_mod.min_devices
+    import placer.algorithms as algorithms
 
-    def flaky(instance, method=None, **kw):
+    out = tmp_path / "r.csv"
+    real = algorithms.place
+
+    def flaky(instance, method="cpsat", **kw):
         if instance.workload.concurrency == 4:
             raise RuntimeError("solver crashed")
         return real(instance, method, **kw)
 
-    monkeypatch.setattr(sweep_mod, "min_devices", flaky)
+    monkeypatch.setattr(algorithms, "place", flaky)
     grid = Grid(contexts=(10,), concurrencies=(1, 4, 9))
     run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1)
     rows = {r["concurrency"]: r for r in read_rows(out)}
@@ -138,7 +141,7 @@ def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
     assert rows[9]["status"] == "infeasible" and "largest concurrency that fits is 8" in rows[9]["error"]
     assert rows[9]["devices_used"] is None and not rows[9]["pareto"]
     # a plain re-run keeps the error; --retry-failed solves it again (the newer row wins)
-    monkeypatch.setattr(sweep_mod, "min_devices", real)
+    monkeypatch.setattr(algorithms, "place", real)
     assert run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1).solved == 0
     report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1, retry_failed=True)
     assert report.solved == 1

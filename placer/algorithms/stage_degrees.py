@@ -33,7 +33,7 @@ from .check import PlacementBug
 from .deadline import Deadline, DeadlineReached, note_interrupt
 
 __all__ = ["FleetNode", "PerStageProblem", "Candidate", "PlanStage", "PerStageOutcome", "candidates",
-           "plan_value", "check_plan", "solve_per_stage", "PER_STAGE_LEVELS"]
+           "plan_value", "check_plan", "solve_problem", "solve_per_stage", "PER_STAGE_LEVELS"]
 
 PER_STAGE_LEVELS = ("devices", "concurrency", "latency")
 
@@ -136,7 +136,7 @@ def candidates(prob: PerStageProblem, concurrency: int | None = None, *, maximal
     """Every stage that fits in exact bytes at ``concurrency`` (default the problem's) and, with
     ``attention``, holds an attention node. Feasibility is hereditary in the end (sizes are
     non-negative), so each (start, degree, node) grows its end until the stage no longer fits;
-    ``maximal`` keeps only that longest stage (see :func:`solve_per_stage` for why that loses no
+    ``maximal`` keeps only that longest stage (see :func:`solve_problem` for why that loses no
     optimum when there is no attention requirement)."""
     c = prob.concurrency if concurrency is None else concurrency
     wanted = set(prob.attention) if prob.attention is not None else None
@@ -247,7 +247,7 @@ def _reachable(prob: PerStageProblem, cands) -> bool:
 def fewest_devices_bound(prob: PerStageProblem, cands) -> int | None:
     """A lower bound on the devices of any plan: the cheapest chain of candidates (each costing its
     degree) with every node's supply unlimited, by a shortest path over the boundaries (exact over
-    longest-stage candidates, see :func:`solve_per_stage`). None when no chain covers the model."""
+    longest-stage candidates, see :func:`solve_problem`). None when no chain covers the model."""
     dist: list[int | None] = [None] * (prob.n + 1)
     dist[0] = 0
     for c in sorted(cands, key=lambda c: c.start):
@@ -361,9 +361,9 @@ def _describe(levels) -> str:
     return ", ".join(parts)
 
 
-def solve_per_stage(prob: PerStageProblem, *, order=("devices", "concurrency", "latency"), time_limit: float = 30.0,
-                    seed: int = 0, workers: int = 2, progress=None, deadline: Deadline | None = None
-                    ) -> PerStageOutcome:
+def solve_problem(prob: PerStageProblem, *, order=("devices", "concurrency", "latency"), time_limit: float = 30.0,
+                  seed: int = 0, workers: int = 2, progress=None, deadline: Deadline | None = None
+                  ) -> PerStageOutcome:
     """The best plan of ``prob`` under the levels of ``order`` (a sequence of
     :data:`PER_STAGE_LEVELS`, devices first), each level solved with the earlier ones fixed at their
     proven optimum. Ctrl-C returns the best plan so far (``interrupted``).
@@ -378,152 +378,207 @@ def solve_per_stage(prob: PerStageProblem, *, order=("devices", "concurrency", "
     on the model at c). With an attention requirement every stage is a candidate and concurrency
     is a variable of the model (the smallest chosen ceiling).
     """
-    from .cpsat.stage_degrees import PerStageModel
-    from .search import largest_true
-
     bad = [x for x in order if x not in PER_STAGE_LEVELS]
     if bad or not order or order[0] != "devices":
         raise ValueError(f"per-stage levels: devices first, then any of concurrency, latency (got {','.join(order)})")
-    t0 = time.monotonic()
-    deadline = Deadline.of(deadline, time_limit)
-    stats: dict = dict(seed=seed, workers=workers, time_limit=time_limit, phases=[])
-    best: list = [None]          # (concurrency of its model, chosen candidates) of the best plan so far
-    found: dict = {}             # level -> proven optimum, fixed for the later levels
-    levels: list[Level] = []
-    state = dict(interrupted=False, c=prob.concurrency)
-    maximal = prob.attention is None
-    models: dict = {}
+    return _LevelSearch(prob, tuple(order), time_limit, seed, workers, progress, deadline).run()
 
-    def model_at(c):
-        if c not in models:
-            models.clear()        # one model at a time: they can be large
-            models[c] = PerStageModel(prob, candidates(prob, c, maximal=maximal, deadline=deadline),
-                                      deadline=deadline, concurrency=not maximal)
-            stats.setdefault("candidates", len(models[c].cands))
-        return models[c]
 
-    def plan():
-        return None if best[0] is None else best[0][1]
+solve_per_stage = solve_problem     # its name before placer.algorithms.stage_degrees; kept for one release
 
-    def run(model, name, share, c, target=None):
-        out, got = model.solve_level(name, found, hint=plan(), time_limit=share, seed=seed, workers=workers,
-                                     progress=progress, t0=t0, target=target)
-        rec = dict(phase=name if c == prob.concurrency else f"{name} at concurrency {c}", **out.record())
-        stats["phases"].append(rec)
-        state["interrupted"] = state["interrupted"] or out.interrupted
+
+class _LevelSearch:
+    """The state of one :func:`solve_problem`: the best plan so far (``best``: its concurrency and
+    chosen candidates), the proven optimum of each level solved (``found``, fixed for the later
+    levels), the levels reported, the concurrency in force and whether Ctrl-C was seen."""
+
+    def __init__(self, prob, order, time_limit, seed, workers, progress, deadline):
+        self.prob, self.order = prob, order
+        self.seed, self.workers, self.progress = seed, workers, progress
+        self.t0 = time.monotonic()
+        self.deadline = Deadline.of(deadline, time_limit)
+        self.stats: dict = dict(seed=seed, workers=workers, time_limit=time_limit, phases=[])
+        self.best: tuple | None = None
+        self.found: dict = {}
+        self.levels: list[Level] = []
+        self.interrupted = False
+        self.c = prob.concurrency
+        self.maximal = prob.attention is None
+        self.models: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+    def model_at(self, c):
+        from .cpsat.stage_degrees import PerStageModel
+
+        if c not in self.models:
+            self.models.clear()        # one model at a time: they can be large
+            self.models[c] = PerStageModel(self.prob, candidates(self.prob, c, maximal=self.maximal,
+                                                                 deadline=self.deadline),
+                                           deadline=self.deadline, concurrency=not self.maximal)
+            self.stats.setdefault("candidates", len(self.models[c].cands))
+        return self.models[c]
+
+    def plan(self):
+        return None if self.best is None else self.best[1]
+
+    def solve_level(self, model, name, share, c, target=None):
+        out, got = model.solve_level(name, self.found, hint=self.plan(), time_limit=share, seed=self.seed,
+                                     workers=self.workers, progress=self.progress, t0=self.t0, target=target)
+        rec = dict(phase=name if c == self.prob.concurrency else f"{name} at concurrency {c}", **out.record())
+        self.stats["phases"].append(rec)
+        self.interrupted = self.interrupted or out.interrupted
         if got is not None:
-            best[0] = (c, got)
+            self.best = (c, got)
         return out
 
-    def record(c, chosen):
-        best[0] = (c, chosen)
-        stats["phases"].append(dict(phase=f"feasible at concurrency {c}", how="cheapest chain laid on nodes"))
+    def record(self, c, chosen):
+        self.best = (c, chosen)
+        self.stats["phases"].append(dict(phase=f"feasible at concurrency {c}", how="cheapest chain laid on nodes"))
 
-    def finish(status, message):
-        stats["seconds"] = round(time.monotonic() - t0, 4)
-        stats["latency_scale"] = next((m.lat_scale for m in models.values()), None)
-        stages = _allocate(prob, plan()) if plan() is not None else None
-        out_levels = list(levels)
+    def proven_level(self, name, value) -> None:
+        self.levels.append(Level(name, value, value, True))
+        self.found[name] = value
+
+    def finish(self, status, message) -> PerStageOutcome:
+        prob = self.prob
+        self.stats["seconds"] = round(time.monotonic() - self.t0, 4)
+        self.stats["latency_scale"] = next((m.lat_scale for m in self.models.values()), None)
+        stages = _allocate(prob, self.plan()) if self.plan() is not None else None
+        out_levels = list(self.levels)
         if stages is not None:
             check_plan(prob, stages)
             values = plan_value(prob, stages)
             done = {lv.name for lv in out_levels}
-            out_levels += [Level(name, values[name], None, False) for name in order if name not in done]
+            out_levels += [Level(name, values[name], None, False) for name in self.order if name not in done]
         out_levels = [Level(lv.name, float(lv.value), None if lv.bound is None else float(lv.bound), lv.proven)
                       if lv.name == "latency" else lv for lv in out_levels]
         if status == Status.OPTIMAL and not all(lv.proven for lv in out_levels):
             status = Status.FEASIBLE
         text = message or _describe(out_levels)
-        if state["interrupted"] and stages is not None:
+        if self.interrupted and stages is not None:
             text += "; interrupted: best plan so far"
-        return PerStageOutcome(status, stages, tuple(out_levels), text, state["interrupted"],
-                               time.monotonic() - t0, stats)
+        return PerStageOutcome(status, stages, tuple(out_levels), text, self.interrupted,
+                               time.monotonic() - self.t0, self.stats)
 
-    try:
-        if not _reachable(prob, candidates(prob, maximal=True, deadline=deadline)):
-            return finish(Status.INFEASIBLE, "no chain of stages fits: some layers fit no group of any allowed "
-                                             "degree on any node at this concurrency")
+    # ------------------------------------------------------------------ the levels
+    def concurrency_level(self, share) -> bool:
+        """The guaranteed concurrency by search over c; False when no plan was found."""
+        from .search import largest_true
+
+        c_star, proven, upper = _largest_concurrency(self.prob, self.found, self.model_at, self.solve_level, share,
+                                                     self.deadline, largest_true, self.record)
+        if c_star is None:
+            return False
+        self.c = c_star
+        value = plan_value(self.prob, _allocate(self.prob, self.plan()))["concurrency"]
+        bound = value if proven and value == c_star else max(upper, value)
+        self.levels.append(Level("concurrency", value, bound, bool(proven and value == c_star)))
+        return True
+
+    def devices_start(self, model):
+        """The devices level's path bound (set on the model), and a first plan laid on the nodes."""
+        target = fewest_devices_bound(self.prob, model.cands)
+        self.stats["devices_path_bound"] = target
+        if target is not None:
+            model.at_least(target)
+        if self.maximal and self.best is None:
+            laid = path_plan(self.prob, model.cands)
+            if laid is not None:
+                self.best = (self.c, laid)
+                self.stats["phases"].append(dict(phase="start", how="cheapest chain laid on nodes",
+                                                 devices=sum(c.degree for c in laid)))
+        return target
+
+    def latency_start(self, model):
+        """(the latency level's target in model units, its exact floor); the level is proven at once
+        (returns None) when the relaxation's optimum is a plan."""
+        lat_floor, chain = latency_bound(self.prob, model.cands, self.found["devices"])
+        self.stats["latency_path_bound"] = None if lat_floor is None else float(lat_floor)
+        target = model.latency_target(self.found["devices"])
+        if lat_floor is not None:
+            q = lat_floor * model.lat_scale
+            target = max(target, q.numerator // q.denominator)
+        if chain is not None and model.satisfies(chain, self.found):
+            self.best = (self.c, chain)     # the relaxation's optimum is a plan: proven
+            self.proven_level("latency", model.exact_value("latency", chain))
+            return None
+        return target, lat_floor
+
+    def model_level(self, k, name, share):
+        """A devices or latency level on the model at the concurrency in force: ``"stop"`` (no plan
+        or not proven), ``"infeasible"`` (proven impossible at the first level) or ``"next"``."""
+        model = self.model_at(self.c)
+        target, lat_floor = None, None
+        if name == "devices":
+            target = self.devices_start(model)
+            if self.plan() is not None and target is not None and sum(c.degree for c in self.plan()) <= target:
+                self.proven_level(name, target)     # the start meets the bound: proven without a search
+                return "next"
+        if name == "latency" and "devices" in self.found:
+            started = self.latency_start(model)
+            if started is None:
+                return "next"
+            target, lat_floor = started
+        out = self.solve_level(model, name, share, self.c, target)
+        if out.status == "INFEASIBLE" and k == 0:
+            return "infeasible"
+        if self.plan() is None:
+            return "stop"
+        value = model.exact_value(name, self.plan())
+        bound = model.level_bound(name, out, value)
+        if name == "devices" and target is not None:
+            bound = max(bound if bound is not None else target, min(target, value))
+        if name == "latency" and target is not None:      # (latencies are never negative)
+            floor = min(max(Fraction(target, model.lat_scale), lat_floor or 0), value)
+            bound = floor if bound is None else max(bound, floor)
+        self.levels.append(Level(name, value, bound, bound is not None and value == bound and not out.interrupted))
+        return "solved"
+
+    # ------------------------------------------------------------------ the search
+    def run(self) -> PerStageOutcome:
+        try:
+            return self._run()
+        except KeyboardInterrupt:
+            note_interrupt()
+            self.interrupted = True
+            return self.finish(Status.FEASIBLE if self.plan() is not None else Status.UNKNOWN,
+                               "" if self.plan() is not None else "interrupted before any plan was found")
+        except DeadlineReached:
+            return self.finish(Status.FEASIBLE if self.plan() is not None else Status.UNKNOWN,
+                               "" if self.plan() is not None else "no plan found within the time limit (building "
+                                                                  "the model took it all)")
+
+    def _run(self) -> PerStageOutcome:
+        prob, order = self.prob, self.order
+        if not _reachable(prob, candidates(prob, maximal=True, deadline=self.deadline)):
+            return self.finish(Status.INFEASIBLE, "no chain of stages fits: some layers fit no group of any allowed "
+                                                  "degree on any node at this concurrency")
         if not any(prob.requests[g][i] for g in prob.degrees for i in range(prob.n)):
             order = tuple(x for x in order if x != "concurrency")
         for k, name in enumerate(order):
-            left = deadline.remaining()
-            if left <= 0.05 or state["interrupted"]:
+            left = self.deadline.remaining()
+            if left <= 0.05 or self.interrupted:
                 break
             share = left if k == len(order) - 1 else left / 2
-            if name == "concurrency" and maximal:
-                c_star, proven, upper = _largest_concurrency(prob, found, model_at, run, share, deadline,
-                                                             largest_true, record)
-                if c_star is None:
+            if name == "concurrency" and self.maximal:
+                if not self.concurrency_level(share):
                     break
-                state["c"] = c_star
-                value = plan_value(prob, _allocate(prob, plan()))["concurrency"]
-                bound = value if proven and value == c_star else max(upper, value)
-                levels.append(Level(name, value, bound, bool(proven and value == c_star)))
             else:
-                model = model_at(state["c"])
-                target = None
-                if name == "devices":
-                    target = fewest_devices_bound(prob, model.cands)
-                    stats["devices_path_bound"] = target
-                    if target is not None:
-                        model.at_least(target)
-                    if maximal and best[0] is None:
-                        laid = path_plan(prob, model.cands)
-                        if laid is not None:
-                            best[0] = (state["c"], laid)
-                            stats["phases"].append(dict(phase="start", how="cheapest chain laid on nodes",
-                                                        devices=sum(c.degree for c in laid)))
-                if name == "devices" and plan() is not None and target is not None \
-                        and sum(c.degree for c in plan()) <= target:
-                    value = target          # the start meets the bound: proven without a search
-                    levels.append(Level(name, value, value, True))
-                    found[name] = value
-                    continue
-                lat_floor = None
-                if name == "latency" and "devices" in found:
-                    lat_floor, chain = latency_bound(prob, model.cands, found["devices"])
-                    stats["latency_path_bound"] = None if lat_floor is None else float(lat_floor)
-                    target = model.latency_target(found["devices"])
-                    if lat_floor is not None:
-                        q = lat_floor * model.lat_scale
-                        target = max(target, q.numerator // q.denominator)
-                    if chain is not None and model.satisfies(chain, found):
-                        best[0] = (state["c"], chain)     # the relaxation's optimum is a plan: proven
-                        value = model.exact_value(name, chain)
-                        levels.append(Level(name, value, value, True))
-                        found[name] = value
-                        continue
-                out = run(model, name, share, state["c"], target)
-                if out.status == "INFEASIBLE" and k == 0:
-                    return finish(Status.INFEASIBLE, "CP-SAT proved that no per-stage plan exists: the groups the "
-                                                     "nodes can supply cannot carry every layer")
-                if plan() is None:
+                step = self.model_level(k, name, share)
+                if step == "infeasible":
+                    return self.finish(Status.INFEASIBLE, "CP-SAT proved that no per-stage plan exists: the groups "
+                                                          "the nodes can supply cannot carry every layer")
+                if step == "stop":
                     break
-                value = model.exact_value(name, plan())
-                bound = model.level_bound(name, out, value)
-                if name == "devices" and target is not None:
-                    bound = max(bound if bound is not None else target, min(target, value))
-                if name == "latency" and target is not None:      # (latencies are never negative)
-                    floor = min(max(Fraction(target, model.lat_scale), lat_floor or 0), value)
-                    bound = floor if bound is None else max(bound, floor)
-                levels.append(Level(name, value, bound, bound is not None and value == bound and not out.interrupted))
-            if not levels[-1].proven:
+                if step == "next":
+                    continue
+            if not self.levels[-1].proven:
                 break
-            found[name] = levels[-1].value
-        if plan() is None:
-            why = "interrupted before any plan was found" if state["interrupted"] else \
-                "no plan found within the time limit"
-            return finish(Status.UNKNOWN, why)
-        return finish(Status.OPTIMAL if not state["interrupted"] else Status.FEASIBLE, "")
-    except KeyboardInterrupt:
-        note_interrupt()
-        state["interrupted"] = True
-        return finish(Status.FEASIBLE if plan() is not None else Status.UNKNOWN,
-                      "" if plan() is not None else "interrupted before any plan was found")
-    except DeadlineReached:
-        return finish(Status.FEASIBLE if plan() is not None else Status.UNKNOWN,
-                      "" if plan() is not None else "no plan found within the time limit (building the model "
-                                                    "took it all)")
+            self.found[name] = self.levels[-1].value
+        if self.plan() is None:
+            why = "interrupted before any plan was found" if self.interrupted else "no plan found within the time limit"
+            return self.finish(Status.UNKNOWN, why)
+        return self.finish(Status.OPTIMAL if not self.interrupted else Status.FEASIBLE, "")
 
 
 def _largest_concurrency(prob, found, model_at, run, share, deadline, largest_true, record):

@@ -6,8 +6,8 @@ from ..errors import InvalidSpec
 from ..instance import MODES
 from ..mapping import read_mapping
 from ..planning.compare import granularity_for
+from ..planning.modes import compare_modes
 from ..simulate.des import RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
-from ..simulate.modes import compare_modes
 from ..units import format_duration_us
 from ..workload import workload_for
 from .common import (

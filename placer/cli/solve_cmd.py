@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms.deadline import Deadline, interrupted
-from ..algorithms.registry import DEFAULT_OBJECTIVE, parse_objective
-from ..errors import InvalidSpec
+from ..algorithms.deadline import Deadline
 from ..instance import MODES, REQUIREMENTS
-from ..planning.compare import node_ranges, solve_degrees
+from ..planning import Requirements, SolverSettings, plan
+from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
@@ -71,13 +70,11 @@ def progress_line(info) -> str:
 
 def degree_line(tp: int, solved) -> str:
     """One line per degree tried: devices, stages, concurrency ceiling, hop latency, proof."""
-    from ..planning.compare import devices_proven
-
     r = solved.result
     if not r.feasible:
         return f"  tp {tp}: {r.status}: {r.message or 'no placement found'}"
     stages = r.stats.get("groups_used", r.devices_used)
-    proof = "proven" if r.proven_optimal else ("devices proven" if devices_proven(r) else "not proven")
+    proof = "proven" if r.proven_optimal else ("devices proven" if r.devices_proven else "not proven")
     return (f"  tp {tp}: {r.devices_used} devices ({stages} stages of {tp}), concurrency ceiling "
             f"{_fmt(r.concurrency_ceiling)}, hop latency {format_duration_us(r.hop_latency_us)}, {proof}, "
             f"{format_duration_us(r.seconds * 1e6)}")
@@ -142,46 +139,33 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     deadline = Deadline.since_command_start(time_limit)
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     m, fleet, wl = load_inputs(model, hardware, **kw)
-    if per_stage_tp and (min_user_tps is not None or max_itl_ms is not None):
-        raise InvalidSpec("--per-stage-tp", "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
-    if min_user_tps is not None or max_itl_ms is not None:
-        speed = objective or "devices"
-        if speed not in ("devices", "mw", "tokens-per-mw"):
-            raise InvalidSpec("--objective", "objective", "with a speed floor: devices, mw or tokens-per-mw")
-        return _solve_for_speed(m, fleet, wl, mode=mode, granularity=granularity, method=method, pins=pins,
-                                time_limit=time_limit, seed=seed, workers=threads, output=output, as_json=as_json,
-                                min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, objective=speed,
-                                degrees=parse_degrees(tp), ep=True if ep else None, reserve=reserve_of(reserve))
-    if per_stage_tp:
-        if method != "cpsat":
-            raise InvalidSpec("--method", "method", "per-stage degrees are solved by cpsat")
-        from .solve_stage_degrees import solve_per_stage_command
-        return solve_per_stage_command(m, fleet, wl, degrees=parse_degrees(tp), ep=ep, reserve=reserve_of(reserve),
-                                       require=require, mode=mode, pins=pins, objective=objective or DEFAULT_OBJECTIVE,
-                                       time_limit=time_limit, seed=seed, workers=threads,
-                                       progress=None if quiet else print_progress, deadline=deadline,
-                                       output=output, as_json=as_json)
-    opts = dict(time_limit=time_limit, seed=seed, workers=threads, progress=None if quiet else print_progress,
-                deadline=deadline) if method == "cpsat" else {}
-    if method == "cpsat":
-        try:
-            parse_objective(objective or DEFAULT_OBJECTIVE)
-        except ValueError as exc:
-            raise InvalidSpec("--objective", "objective", str(exc)) from None
-        opts["objective"] = objective or DEFAULT_OBJECTIVE
-    degrees = parse_degrees(tp)
-    if degrees is None and mode == "split":
-        degrees = [1]
-    lines: list[str] = []
-    search = solve_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve_of(reserve), mode=mode,
-                           granularity=granularity, method=method, pins=pins, require=require,
-                           on_degree=lambda g, s: lines.append(degree_line(g, s)), **opts)
-    for g, why in search.refused.items():
-        click.echo(f"tp {g} excluded: {why}", err=True)
-    solved = search.best
-    inst, r, doc = solved.instance, solved.result, solved.mapping
+    floor = min_user_tps is not None or max_itl_ms is not None
+    req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
+                       expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
+                       pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
+                       max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
+                       objective=None if floor else objective)
+    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
+                            progress=None if quiet else print_progress, deadline=deadline)
+    planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
+    if planned.kind == "speed-floor":
+        return _print_speed_plan(planned, output, as_json)
+    if planned.kind == "per-stage":
+        from .solve_stage_degrees import print_per_stage_plan
+
+        return print_per_stage_plan(planned, output, as_json)
+    return _print_plan(planned, output, as_json, show_stages, deadline)
+
+
+def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
+    """The degree search's plan as ``placer solve`` prints it; the exit code."""
+    m, fleet, wl, req = planned.model, planned.fleet, planned.workload, planned.requirements
+    method = planned.solver.method
+    for label, why in planned.refused.items():
+        click.echo(f"{label} excluded: {why}", err=True)
+    inst, r, doc = planned.instance, planned.result, planned.mapping
     # Ctrl-C: the best placement so far is printed and written as usual, then exit 130
-    done = 130 if r.interrupted or interrupted() else 0
+    done = 130 if planned.interrupted else 0
     if done:
         click.echo("interrupted: " + ("best placement so far" if doc is not None else "no placement found yet"),
                    err=as_json)
@@ -192,11 +176,10 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         else:
             click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                        f"no placement")
-            click.echo(workload_text(wl, fleet=fleet, reserve=reserve_of(reserve)))
+            click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
             if r.status == "infeasible":
                 # why, in bytes, and what would fit (placer.planning.explain; bounded by the solve's time limit)
-                from ..planning.explain import explain_infeasible
-                click.echo(explain_infeasible(inst, time_limit=20.0, deadline=deadline))
+                click.echo(planned.explain(time_limit=20.0, deadline=deadline))
             else:
                 click.echo(f"{r.status}: {r.message or 'no placement found'}")
                 if r.max_concurrency is not None:
@@ -212,7 +195,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
-    click.echo(workload_text(wl, fleet=fleet, reserve=reserve_of(reserve)))
+    click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
     proven = "proven" if sm["proven_optimal"] else "not proven"
     # with per-level figures below, a single device gap would read as "0% from optimal"
     gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"
@@ -224,12 +207,12 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
                    f"bound {_level_value(level.name, level.bound, 'none')}, "
                    f"{'proven' if level.proven else 'not proven'}")
-    if len(search.solved) > 1 or inst.tp > 1:
-        over = "proven over every degree" if search.devices_proven else "not proven over every degree"
+    if len(planned.tried) > 1 or inst.tp > 1:
+        over = "proven over every degree" if planned.devices_proven else "not proven over every degree"
         click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''} "
-                   f"(of {', '.join(str(s.instance.tp) for s in search.solved)}; device count {over}):")
-        for line in lines:
-            click.echo(line)
+                   f"(of {', '.join(str(s.instance.tp) for s in planned.tried)}; device count {over}):")
+        for s in planned.tried:
+            click.echo(degree_line(s.instance.tp, s))
     if show_stages:
         _print_stages(inst, doc)
     else:
@@ -268,41 +251,30 @@ def _print_stages(inst, doc) -> None:
         click.echo(f"bytes per device: each of a stage's {inst.tp} devices holds these")
 
 
-def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limit, seed, workers, output, as_json,
-                     min_user_tps, max_itl_ms, objective, degrees=None, ep=None, reserve=None) -> int:
-    """``--min-user-tps`` / ``--max-itl-ms``: :func:`placer.planning.speed.plan_for_speed` over the allowed
-    degrees (``--tp``; ``--ep`` only expert-parallel layouts, else MoE models try both), printed."""
-    from ..errors import InvalidSpec
-    from ..planning.speed import floor_from, plan_for_speed
-
-    floor = floor_from(min_user_tps, max_itl_ms)
-    if pins:
-        raise InvalidSpec("--pin", "pins", "pins cannot be combined with a speed floor")
-    opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
-    plan = plan_for_speed(m, fleet, wl, min_user_tps=floor, objective=objective, mode=mode or "contiguous",
-                          granularity=granularity, method=method, progress=lambda msg: click.echo(msg, err=True),
-                          degrees=degrees, ep=ep, reserve=reserve, **opts)
-    for what, why in plan.refused.items():
+def _print_speed_plan(planned, output, as_json) -> int:
+    """A speed-floor plan (:func:`placer.planning.speed.speed_search`) as ``placer solve`` prints it."""
+    sp = planned.speed
+    m, fleet, wl = planned.model, planned.fleet, planned.workload
+    floor = sp.floor_tokens_per_s
+    for what, why in sp.refused.items():
         click.echo(f"{what} excluded: {why}", err=True)
-    doc = None
-    if plan.chosen is not None:
-        doc = plan.chosen.shape.mapping()
+    doc = planned.mapping
     where = write_mapping_if_asked(output, doc, what=" (one replica)")
     if as_json:
-        echo_json(dict(doc or {}, speed_target=plan.to_dict()))
+        echo_json(dict(doc or {}, speed_target=sp.to_dict()))
         click.echo(where, err=True)
-        return 0 if plan.feasible else 1
+        return 0 if sp.feasible else 1
     click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
                f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
-               f"objective {objective}")
-    click.echo(workload_text(wl, fleet=fleet, reserve=reserve))
-    if plan.chosen is None:
-        click.echo(plan.message)
+               f"objective {sp.objective}")
+    click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.reserve))
+    if sp.chosen is None:
+        click.echo(sp.message)
         return 1
-    r = plan.chosen.row()
-    click.echo(plan.message)
-    layouts = [s.layout for s in sorted({(s.tp, s.ep): s for s in plan.shapes}.values(), key=lambda s: (s.tp, s.ep))]
-    click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}, {plan.chosen.shape.layout} "
+    r = sp.chosen.row()
+    click.echo(sp.message)
+    layouts = [s.layout for s in sorted({(s.tp, s.ep): s for s in sp.shapes}.values(), key=lambda s: (s.tp, s.ep))]
+    click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}, {sp.chosen.shape.layout} "
                f"of {', '.join(layouts)}), "
                f"{'-' if r['power_w'] is None else format(r['power_w'] / 1e3, ',.1f')} kW; per user "
                f"{r['per_user_tokens_per_s']:,.1f} tokens/s at {r['load_per_replica']} live per replica; "
@@ -311,6 +283,6 @@ def _solve_for_speed(m, fleet, wl, *, mode, granularity, method, pins, time_limi
                f"tokens/s per MW; "
                f"holds {r['held']} live requests at the floor")
     click.echo(f"  every figure from a discrete-event run of the placement (continuous batching); "
-               f"{len(plan.candidates)} candidate(s) met the floor")
+               f"{len(sp.candidates)} candidate(s) met the floor")
     click.echo(where)
     return 0

@@ -1,4 +1,4 @@
-"""``placer solve --per-stage-tp``: a degree per stage (:func:`placer.planning.stage_degrees.solve_per_stage`), printed."""
+"""``placer solve --per-stage-tp``: a plan with a degree per stage, printed (a helper of ``placer solve``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us
 from .common import echo_json, group_label, workload_doc, workload_text, write_mapping_if_asked
 
-__all__ = ["solve_per_stage_command"]
+__all__ = ["print_per_stage_plan"]
 
 
 def _fmt(value) -> str:
@@ -24,17 +24,14 @@ def _level(name: str, value) -> str:
     return _fmt(value)
 
 
-def solve_per_stage_command(m, fleet, wl, *, degrees, ep, reserve, require, mode, pins, objective, time_limit, seed,
-                            workers, progress, deadline, output, as_json) -> int:
-    """Solve with a degree per stage and print it as ``placer solve`` does; the exit code."""
-    from ..planning.stage_degrees import solve_per_stage
-
-    solved = solve_per_stage(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, require=require, mode=mode,
-                             pins=pins, objective=objective, time_limit=time_limit, seed=seed, workers=workers,
-                             progress=progress, deadline=deadline)
-    for g, why in (solved.refused or {}).items():
-        click.echo(f"tp {g} excluded: {why}", err=True)
-    r, doc, inst = solved.result, solved.mapping, solved.instance
+def print_per_stage_plan(planned, output, as_json) -> int:
+    """A plan with a degree per stage (:func:`placer.plan` with ``per_stage_degrees``) as ``placer
+    solve`` prints it; the exit code."""
+    m, fleet, wl = planned.model, planned.fleet, planned.workload
+    ep, reserve = bool(planned.requirements.expert_parallel), planned.requirements.reserve
+    for label, why in planned.refused.items():
+        click.echo(f"{label} excluded: {why}", err=True)
+    r, doc, inst = planned.result, planned.mapping, planned.instance
     done = 130 if r.interrupted or interrupted() else 0
     if done:
         click.echo("interrupted: " + ("best placement so far" if doc is not None else "no placement found yet"),

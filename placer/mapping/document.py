@@ -56,7 +56,7 @@ def expert_groups_of(model: LayerGraph) -> int | None:
 
 
 def build_mapping(instance, result) -> dict:
-    """The stage-mapping document of ``result`` (a placement of ``instance``), in DESIGN.md's format.
+    """The stage-mapping document of ``result`` (a placement of ``instance``), in the format of ``docs/mapping-format.md``.
 
     Stages are the used devices in order of first visit (pipeline order for contiguous and split
     placements); each names its group when ``tp`` > 1 (the ``tp`` devices of one node that run it,

@@ -8,6 +8,10 @@ recorded ``--reserve`` or the device type's, links and paths are read from the f
 group reaches another through its members' direct links, and its collectives run over the link
 between its first two members), and every violation is reported (not just the first) as a
 :class:`Violation` with a ``kind`` from :data:`KINDS` and a message a user can act on.
+
+:func:`validate_mapping` reads the mapping into a :class:`Reading` (the specs, the node graph at
+the recorded granularity, and what the stages say, recomputed once), then runs each check of
+:data:`CHECKS` on it; a check returns its violations and changes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 import networkx as nx
 
@@ -24,7 +29,7 @@ from ..reserve import NO_RESERVE, Reserve
 from ..units import format_bytes
 from . import check_mapping, ranks, specs_from_mapping
 
-__all__ = ["Violation", "KINDS", "validate_mapping", "validate_file"]
+__all__ = ["Violation", "KINDS", "CHECKS", "Reading", "validate_mapping", "validate_file"]
 
 KINDS = {
     "spec_hash_mismatch": "the model or hardware file changed since the mapping was made (stale mapping)",
@@ -131,6 +136,438 @@ class _Links:
         return self._paths[key]
 
 
+def _graph_at(doc: dict, base) -> tuple:
+    """The node graph at the mapping's granularity, and the violations met building it."""
+    mode, granularity = doc["mode"], doc["model"].get("granularity", "layer")
+    if base.granularity != "layer":
+        return base, [Violation("granularity_mismatch", f"the model given is already refined to "
+                                                        f"{base.granularity}; pass the unrefined model")]
+    if mode != "split" and granularity != "layer":
+        return base, [Violation("granularity_mismatch",
+                                f"granularity {granularity!r} applies to split mode only, not {mode}")]
+    try:
+        parse_granularity(granularity)
+        return refine(base, granularity, expert_groups=doc["model"].get("expert_groups", 8)), []
+    except ValueError as exc:
+        return base, [Violation("granularity_mismatch", str(exc))]
+
+
+class Reading:
+    """A mapping read against its specs: what every check looks at, each fact recomputed once."""
+
+    def __init__(self, doc: dict, base, fleet, workload, graph):
+        self.doc, self.base, self.fleet, self.wl, self.graph = doc, base, fleet, workload, graph
+        self.mode = doc["mode"]
+        self.nodes = graph.layers
+        self.n = len(self.nodes)
+        self.index_of = {x.name: i for i, x in enumerate(self.nodes)}
+        self.stages = doc["stages"]
+        self.summary = doc["summary"]
+        self.by_id = fleet.by_id
+        self.links = _Links(fleet)
+        layout = doc.get("parallel") or {"tp": 1, "ep": 1, "reserve": None}
+        self.tp, self.ep_degree = layout["tp"], layout["ep"]
+        self.ep = self.ep_degree > 1
+        # per-stage degrees: every stage's group states its own tp (and ep); tp and ep above are the largest
+        self.per_stage = bool(layout.get("per_stage"))
+        if doc["schema_version"] == 1:
+            self.override = NO_RESERVE           # written before reserves existed
+        else:
+            self.override = None if layout.get("reserve") is None else Reserve.from_dict(layout["reserve"])
+        self.degrees = sorted({self.degree_of(st) for st in self.stages}) if self.per_stage else [self.tp]
+        self.act = memory.activation_buffer_bytes(self.nodes, workload)
+
+    # ------------------------------------------------------------------ groups and degrees
+    def degree_of(self, st) -> int:
+        if self.per_stage:
+            return int(st["group"]["tp"]) if "group" in st else 1
+        return self.tp
+
+    @staticmethod
+    def group_of(st) -> list[str]:
+        return list(st["group"]["devices"]) if "group" in st else [st["device"]]
+
+    @cached_property
+    def refusals(self) -> dict[int, str | None]:
+        """Per degree of the plan, why the model cannot run at it (None: it can)."""
+        def refusal_at(g: int) -> str | None:
+            if g == 1:
+                return None
+            for x in self.graph.layers:
+                why = ranks.rank_refusal(x, self.graph.hidden_size, g, self.ep)
+                if why is not None:
+                    return f"{x.name}: {why}"
+            return ranks.stored_formats_refusal(self.graph.layers, self.wl)
+
+        return {g: refusal_at(g) for g in self.degrees}
+
+    @cached_property
+    def uses(self) -> Counter:
+        """Stages using each device."""
+        return Counter(m for st in self.stages for m in dict.fromkeys(self.group_of(st)))
+
+    # ------------------------------------------------------------------ nodes
+    @cached_property
+    def holders(self) -> dict[int, list[int]]:
+        """Per node index, the stages listing it."""
+        out: dict[int, list[int]] = {}
+        for k, st in enumerate(self.stages):
+            for name in st["layers"]:
+                i = self.index_of.get(name)
+                if i is not None:
+                    out.setdefault(i, []).append(k)
+        return out
+
+    @cached_property
+    def stage_of(self) -> dict[int, int]:
+        """Per node placed exactly once, its stage."""
+        return {i: held[0] for i, held in self.holders.items() if len(held) == 1}
+
+    @cached_property
+    def per_node(self) -> dict[int, tuple[int, int, int]]:
+        """Per node, (weight bytes, KV bytes per request, state bytes per request) on one device of the
+        group that holds it (a node on several stages is reported elsewhere)."""
+        node_degree = {i: self.degree_of(self.stages[k]) for i, k in self.stage_of.items()}
+        hidden, wl = self.graph.hidden_size, self.wl
+        out = {}
+        for i, x in enumerate(self.nodes):
+            g = node_degree.get(i, self.tp)
+            if g == 1 or self.refusals.get(g) is not None:
+                out[i] = (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
+                          memory.state_bytes_per_request(x, wl))
+            else:
+                out[i] = (ranks.rank_weight_bytes(x, hidden, wl, g, self.ep),
+                          ranks.rank_kv_bytes_per_request(x, hidden, wl, g),
+                          ranks.rank_state_bytes_per_request(x, hidden, wl, g))
+        return out
+
+    def reserve_of(self, dev) -> int:
+        return (self.override or dev.type.reserve).of(dev.memory_bytes)
+
+    def stage_holds(self, k: int) -> int | None:
+        """Live requests stage ``k`` holds (None: no per-request memory; -1: weights alone overflow)."""
+        st, dev = self.stages[k], self.by_id[self.stages[k]["device"]]
+        mine = sorted({self.index_of[x] for x in st["layers"] if x in self.index_of})
+        room = dev.memory_bytes - self.reserve_of(dev) - self.act - sum(self.per_node[i][0] for i in mine)
+        per = sum(self.per_node[i][1] + self.per_node[i][2] for i in mine)
+        return -1 if room < 0 else (None if per == 0 else room // per)
+
+    @cached_property
+    def ceiling(self) -> int | None:
+        """The smallest stage's ceiling over the stages on known devices (None: unbounded)."""
+        finite = [h for k, st in enumerate(self.stages) if st["device"] in self.by_id
+                  for h in [self.stage_holds(k)] if h is not None]
+        return min(finite) if finite else None
+
+
+# ----------------------------------------------------------------------------- the checks
+def check_specs(r: Reading) -> list[Violation]:
+    """The mapping names the specs loaded, at the content it was made from."""
+    out = []
+    for key, spec, what in (("model", r.base, "model"), ("hardware", r.fleet, "hardware")):
+        rec = r.doc[key]
+        if rec["name"] != spec.name:
+            out.append(Violation("spec_name_mismatch", f"the mapping is for {what} {rec['name']!r}, the spec "
+                                                       f"loaded is {spec.name!r}"))
+        if rec["sha256"] != spec.sha256:
+            out.append(Violation("spec_hash_mismatch",
+                                 f"{what} spec {spec.source or spec.name} has sha256 {spec.sha256[:12] or '(none)'}"
+                                 f"..., the mapping was made from {rec['sha256'][:12] or '(none)'}...: the spec "
+                                 f"changed since, re-solve or validate against the original file"))
+    return out
+
+
+def check_degrees(r: Reading) -> list[Violation]:
+    """The plan's degrees: ep is tp or 1, the largest stage's degree is tp, the model runs at each."""
+    out = []
+    if r.ep_degree not in (1, r.tp):
+        out.append(Violation("group_mismatch", f"expert-parallel degree {r.ep_degree} in a plan of tp {r.tp}: "
+                                               f"experts are spread over a stage's group (ep = tp) or "
+                                               f"tensor-split (ep = 1)"))
+    if r.per_stage and r.degrees and max(r.degrees) != r.tp:
+        out.append(Violation("group_mismatch", f"a per-stage plan states tp {r.tp}, its largest stage has "
+                                               f"{max(r.degrees)}"))
+    out += [Violation("group_mismatch", f"{r.graph.name} cannot run at tp {g}: {why}")
+            for g, why in r.refusals.items() if why is not None]
+    return out
+
+
+def check_stage_devices(r: Reading) -> list[Violation]:
+    """Stages numbered in order, each on a group of available devices of one node and type, no device twice."""
+    out = []
+    for k, st in enumerate(r.stages):
+        if st["index"] != k:
+            out.append(Violation("stage_order", f"stage at position {k} is numbered {st['index']}; stages are "
+                                                f"numbered 0..{len(r.stages) - 1}"))
+    for dev, count in r.uses.items():
+        if count > 1:
+            where = [st["index"] for st in r.stages if dev in r.group_of(st)]
+            out.append(Violation("device_reused", f"device {dev} is used by {count} stages "
+                                                  f"({', '.join(map(str, where))})"))
+    for k, st in enumerate(r.stages):
+        out += _group_violations(r, k, st)
+    return out
+
+
+def _group_violations(r: Reading, k: int, st: dict) -> list[Violation]:
+    out = []
+    members, by_id = r.group_of(st), r.by_id
+    g = st.get("group", {"tp": 1, "ep": 1})
+    if members[0] != st["device"]:
+        out.append(Violation("group_mismatch", f"stage {k}: the group's first device is {members[0]}, the stage "
+                                               f"names {st['device']}"))
+    want_tp = r.degree_of(st)
+    want_ep = (want_tp if r.ep else 1) if r.per_stage else r.ep_degree
+    if g["tp"] != want_tp or g.get("ep", 1) != want_ep or len(set(members)) != want_tp or len(members) != want_tp:
+        plan = "a per-stage plan" if r.per_stage else f"a plan of tp {r.tp}, ep {r.ep_degree}"
+        out.append(Violation("group_mismatch", f"stage {k}: a group of {len(members)} device(s) (tp {g['tp']}, "
+                                               f"ep {g.get('ep', 1)}) in {plan}"))
+    for m in members:
+        dev = by_id.get(m)
+        if dev is None:
+            out.append(Violation("unknown_device", f"stage {k}: device {m!r} is not in {r.fleet.name}"))
+        elif not dev.available:
+            out.append(Violation("unavailable_device", f"stage {k}: device {m} is marked unavailable in "
+                                                       f"{r.fleet.name}"))
+        elif m != members[0] and members[0] in by_id and dev.rack != by_id[members[0]].rack:
+            out.append(Violation("group_mismatch", f"stage {k}: device {m} is in rack {dev.rack}, not the node of "
+                                                   f"{members[0]} (rack {by_id[members[0]].rack})"))
+    kinds = {by_id[m].type.name for m in members if m in by_id}
+    if len(kinds) > 1:
+        out.append(Violation("group_mismatch", f"stage {k}: its group mixes device types {', '.join(sorted(kinds))}"))
+    if not st["layers"]:
+        out.append(Violation("empty_stage", f"stage {k} ({st['device']}) holds no node"))
+    for name in st["layers"]:
+        if name not in r.index_of:
+            out.append(Violation("unknown_layer", f"stage {k} ({st['device']}): {name!r} is not a node of "
+                                                  f"{r.graph.name} at granularity {r.graph.granularity}"))
+    return out
+
+
+def check_nodes_placed(r: Reading) -> list[Violation]:
+    """Every node of the model on exactly one stage."""
+    out = []
+    for i in range(r.n):
+        held = r.holders.get(i, [])
+        if not held:
+            out.append(Violation("layer_missing", f"{r.nodes[i].name} is on no stage"))
+        elif len(held) > 1:
+            out.append(Violation("layer_duplicated", f"{r.nodes[i].name} is placed {len(held)} times (stages "
+                                                     f"{', '.join(map(str, held))})"))
+    return out
+
+
+def check_stage_bytes(r: Reading) -> list[Violation]:
+    """Each stage: its rack, its bytes recomputed, capacity, its stated ceiling, the link to the next."""
+    out = []
+    c = r.wl.concurrency
+    for k, st in enumerate(r.stages):
+        dev = r.by_id.get(st["device"])
+        if dev is None:
+            continue
+        mine = sorted({r.index_of[x] for x in st["layers"] if x in r.index_of})
+        weights = sum(r.per_node[i][0] for i in mine)
+        kv = c * sum(r.per_node[i][1] for i in mine)
+        state = c * sum(r.per_node[i][2] for i in mine)
+        mem, reserve, act = dev.memory_bytes, r.reserve_of(dev), r.act
+        total = weights + kv + state + act
+        if dev.rack != st["rack"]:
+            out.append(Violation("stage_mismatch", f"stage {k}: device {dev.id} is in rack {dev.rack}, the stage "
+                                                   f"says {st['rack']}"))
+        each = " on each of its devices" if r.degree_of(st) > 1 else ""
+        if total + reserve > mem:
+            over = total + reserve - mem
+            out.append(Violation(
+                "over_capacity",
+                f"stage {k} ({dev.id}) is over capacity{each} by {over:,} B ({format_bytes(over)}): "
+                f"weights {weights:,} + KV {kv:,} + state {state:,} + activations {act:,}"
+                + (f" + reserve {reserve:,}" if reserve else "") + f" = {total + reserve:,} B > memory {mem:,} B"))
+        expect = dict(weights=weights, kv_reserve=kv, state=state, activations=act, free=mem - total - reserve)
+        if "reserve" in st["bytes"] or r.doc["schema_version"] > 1:
+            expect["reserve"] = reserve
+        wrong = [f"{f} states {_fmt_bytes(st['bytes'].get(f))}, recomputed {v:,}" for f, v in expect.items()
+                 if st["bytes"].get(f) != v]
+        if wrong:
+            out.append(Violation("bytes_mismatch", f"stage {k} ({dev.id}): " + "; ".join(wrong)))
+        holds = r.stage_holds(k)
+        if _overstates(st["max_concurrency"], holds):
+            out.append(Violation("concurrency_overstated", f"stage {k} ({dev.id}) states max_concurrency "
+                                                           f"{_fmt_conc(st['max_concurrency'])} but holds "
+                                                           f"{_fmt_conc(holds)}"))
+        out += _next_hop_violations(r, k, st, dev)
+    return out
+
+
+def _next_hop_violations(r: Reading, k: int, st: dict, dev) -> list[Violation]:
+    if k + 1 >= len(r.stages):
+        if st["next_hop_latency_us"] is not None:
+            return [Violation("stage_mismatch", f"stage {k} is the last stage but states next_hop_latency_us "
+                                                f"{st['next_hop_latency_us']}")]
+        return []
+    out = []
+    nxt = r.by_id.get(r.stages[k + 1]["device"])
+    mine_g, next_g = r.group_of(st), r.group_of(r.stages[k + 1])
+    if nxt is not None and dev.available and nxt.available:
+        want = r.links.group_hop(mine_g, next_g)
+        if r.mode != "free" and r.links.group_direct(mine_g, next_g) is None and dev.id != nxt.id:
+            out.append(Violation("no_link", f"stages {k} ({dev.id}) and {k + 1} ({nxt.id}) are consecutive but "
+                                            f"have no direct link"))
+        got = st["next_hop_latency_us"]
+        expected = want if math.isfinite(want) else None
+        if (got is None) != (expected is None) or (got is not None and not _close(got, expected)):
+            out.append(Violation("stage_mismatch", f"stage {k}: next_hop_latency_us states {got}, the link "
+                                                   f"{dev.id}-{nxt.id} has {expected}"))
+    return out
+
+
+def check_shared_devices(r: Reading) -> list[Violation]:
+    """A device listed by several stages holds all their nodes at once."""
+    out = []
+    c = r.wl.concurrency
+    for dev_id, count in r.uses.items():
+        dev = r.by_id.get(dev_id)
+        if count < 2 or dev is None:
+            continue
+        mine = sorted({r.index_of[x] for st in r.stages if dev_id in r.group_of(st) for x in st["layers"]
+                       if x in r.index_of})
+        total = (sum(r.per_node[i][0] for i in mine) + r.act + r.reserve_of(dev)
+                 + c * sum(r.per_node[i][1] + r.per_node[i][2] for i in mine))
+        if total > dev.memory_bytes:
+            out.append(Violation("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: "
+                                                  f"{total:,} B > memory {dev.memory_bytes:,} B (over by "
+                                                  f"{total - dev.memory_bytes:,} B)"))
+    return out
+
+
+def check_concurrency(r: Reading) -> list[Violation]:
+    """The stated ceiling is what the stages hold, and the workload fits under it."""
+    out = []
+    ceiling, c, stated = r.ceiling, r.wl.concurrency, r.summary["concurrency_ceiling"]
+    if _overstates(stated, ceiling):
+        out.append(Violation("concurrency_overstated", f"summary states concurrency_ceiling {_fmt_conc(stated)} "
+                                                       f"but the stages hold {_fmt_conc(ceiling)}"))
+    if ceiling is not None and c > ceiling:
+        out.append(Violation("concurrency_exceeded", f"the workload asks for {c} live requests; the stages hold "
+                                                     f"at most {ceiling}"
+                                                     + ("" if ceiling >= 0 else " (a stage's weights alone overflow)")))
+    return out
+
+
+def check_pipeline_order(r: Reading) -> list[Violation]:
+    """Contiguous and split mode: each stage one run of the pipeline, in stage order; free mode: stages
+    listed in order of first visit."""
+    stages, nodes, stage_of = r.stages, r.nodes, r.stage_of
+    if r.mode in ("contiguous", "split"):
+        return [Violation("non_contiguous",
+                          f"{nodes[v].name} (stage {stage_of[v]}, {stages[stage_of[v]]['device']}) follows "
+                          f"{nodes[u].name} (stage {stage_of[u]}, {stages[stage_of[u]]['device']}) in the pipeline: "
+                          f"each stage must hold one run of consecutive nodes, stages in pipeline order")
+                for u, v in r.graph.edges if u in stage_of and v in stage_of and stage_of[v] < stage_of[u]]
+    first_seen: list[int] = []
+    for i in range(r.n):
+        k = stage_of.get(i)
+        if k is not None and k not in first_seen:
+            first_seen.append(k)
+    if first_seen != sorted(first_seen):
+        return [Violation("stage_order", f"free-mode stages must be listed in order of first visit; the route "
+                                         f"visits them as {first_seen}")]
+    return []
+
+
+def check_route(r: Reading) -> list[Violation]:
+    """The route lists, node by node, the device of the stage holding it."""
+    out = []
+    route, n = r.doc["route"], r.n
+    if len(route) != n:
+        out.append(Violation("route_mismatch", f"the route has {len(route)} entries; the model has {n} nodes"))
+    bad = [(r.nodes[i].name, route[i], r.stages[r.stage_of[i]]["device"]) for i in range(min(n, len(route)))
+           if i in r.stage_of and route[i] != r.stages[r.stage_of[i]]["device"]]
+    if bad:
+        shown = "; ".join(f"{name}: route {x}, stage {s}" for name, x, s in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        out.append(Violation("route_mismatch", f"the route disagrees with the stages at {len(bad)} node(s): "
+                                               f"{shown}{more}"))
+    return out
+
+
+def check_summary(r: Reading) -> list[Violation]:
+    """Devices, lower bound, hops, hop latency (with the groups' collectives when stated) and proof."""
+    out = []
+    summary, stages = r.summary, r.stages
+    used = len({m for st in stages if st["layers"] for m in r.group_of(st)})
+    if summary["devices_used"] != used:
+        out.append(Violation("summary_mismatch", f"summary states devices_used {summary['devices_used']}, the "
+                                                 f"stages use {used}"))
+    lb = summary["lower_bound_devices"]
+    if lb is not None and lb > used:
+        out.append(Violation("summary_mismatch", f"summary states a lower bound of {lb} devices, yet the stages "
+                                                 f"use only {used}"))
+    if len(r.stage_of) == r.n:
+        out += _hop_violations(r)
+    if summary["proven_optimal"] and summary["status"] != "optimal":
+        out.append(Violation("proof_mismatch", f"proven_optimal is true but the status is {summary['status']!r}"))
+    return out
+
+
+def _hop_violations(r: Reading) -> list[Violation]:
+    out = []
+    summary, nodes = r.summary, r.nodes
+    devs = [r.stages[r.stage_of[i]]["device"] for i in range(r.n)]
+    groups = {st["device"]: r.group_of(st) for st in r.stages}
+    known = all(d in r.by_id and r.by_id[d].available for d in devs)
+    # the groups' collectives, when the summary states that it counts them: each node's over the
+    # link of its group's first two members, at its group's degree
+    stated = summary.get("group_latency_us")
+    lat = 0.0
+    if stated is not None and known:
+        for i in range(r.n):
+            members = groups[devs[i]]
+            link = r.links.direct(members[0], members[1]) if len(members) > 1 else None
+            lat += ranks.collective_link_latencies(nodes[i], len(members), r.ep) * (link or 0.0)
+        if not _close(stated, lat):
+            out.append(Violation("summary_mismatch", f"summary states group_latency_us {stated}, the groups' "
+                                                     f"collectives make {lat}"))
+    hops = 0
+    for u, v in r.graph.edges:
+        a, b = devs[u], devs[v]
+        if a != b:
+            hops += 1
+            if known:
+                step = r.links.group_hop(groups[a], groups[b])
+                if math.isinf(step) and r.mode == "free":
+                    out.append(Violation("no_link", f"{nodes[u].name} on {a} and {nodes[v].name} on {b}: no path "
+                                                    f"joins the two devices"))
+                lat += step
+    if summary["hops"] != hops:
+        out.append(Violation("summary_mismatch", f"summary states {summary['hops']} hops, the stages make {hops}"))
+    # latency is only defined over known, available devices (the others are reported elsewhere)
+    if known and math.isfinite(lat) and not _close(summary["hop_latency_us"], lat):
+        out.append(Violation("summary_mismatch", f"summary states hop_latency_us {summary['hop_latency_us']}, the "
+                                                 f"stages make {lat}"))
+    return out
+
+
+def check_pins(r: Reading) -> list[Violation]:
+    """Every recorded pin honoured."""
+    out = []
+    holding = {st["device"]: r.group_of(st) for st in r.stages}
+    for p_i, pin in enumerate(r.doc.get("pins", [])):
+        placed = [r.stages[r.stage_of[r.index_of[x]]]["device"] for x in pin["layers"]
+                  if x in r.index_of and r.index_of[x] in r.stage_of]
+        if pin["device"] is not None and any(pin["device"] not in holding.get(d, [d]) for d in placed):
+            out.append(Violation("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must be on "
+                                                 f"{pin['device']}, found on {', '.join(sorted(set(placed)))}"))
+        elif pin["device"] is None and len(set(placed)) > 1:
+            out.append(Violation("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must share one device, "
+                                                 f"found on {', '.join(sorted(set(placed)))}"))
+    return out
+
+
+# the checks, in the order their violations are reported
+CHECKS = (check_specs, check_degrees, check_stage_devices, check_nodes_placed, check_stage_bytes,
+          check_shared_devices, check_concurrency, check_pipeline_order, check_route, check_summary, check_pins)
+
+
 def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
                      source: str = "<mapping>") -> list:
     """Every violation of ``doc`` against its specs; an empty list means the mapping is valid.
@@ -141,316 +578,11 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
     """
     check_mapping(doc, source)
     base, fl, wl = specs_from_mapping(doc, model=model, hardware=fleet, workload=workload)
-    out: list[Violation] = []
-
-    def report(kind: str, message: str) -> None:
-        out.append(Violation(kind, message))
-
-    # --- identity of the specs
-    for key, spec, what in (("model", base, "model"), ("hardware", fl, "hardware")):
-        rec = doc[key]
-        if rec["name"] != spec.name:
-            report("spec_name_mismatch", f"the mapping is for {what} {rec['name']!r}, the spec loaded is {spec.name!r}")
-        if rec["sha256"] != spec.sha256:
-            report("spec_hash_mismatch",
-                   f"{what} spec {spec.source or spec.name} has sha256 {spec.sha256[:12] or '(none)'}..., the "
-                   f"mapping was made from {rec['sha256'][:12] or '(none)'}...: the spec changed since, "
-                   f"re-solve or validate against the original file")
-
-    # --- the node graph at the recorded granularity
-    mode = doc["mode"]
-    granularity = doc["model"].get("granularity", "layer")
-    graph = base
-    if base.granularity != "layer":
-        report("granularity_mismatch", f"the model given is already refined to {base.granularity}; "
-                                       "pass the unrefined model")
-    elif mode != "split" and granularity != "layer":
-        report("granularity_mismatch", f"granularity {granularity!r} applies to split mode only, not {mode}")
-    else:
-        try:
-            parse_granularity(granularity)
-            graph = refine(base, granularity, expert_groups=doc["model"].get("expert_groups", 8))
-        except ValueError as exc:
-            report("granularity_mismatch", str(exc))
-    nodes = graph.layers
-    index_of = {x.name: i for i, x in enumerate(nodes)}
-    n = len(nodes)
-
-    # --- parallel layout: groups, degree, reserve
-    version = doc["schema_version"]
-    layout = doc.get("parallel") or {"tp": 1, "ep": 1, "reserve": None}
-    tp, ep_degree = layout["tp"], layout["ep"]
-    ep = ep_degree > 1
-    # per-stage degrees: every stage's group states its own tp (and ep); tp and ep above are the largest
-    per_stage = bool(layout.get("per_stage"))
-    if ep_degree not in (1, tp):
-        report("group_mismatch", f"expert-parallel degree {ep_degree} in a plan of tp {tp}: experts are spread "
-                                 f"over a stage's group (ep = tp) or tensor-split (ep = 1)")
-    if version == 1:
-        override = NO_RESERVE           # written before reserves existed
-    else:
-        override = None if layout.get("reserve") is None else Reserve.from_dict(layout["reserve"])
-    hidden = graph.hidden_size
-    def degree_of(st) -> int:
-        return int(st["group"]["tp"]) if per_stage and "group" in st else (1 if per_stage else tp)
-
-    degrees = sorted({degree_of(st) for st in doc["stages"]}) if per_stage else [tp]
-    if per_stage and degrees and max(degrees) != tp:
-        report("group_mismatch", f"a per-stage plan states tp {tp}, its largest stage has {max(degrees)}")
-
-    def refusal_at(g: int) -> str | None:
-        if g == 1:
-            return None
-        for x in graph.layers:
-            why = ranks.rank_refusal(x, hidden, g, ep)
-            if why is not None:
-                return f"{x.name}: {why}"
-        return ranks.stored_formats_refusal(graph.layers, wl)
-
-    refusals = {g: refusal_at(g) for g in degrees}
-    for g, why in refusals.items():
-        if why is not None:
-            report("group_mismatch", f"{graph.name} cannot run at tp {g}: {why}")
-
-    def group_of(st) -> list[str]:
-        return list(st["group"]["devices"]) if "group" in st else [st["device"]]
-
-    # --- stages: devices and nodes
-    stages = doc["stages"]
-    for k, st in enumerate(stages):
-        if st["index"] != k:
-            report("stage_order", f"stage at position {k} is numbered {st['index']}; stages are numbered "
-                                  f"0..{len(stages) - 1}")
-    by_id = fl.by_id
-    links = _Links(fl)
-    uses = Counter(m for st in stages for m in dict.fromkeys(group_of(st)))
-    for dev, count in uses.items():
-        if count > 1:
-            where = [st["index"] for st in stages if dev in group_of(st)]
-            report("device_reused", f"device {dev} is used by {count} stages ({', '.join(map(str, where))})")
-    holders: dict[int, list[int]] = {}
-    for k, st in enumerate(stages):
-        members = group_of(st)
-        g = st.get("group", {"tp": 1, "ep": 1})
-        if members[0] != st["device"]:
-            report("group_mismatch", f"stage {k}: the group's first device is {members[0]}, the stage names "
-                                     f"{st['device']}")
-        want_tp = degree_of(st)
-        want_ep = (want_tp if ep else 1) if per_stage else ep_degree
-        if g["tp"] != want_tp or g.get("ep", 1) != want_ep or len(set(members)) != want_tp \
-                or len(members) != want_tp:
-            plan = "a per-stage plan" if per_stage else f"a plan of tp {tp}, ep {ep_degree}"
-            report("group_mismatch", f"stage {k}: a group of {len(members)} device(s) (tp {g['tp']}, ep "
-                                     f"{g.get('ep', 1)}) in {plan}")
-        for m in members:
-            dev = by_id.get(m)
-            if dev is None:
-                report("unknown_device", f"stage {k}: device {m!r} is not in {fl.name}")
-            elif not dev.available:
-                report("unavailable_device", f"stage {k}: device {m} is marked unavailable in {fl.name}")
-            elif m != members[0] and members[0] in by_id and dev.rack != by_id[members[0]].rack:
-                report("group_mismatch", f"stage {k}: device {m} is in rack {dev.rack}, not the node of "
-                                         f"{members[0]} (rack {by_id[members[0]].rack})")
-        kinds = {by_id[m].type.name for m in members if m in by_id}
-        if len(kinds) > 1:
-            report("group_mismatch", f"stage {k}: its group mixes device types {', '.join(sorted(kinds))}")
-        if not st["layers"]:
-            report("empty_stage", f"stage {k} ({st['device']}) holds no node")
-        for name in st["layers"]:
-            i = index_of.get(name)
-            if i is None:
-                report("unknown_layer", f"stage {k} ({st['device']}): {name!r} is not a node of {graph.name} "
-                                        f"at granularity {graph.granularity}")
-            else:
-                holders.setdefault(i, []).append(k)
-    for i in range(n):
-        held = holders.get(i, [])
-        if not held:
-            report("layer_missing", f"{nodes[i].name} is on no stage")
-        elif len(held) > 1:
-            report("layer_duplicated", f"{nodes[i].name} is placed {len(held)} times (stages "
-                                       f"{', '.join(map(str, held))})")
-    stage_of = {i: held[0] for i, held in holders.items() if len(held) == 1}
-
-    # --- bytes per device, capacity and concurrency per stage
-    def rank_bytes(i: int, g: int) -> tuple[int, int, int]:
-        x = nodes[i]
-        if g == 1 or refusals.get(g) is not None:
-            return (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
-                    memory.state_bytes_per_request(x, wl))
-        return (ranks.rank_weight_bytes(x, hidden, wl, g, ep),
-                ranks.rank_kv_bytes_per_request(x, hidden, wl, g),
-                ranks.rank_state_bytes_per_request(x, hidden, wl, g))
-
-    # each node at the degree of the stage that holds it (a node on several stages is reported above)
-    node_degree = {i: degree_of(stages[k]) for i, k in stage_of.items()}
-    per_node = {i: rank_bytes(i, node_degree.get(i, tp)) for i in range(n)}
-    c = wl.concurrency
-    act = memory.activation_buffer_bytes(nodes, wl)
-    ceilings = []
-    for k, st in enumerate(stages):
-        dev = by_id.get(st["device"])
-        mine = sorted({index_of[x] for x in st["layers"] if x in index_of})
-        weights = sum(per_node[i][0] for i in mine)
-        kv_req = sum(per_node[i][1] for i in mine)
-        state_req = sum(per_node[i][2] for i in mine)
-        if dev is None:
-            continue
-        mem = dev.memory_bytes
-        reserve = (override or dev.type.reserve).of(mem)
-        kv, state = c * kv_req, c * state_req
-        total = weights + kv + state + act
-        if dev.rack != st["rack"]:
-            report("stage_mismatch", f"stage {k}: device {dev.id} is in rack {dev.rack}, the stage says {st['rack']}")
-        each = " on each of its devices" if degree_of(st) > 1 else ""
-        if total + reserve > mem:
-            over = total + reserve - mem
-            report("over_capacity",
-                   f"stage {k} ({dev.id}) is over capacity{each} by {over:,} B ({format_bytes(over)}): "
-                   f"weights {weights:,} + KV {kv:,} + state {state:,} + activations {act:,}"
-                   + (f" + reserve {reserve:,}" if reserve else "") + f" = {total + reserve:,} B > memory {mem:,} B")
-        expect = dict(weights=weights, kv_reserve=kv, state=state, activations=act, free=mem - total - reserve)
-        if "reserve" in st["bytes"] or version > 1:
-            expect["reserve"] = reserve
-        wrong = [f"{f} states {_fmt_bytes(st['bytes'].get(f))}, recomputed {v:,}" for f, v in expect.items()
-                 if st["bytes"].get(f) != v]
-        if wrong:
-            report("bytes_mismatch", f"stage {k} ({dev.id}): " + "; ".join(wrong))
-        room = mem - reserve - act - weights
-        per = kv_req + state_req
-        holds = -1 if room < 0 else (None if per == 0 else room // per)
-        ceilings.append(holds)
-        if _overstates(st["max_concurrency"], holds):
-            report("concurrency_overstated", f"stage {k} ({dev.id}) states max_concurrency "
-                                             f"{_fmt_conc(st['max_concurrency'])} but holds {_fmt_conc(holds)}")
-        # latency of the link to the next stage
-        if k + 1 < len(stages):
-            nxt = by_id.get(stages[k + 1]["device"])
-            mine_g, next_g = group_of(st), group_of(stages[k + 1])
-            if nxt is not None and dev.available and nxt.available:
-                want = links.group_hop(mine_g, next_g)
-                if mode != "free" and links.group_direct(mine_g, next_g) is None and dev.id != nxt.id:
-                    report("no_link", f"stages {k} ({dev.id}) and {k + 1} ({nxt.id}) are consecutive but "
-                                      f"have no direct link")
-                got = st["next_hop_latency_us"]
-                expected = want if math.isfinite(want) else None
-                if (got is None) != (expected is None) or (got is not None and not _close(got, expected)):
-                    report("stage_mismatch", f"stage {k}: next_hop_latency_us states {got}, the link "
-                                             f"{dev.id}-{nxt.id} has {expected}")
-        elif st["next_hop_latency_us"] is not None:
-            report("stage_mismatch", f"stage {k} is the last stage but states next_hop_latency_us "
-                                     f"{st['next_hop_latency_us']}")
-
-    # a device listed by several stages holds all their nodes at once
-    for dev_id, count in uses.items():
-        dev = by_id.get(dev_id)
-        if count < 2 or dev is None:
-            continue
-        mine = sorted({index_of[x] for st in stages if dev_id in group_of(st) for x in st["layers"]
-                       if x in index_of})
-        reserve = (override or dev.type.reserve).of(dev.memory_bytes)
-        total = (sum(per_node[i][0] for i in mine) + act + reserve
-                 + c * sum(per_node[i][1] + per_node[i][2] for i in mine))
-        if total > dev.memory_bytes:
-            report("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: {total:,} B "
-                                    f"> memory {dev.memory_bytes:,} B (over by {total - dev.memory_bytes:,} B)")
-
-    finite = [x for x in ceilings if x is not None]
-    ceiling = min(finite) if finite else None
-    summary = doc["summary"]
-    if _overstates(summary["concurrency_ceiling"], ceiling):
-        report("concurrency_overstated", f"summary states concurrency_ceiling "
-                                         f"{_fmt_conc(summary['concurrency_ceiling'])} but the stages hold "
-                                         f"{_fmt_conc(ceiling)}")
-    if ceiling is not None and c > ceiling:
-        report("concurrency_exceeded", f"the workload asks for {c} live requests; the stages hold at most "
-                                       f"{ceiling}" + ("" if ceiling >= 0 else " (a stage's weights alone overflow)"))
-
-    # --- pipeline order and links
-    if mode in ("contiguous", "split"):
-        for u, v in graph.edges:
-            if u in stage_of and v in stage_of and stage_of[v] < stage_of[u]:
-                su, sv = stage_of[u], stage_of[v]
-                report("non_contiguous",
-                       f"{nodes[v].name} (stage {sv}, {stages[sv]['device']}) follows {nodes[u].name} "
-                       f"(stage {su}, {stages[su]['device']}) in the pipeline: each stage must hold one run "
-                       f"of consecutive nodes, stages in pipeline order")
-    else:
-        first_seen: list[int] = []
-        for i in range(n):
-            k = stage_of.get(i)
-            if k is not None and k not in first_seen:
-                first_seen.append(k)
-        if first_seen != sorted(first_seen):
-            report("stage_order", f"free-mode stages must be listed in order of first visit; the route "
-                                  f"visits them as {first_seen}")
-
-    # --- route
-    route = doc["route"]
-    if len(route) != n:
-        report("route_mismatch", f"the route has {len(route)} entries; the model has {n} nodes")
-    bad = [(nodes[i].name, route[i], stages[stage_of[i]]["device"]) for i in range(min(n, len(route)))
-           if i in stage_of and route[i] != stages[stage_of[i]]["device"]]
-    if bad:
-        shown = "; ".join(f"{name}: route {r}, stage {s}" for name, r, s in bad[:5])
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        report("route_mismatch", f"the route disagrees with the stages at {len(bad)} node(s): {shown}{more}")
-
-    # --- summary against the stages
-    used = len({m for st in stages if st["layers"] for m in group_of(st)})
-    if summary["devices_used"] != used:
-        report("summary_mismatch", f"summary states devices_used {summary['devices_used']}, the stages use {used}")
-    lb = summary["lower_bound_devices"]
-    if lb is not None and lb > used:
-        report("summary_mismatch", f"summary states a lower bound of {lb} devices, yet the stages use only {used}")
-    if len(stage_of) == n:
-        devs = [stages[stage_of[i]]["device"] for i in range(n)]
-        groups = {st["device"]: group_of(st) for st in stages}
-        hops, lat = 0, 0.0
-        known = all(d in by_id and by_id[d].available for d in devs)
-        # the groups' collectives, when the summary states that it counts them: each node's over
-        # the link of its group's first two members, at its group's degree
-        stated = summary.get("group_latency_us")
-        intra = 0.0
-        if stated is not None and known:
-            for i in range(n):
-                members = groups[devs[i]]
-                link = links.direct(members[0], members[1]) if len(members) > 1 else None
-                intra += ranks.collective_link_latencies(nodes[i], len(members), ep) * (link or 0.0)
-            if not _close(stated, intra):
-                report("summary_mismatch", f"summary states group_latency_us {stated}, the groups' collectives "
-                                           f"make {intra}")
-        lat += intra
-        for u, v in graph.edges:
-            a, b = devs[u], devs[v]
-            if a != b:
-                hops += 1
-                if known:
-                    step = links.group_hop(groups[a], groups[b])
-                    if math.isinf(step) and mode == "free":
-                        report("no_link", f"{nodes[u].name} on {a} and {nodes[v].name} on {b}: no path "
-                                          f"joins the two devices")
-                    lat += step
-        if summary["hops"] != hops:
-            report("summary_mismatch", f"summary states {summary['hops']} hops, the stages make {hops}")
-        # latency is only defined over known, available devices (the others are reported above)
-        if known and math.isfinite(lat) and not _close(summary["hop_latency_us"], lat):
-            report("summary_mismatch", f"summary states hop_latency_us {summary['hop_latency_us']}, the "
-                                       f"stages make {lat}")
-    if summary["proven_optimal"] and summary["status"] != "optimal":
-        report("proof_mismatch", f"proven_optimal is true but the status is {summary['status']!r}")
-
-    # --- pins
-    for p_i, pin in enumerate(doc.get("pins", [])):
-        placed = [stages[stage_of[index_of[x]]]["device"] for x in pin["layers"]
-                  if x in index_of and index_of[x] in stage_of]
-        holding = {st["device"]: group_of(st) for st in stages}
-        if pin["device"] is not None and any(pin["device"] not in holding.get(d, [d]) for d in placed):
-            report("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must be on {pin['device']}, "
-                                   f"found on {', '.join(sorted(set(placed)))}")
-        elif pin["device"] is None and len(set(placed)) > 1:
-            report("pin_violated", f"pin {p_i}: {', '.join(pin['layers'][:3])} must share one device, "
-                                   f"found on {', '.join(sorted(set(placed)))}")
+    graph, found = _graph_at(doc, base)
+    reading = Reading(doc, base, fl, wl, graph)
+    out = check_specs(reading) + found
+    for check in CHECKS[1:]:
+        out += check(reading)
     return out
 
 
@@ -460,4 +592,3 @@ def validate_file(path, *, model=None, fleet=None) -> list:
 
     doc = read_mapping(path)
     return validate_mapping(doc, model=model, fleet=fleet, source=str(path))
-

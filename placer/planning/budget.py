@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 
 from ..algorithms.registry import EXACT_METHODS
 from ..algorithms.search import largest_true
-from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
+from ..errors import ARGUMENT, InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
+from .requirements import SEARCH_METHOD, SolverSettings
+from .solve import place_instance
 
 __all__ = [
     "EXACT_METHODS",
@@ -36,8 +38,9 @@ __all__ = [
 
 
 def default_method(mode: str) -> str:
-    """The exact chain DP for contiguous placement, CP-SAT for the other modes."""
-    return "dp" if mode == "contiguous" else "cpsat"
+    """The method a search of many solves uses in ``mode`` (:data:`placer.planning.requirements.SEARCH_METHOD`):
+    the exact chain DP for contiguous placement, CP-SAT for the other modes."""
+    return SEARCH_METHOD[mode]
 
 
 def solver_options(method: str, *, time_limit: float | None = None, seed: int | None = None,
@@ -53,22 +56,18 @@ def solver_options(method: str, *, time_limit: float | None = None, seed: int | 
     return {k: v for k, v in given.items() if v is not None}
 
 
-def min_devices(instance: Instance, method: str | None = None, **options) -> Result:
-    """Solve ``instance`` (fewest devices); an impossible request becomes an ``infeasible`` Result.
-    Ctrl-C during a solve raises :class:`KeyboardInterrupt`, even when the solver caught it."""
-    from ..algorithms import place
-
+def min_devices(instance: Instance, method: str | None = None, *, time_limit: float | None = None,
+                seed: int | None = None, workers: int | None = None, objective: str | None = None) -> Result:
+    """Solve ``instance`` (fewest devices) by :func:`placer.planning.solve.place_instance`, in
+    groups for a degree above 1; an impossible request becomes an ``infeasible`` Result. Ctrl-C
+    during a solve raises :class:`KeyboardInterrupt`, even when the solver caught it."""
     method = method or default_method(instance.mode)
-    try:
-        result = place(instance, method=method, **solver_options(method, **options))
-    except InfeasiblePlacement as exc:
-        return Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
-                      max_concurrency=exc.max_concurrency)
-    if result.interrupted:
-        # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that
-        # for the point's answer (a resumed sweep would never solve it again)
-        raise KeyboardInterrupt
-    return result
+    settings = SolverSettings(method=method, time_limit=30.0 if time_limit is None else time_limit,
+                              seed=seed or 0, threads=workers or 2)
+    # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that for
+    # the point's answer (a resumed sweep would never solve it again)
+    return place_instance(instance, settings, reports=False, keep_interrupted=False,
+                          objective=None if objective in (None, "lex") else objective).raw
 
 
 def device_lower_bound(result: Result) -> int | None:

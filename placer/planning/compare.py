@@ -1,35 +1,31 @@
-"""Solve and compare: from a model, a fleet and a workload to placements, mappings and a table.
+"""Compare methods and degrees: one placement step per row, rows in a table.
 
-:func:`solve` builds the instance for one mode, places it with one method and, when there is a
-placement, builds its stage mapping. :func:`compare` runs every method in the modes it places in
-(the published rule and first-fit decreasing in free mode, greedy and the exact DP in contiguous
-mode, CP-SAT in all three modes, and the lower bounds) and returns one row per method and mode
-with the field names of ``DESIGN.md``.
+:func:`compare` places one model in every (method, mode) of :data:`COMPARE_ROWS` (the published
+rule and first-fit decreasing in free mode, greedy, pathwalk and the exact DP in contiguous mode,
+CP-SAT in all three modes, and the lower bounds) and returns one row per method and mode with the
+field names of ``docs/mapping-format.md``; :func:`compare_degrees` solves every device layout
+(tensor-parallel degree, expert parallelism) and simulates each. :func:`solve` and
+:func:`solve_degrees` are the keyword forms of :mod:`placer.planning.solve`'s placement step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from time import perf_counter
 
-from ..algorithms import default_mode, place
 from ..algorithms.deadline import interrupt_scope, interrupted
-from ..algorithms.objectives import DEFAULT_OBJECTIVE
-from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
-from ..groups import default_degrees, node_sizes, per_device
-from ..instance import Instance, make_instance
+from ..instance import Instance
 from ..model import LayerGraph
-from ..parallel import allowed_degrees
 from ..placement import Result
 from ..reserve import Reserve
 from ..workload import Workload
+from .layouts import Layouts, device_layouts
+from .requirements import DEFAULT_OBJECTIVE, SPLIT_GRANULARITY, Requirements, SolverSettings, granularity_for
+from .solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
 
 __all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "compare_degrees", "degree_row",
            "COMPARE_ROWS", "DEGREE_FIELDS", "row_of", "solution_path", "node_ranges",
            "SPLIT_GRANULARITY", "granularity_for"]
-
-SPLIT_GRANULARITY = "shards:4"   # split mode's refinement unless one is asked for
 
 # (method, mode), in the order the table shows them
 COMPARE_ROWS = (
@@ -50,113 +46,46 @@ ROW_FIELDS = ("method", "mode", "devices_used", "hops", "hop_latency_us", "concu
               "lower_bound_devices", "proven_optimal", "status", "seconds")
 
 
-@dataclass(frozen=True)
-class Solved:
-    """One solve: the instance, the method's result and (when it placed) the stage mapping."""
-
-    instance: Instance
-    result: Result
-    mapping: dict | None
-
-
-def granularity_for(mode: str, granularity: str | None) -> str:
-    """The refinement ``mode`` places at: ``granularity`` when given, else split mode's default
-    (:data:`SPLIT_GRANULARITY`) or whole layers for the other modes."""
-    if granularity is None:
-        return SPLIT_GRANULARITY if mode == "split" else "layer"
-    return granularity
-
-
-_granularity = granularity_for
-
-
 def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
           granularity: str | None = None, method: str = "cpsat", pins=(), require=(), tp: int = 1,
-          ep: bool = False, reserve: Reserve | None = None, **options) -> Solved:
-    """Place ``model`` on ``fleet`` under ``workload``: ``mode`` defaults to the method's own
+          ep: bool = False, reserve: Reserve | None = None, objective: str | None = None, **options) -> Solved:
+    """One placement step at degree ``tp`` with keyword arguments (:func:`placer.planning.solve.place_instance`
+    on :func:`~placer.planning.solve.build_instance`): ``mode`` defaults to the method's own
     (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
-    ``shards:4``); ``require``: constraints of :data:`placer.instance.REQUIREMENTS`; every stage is
-    a group of ``tp`` devices of one node (``ep``: experts spread whole); ``reserve`` overrides the
-    device types' reserves; ``options`` go to the solver (time_limit, seed, workers, progress,
-    objective). Device figures of the result count devices (groups x tp)."""
-    from ..mapping import build_mapping
-
-    mode = mode or default_mode(method)
-    instance = make_instance(model, fleet, workload, mode=mode, granularity=_granularity(mode, granularity),
-                             pins=pins, require=require, tp=tp, ep=ep, reserve=reserve)
-    result = per_device(place(instance, method, **options), instance)
-    return Solved(instance, result, build_mapping(instance, result) if result.feasible else None)
+    ``shards:4``); ``require``: constraints of :data:`placer.instance.REQUIREMENTS`; ``ep``: experts
+    spread whole; ``reserve`` overrides the device types' reserves; ``options``: the solver's
+    (time_limit, seed, workers, progress, deadline); ``objective``: CP-SAT's levels (default
+    devices, then hop latency). Device figures of the result count devices (groups x tp)."""
+    req = Requirements(mode=mode, granularity=granularity, pins=tuple(pins), constraints=tuple(require),
+                       reserve=reserve)
+    solver = _settings(method, options)
+    inst = build_instance(model, fleet, workload, req, method=method, tp=tp, ep=ep)
+    return place_instance(inst, solver, method=method, objective=objective)
 
 
-@dataclass(frozen=True)
-class DegreeSearch:
-    """One solve per allowed degree and the best of them.
-
-    ``best``: fewest devices, then the highest concurrency ceiling, then the least hop latency,
-    then the lower degree. ``devices_proven``: the best device count is proven over every degree
-    (each degree's device level proven, or the degree proven infeasible); ``proven``: every level
-    of every degree proven.
-    """
-
-    best: Solved | None
-    solved: tuple[Solved, ...]
-    refused: dict
-    skipped: tuple[int, ...] = ()      # degrees not solved (Ctrl-C stopped the search first)
-
-    @property
-    def devices_proven(self) -> bool:
-        return not self.skipped and all(s.result.status == "infeasible" or devices_proven(s.result) for s in self.solved)
-
-    @property
-    def proven(self) -> bool:
-        return not self.skipped and all(s.result.status == "infeasible" or s.result.proven_optimal for s in self.solved)
-
-
-def _rank(s: Solved):
-    r = s.result
-    ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
-    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp)
+def _settings(method: str, options: dict) -> SolverSettings:
+    known = {"time_limit", "seed", "workers", "progress", "deadline"}
+    if set(options) - known:
+        raise TypeError(f"unknown solver options: {', '.join(sorted(set(options) - known))}")
+    return SolverSettings(method=method, time_limit=options.get("time_limit", 30.0), seed=options.get("seed", 0),
+                          threads=options.get("workers", 2), progress=options.get("progress"),
+                          deadline=options.get("deadline"))
 
 
 def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
-                  reserve: Reserve | None = None, on_degree=None, before_degree=None, **kw) -> DegreeSearch:
-    """:func:`solve` at each degree of ``degrees`` the model allows (default: :func:`default_degrees`);
-    ``before_degree(tp)`` is called before each solve and ``on_degree(tp, solved)`` after it.
-    Raises :class:`InvalidSpec` (``--tp``) when the model allows none of them."""
-    if degrees is None:
-        allowed, refused = default_degrees(model, fleet, ep, workload)
-    else:
-        allowed, refused = allowed_degrees(model, degrees, ep, workload)
-    if not allowed:
-        why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
-        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
-    with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
-        return _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, before_degree, kw)
-
-
-def _solve_degrees(model, fleet, workload, allowed, refused, ep, reserve, on_degree, before_degree,
-                   kw) -> DegreeSearch:
-    sizes = node_sizes(fleet)
-    out = []
-    skipped: list[int] = []
-    for g in allowed:
-        if out and (out[-1].result.interrupted or interrupted()):
-            skipped.append(g)
-            continue
-        if g > max(sizes.values()):
-            refused[g] = f"no node of {fleet.name} has {g} available devices (the largest has {max(sizes.values())})"
-            continue
-        if before_degree is not None:
-            before_degree(g)
-        solved = solve(model, fleet, workload, tp=g, ep=ep, reserve=reserve, **kw)
-        out.append(solved)
-        if on_degree is not None:
-            on_degree(g, solved)
-    if not out:
-        raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
-    placed = [s for s in out if s.result.feasible]
-    best = min(placed, key=_rank) if placed else out[0]
-    return DegreeSearch(best, tuple(out), refused, tuple(skipped))
+                  reserve: Reserve | None = None, on_degree=None, before_degree=None, mode: str | None = None,
+                  granularity: str | None = None, method: str = "cpsat", pins=(), require=(),
+                  objective: str | None = None, **options) -> DegreeSearch:
+    """:func:`solve` at each degree of ``degrees`` the model and the fleet allow (default: every
+    one, :func:`placer.planning.layouts.device_layouts`), through
+    :func:`placer.planning.solve.search_layouts`; ``before_degree(tp)`` is called before each
+    solve and ``on_degree(tp, solved)`` after it. Raises :class:`InvalidSpec` (``tp``) when the
+    model runs at none of them."""
+    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       pins=tuple(pins), constraints=tuple(require))
+    return search_layouts(model, fleet, workload, req.replace(objective=objective or "lex"), _settings(method, options),
+                          before=None if before_degree is None else (lambda tp, _ep: before_degree(tp)),
+                          after=None if on_degree is None else (lambda tp, _ep, solved: on_degree(tp, solved)))
 
 
 def devices_proven(result: Result) -> bool:
@@ -165,7 +94,7 @@ def devices_proven(result: Result) -> bool:
 
 
 def row_of(result: Result, **extra) -> dict:
-    """A compare row: DESIGN.md's fields, then ``gap``, ``message`` and ``extra``."""
+    """A compare row: the fields of ``docs/interfaces.md`` (compare), then ``gap``, ``message`` and ``extra``."""
     row = {f: getattr(result, f) for f in ROW_FIELDS}
     row["status"] = str(result.status)
     row["seconds"] = round(float(result.seconds), 3)
@@ -186,6 +115,8 @@ def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: 
 
 
 def _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress) -> dict:
+    req = Requirements()
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
     out = []
     instances: dict[str, Instance] = {}
     for method, mode in rows:
@@ -193,15 +124,14 @@ def _compare(model, fleet, workload, time_limit, seed, workers, granularity, row
             if interrupted():
                 return {"rows": out, "interrupted": True}
             if mode not in instances:
-                instances[mode] = make_instance(model, fleet, workload, mode=mode,
-                                                granularity=_granularity(mode, granularity))
+                instances[mode] = build_instance(model, fleet, workload,
+                                                 req.replace(mode=mode, granularity=granularity if mode == "split" else None))
             if progress is not None:
                 progress(method, mode)
             if interrupted():       # noted while the row was announced: start no search
                 return {"rows": out, "interrupted": True}
-            opts = dict(time_limit=time_limit, seed=seed, workers=workers) if method == "cpsat" else {}
             t0 = perf_counter()
-            result = place(instances[mode], method, **opts)
+            result = place_instance(instances[mode], solver, method=method, reports=False).raw
         except KeyboardInterrupt:   # Ctrl-C outside the solver's search: the rows so far
             return {"rows": out, "interrupted": True}
         result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
@@ -248,23 +178,26 @@ def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
 
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
                     reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
-                    output_tokens: int = 32, objective: str | None = None, progress=None) -> dict:
-    """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each allowed
-    tensor-parallel degree (``degrees``, default :func:`placer.groups.default_degrees`), the proven
-    fewest devices, the guaranteed concurrency and the simulated speed (:func:`degree_row`), in
-    contiguous mode, CP-SAT with ``objective`` (default ``placer solve``'s levels: devices,
-    concurrency, hop latency with the groups' collectives).
+                    output_tokens: int = 32, objective: str | None = None, progress=None, require=()) -> dict:
+    """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
+    (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
+    and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
+    speed (:func:`degree_row`), in contiguous mode, CP-SAT with ``objective`` (default ``placer
+    solve``'s levels: devices, concurrency, hop latency with the groups' collectives).
 
     ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
-    model (tensor split only on a dense one); True or False lists only that one. ``progress(tp,
-    ep)`` is called before each degree is solved. After Ctrl-C the rows so far come back with
-    ``"interrupted": True``. Raises :class:`InvalidSpec` (``--tp``) when no degree asked runs.
+    model (tensor split only on a dense one); True or False lists only that one. Rows come
+    tensor-split first. ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
+    the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
+    when no degree asked runs.
     """
-    from .speed import has_experts
-
-    variants = [False, True] if ep is None and has_experts(model) else [bool(ep)]
+    found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode="contiguous", workload=workload)
+    ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused)
+    refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
+    req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require))
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
     rows: list[dict] = []
-    refused: list[dict] = []
 
     def out(stopped: bool = False) -> dict:
         doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], r["ep"]))}
@@ -272,37 +205,14 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
             doc["interrupted"] = True
         return doc
 
-    for expert in variants:
-        optional = expert and ep is None
-        asked = degrees
-        if asked is None:
-            asked, why = default_degrees(model, fleet, expert, workload)
-            asked = asked + list(why)
-        if optional:
-            asked = [g for g in asked if g > 1]      # EP over one device is tensor split at degree 1
-            if not asked:
-                continue
-
-        def on_degree(g, solved):
-            rows.append(degree_row(solved, output_tokens=output_tokens))
-
-        def start(g, expert=expert):
-            if progress is not None:
-                progress(g, expert)
-
-        try:
-            search = solve_degrees(model, fleet, workload, degrees=asked, ep=expert, reserve=reserve,
-                                   time_limit=time_limit, seed=seed, workers=workers, on_degree=on_degree,
-                                   before_degree=start, objective=objective or DEFAULT_OBJECTIVE)
-        except InvalidSpec:
-            if optional:
-                continue                              # the experts spread at none of the degrees asked
-            raise
-        except KeyboardInterrupt:
-            return out(True)
-        refused.extend({"tp": g, "ep": expert, "reason": why} for g, why in search.refused.items())
-        if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():
-            return out(True)
+    try:
+        search = search_layouts(model, fleet, workload, req, solver, layouts=ordered,
+                                before=None if progress is None else (lambda tp, e: progress(tp, e)),
+                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens)))
+    except KeyboardInterrupt:
+        return out(True)
+    if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():
+        return out(True)
     return out()
 
 

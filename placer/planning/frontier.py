@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..fleet import Fleet
-from ..groups import per_device
-from ..instance import make_instance
 from ..model import LayerGraph
 from ..reserve import Reserve
 from ..spec_io import atomic_write_text
 from ..workload import Workload
-from .budget import min_devices
+from .layouts import device_layouts
+from .requirements import Requirements, SolverSettings
+from .solve import build_instance, place_instance
 from .sweep import check_backend, run_tasks
 
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
@@ -65,9 +65,8 @@ def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
     from ..simulate import simulate
 
-    model, fleet, workload, mode, granularity, assignment, live, output_tokens, meta, reserve = task
-    inst = make_instance(model, fleet, workload, mode=mode, granularity=granularity, tp=meta["tp"], ep=meta["ep"],
-                         reserve=reserve)
+    model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
+    inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"])
     sim = simulate(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
     return dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
@@ -94,7 +93,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    method: str | None = None, output_tokens: int = 16, jobs: int | None = None,
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
-                   address: str | None = None, **solver_options) -> FrontierReport:
+                   address: str | None = None, require=(), time_limit: float = 30.0, seed: int = 0,
+                   workers: int = 2) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
     ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
@@ -104,31 +104,34 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     processes simulate the points (default: the machine's cores; 1 runs them in this process), or
     with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
     :func:`placer.planning.sweep.run_tasks`);
-    ``progress(done, total)`` is called after each point. ``solver_options`` go to the solver
-    (time_limit, seed, workers).
+    ``progress(done, total)`` is called after each point. ``require``: constraints of
+    :data:`placer.instance.REQUIREMENTS` on every placement; ``time_limit``, ``seed``, ``workers``:
+    CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
+    placed by :func:`~placer.planning.solve.place_instance`.
     """
-    from ..mapping import build_mapping
     from ..mapping.validate import validate_mapping
-    from .speed import layouts
 
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
-    granularity = granularity or ("shards:4" if mode == "split" else "layer")
+    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       constraints=tuple(require))
+    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found, refused = layouts(model, fleet, degrees, ep, mode, workload)
+        found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode=mode, workload=workload)
+        refused = found.refused_by_label()
         if refused:
             notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
-        for tp, spread in found:
-            base = make_instance(model, fleet, workload.replace(concurrency=1), mode=mode, granularity=granularity,
-                                 tp=tp, ep=spread, reserve=reserve)
+        for tp, spread in found.allowed:
+            base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1)
             n_groups = len(base.devices)
             tag = f"tp {tp}{' ep' if spread else ''}"
             seen: set[tuple] = set()
             target = 1
             while target <= (max_target or 2**30):
                 inst = base.with_concurrency(target)
-                r = min_devices(inst, method, **solver_options)
+                solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
+                r = solved.raw
                 if not r.feasible:
                     if target == 1:
                         notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
@@ -137,7 +140,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                 key = tuple(r.assignment)
                 if key not in seen:
                     seen.add(key)
-                    doc = build_mapping(inst, per_device(r, inst))
+                    doc = solved.mapping
                     violations = validate_mapping(doc, model=model, fleet=fleet)
                     meta = dict(platform=fleet.name, tp=tp, ep=spread, devices=r.devices_used * tp,
                                 replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
@@ -147,8 +150,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                         notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
                                      f"({violations[0].message}); its points are kept and marked invalid")
                     for live in _ladder(top):
-                        tasks.append((model, fleet, inst.workload, mode, granularity, list(r.assignment), live,
-                                      output_tokens, meta, reserve))
+                        tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
+                                      output_tokens, meta))
                 target *= 2             # until the fleet holds no placement for that many
     rows: list[dict] = []
 

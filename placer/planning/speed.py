@@ -35,81 +35,28 @@ from dataclasses import dataclass, field
 from ..algorithms.search import largest_true
 from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
-from ..groups import default_degrees, node_sizes, per_device
-from ..instance import Instance, make_instance
+from ..instance import Instance
 from ..model import LayerGraph
-from ..parallel import allowed_degrees
 from ..placement import Result
 from ..reserve import Reserve
 from ..workload import Workload
-from .budget import min_devices
+from .layouts import device_layouts, has_experts
+from .requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
+from .solve import Solved, build_instance, place_instance
 
 __all__ = ["OBJECTIVES", "Shape", "Candidate", "SpeedPlan", "concurrency_at_speed", "plan_for_speed",
-           "floor_from", "layouts", "has_experts"]
+           "speed_search", "floor_from", "layouts", "has_experts"]
 
-OBJECTIVES = ("devices", "mw", "tokens-per-mw")
-
-
-def floor_from(min_user_tps: float | None = None, max_itl_ms: float | None = None) -> float:
-    """The per-user floor in tokens/s from ``--min-user-tps`` or ``--max-itl-ms`` (one of them)."""
-    if (min_user_tps is None) == (max_itl_ms is None):
-        raise InvalidSpec(ARGUMENT, "min_user_tps", "give --min-user-tps or --max-itl-ms, not both")
-    if min_user_tps is not None:
-        if not min_user_tps > 0 or not math.isfinite(min_user_tps):
-            raise InvalidSpec(ARGUMENT, "min_user_tps", "must be a positive number of tokens/s")
-        return float(min_user_tps)
-    if not max_itl_ms > 0 or not math.isfinite(max_itl_ms):
-        raise InvalidSpec(ARGUMENT, "max_itl_ms", "must be a positive number of milliseconds")
-    return 1000.0 / max_itl_ms
-
-
-def has_experts(model: LayerGraph) -> bool:
-    """Whether ``model`` has MoE layers with the dimensions expert parallelism spreads."""
-    return any(x.ffn == "moe" and x.ffn_dims for x in model.layers)
+OBJECTIVES = SPEED_OBJECTIVES
 
 
 def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = None, mode: str = "contiguous",
             workload: Workload | None = None) -> tuple[list[tuple[int, bool]], dict[str, str]]:
-    """The device layouts ``(tp, ep)`` a search over degrees tries on ``fleet``, and the refused
-    ones with their reasons (``{"tp 3": why}``).
-
-    Degrees: ``degrees`` (default :func:`placer.groups.default_degrees`: the divisors of the
-    largest node's size the model's heads allow; 1 on wafer fleets and in split mode), each at most
-    the largest node (under ``workload`` when given: see :func:`placer.parallel.allowed_degrees`).
-    ``ep``: None tries, for a model with MoE layers, every degree above 1 both
-    with experts tensor-split and spread whole; True only spread whole (tp 1 stays, unsplit);
-    False only tensor-split.
-    """
-    refused: dict[str, str] = {}
-    gpu = any(d.type.kind == "gpu" for d in fleet.available)
-    if mode == "split" or not gpu:
-        if degrees is not None and any(g != 1 for g in degrees):
-            why = "split mode runs at tp 1" if mode == "split" else f"{fleet.name} is no GPU fleet (a stage is one device)"
-            refused.update({f"tp {g}": why for g in sorted(set(degrees)) if g != 1})
-        return [(1, False)], refused
-    experts = has_experts(model)
-    largest = max(node_sizes(fleet).values())
-    out: list[tuple[int, bool]] = []
-    for spread in ((False,) if ep is False or not experts else (True,) if ep else (False, True)):
-        if degrees is None:
-            ok, bad = default_degrees(model, fleet, spread, workload)
-        else:
-            ok, bad = allowed_degrees(model, degrees, spread, workload)
-        tag = " ep" if spread else ""
-        refused.update({f"tp {g}{tag}": why for g, why in bad.items()})
-        for g in ok:
-            if spread and g == 1:            # experts spread over one device: tp 1 itself
-                if ep:
-                    out.append((1, False))
-                continue
-            if g > largest:
-                refused[f"tp {g}{tag}"] = f"no node of {fleet.name} has {g} available devices (the largest has {largest})"
-                continue
-            out.append((g, spread))
-    if ep and not experts:
-        refused["ep"] = f"{model.name} has no MoE layers to spread"
-    out.sort()
-    return out, refused
+    """The device layouts ``(tp, ep)`` a speed search tries on ``fleet`` and the refused ones by
+    label (``{"tp 3": why}``): :func:`placer.planning.layouts.device_layouts`, experts both ways
+    on MoE models unless ``ep`` says."""
+    found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode=mode, workload=workload)
+    return list(found.allowed), found.refused_by_label()
 
 
 @dataclass
@@ -143,11 +90,11 @@ class Shape:
     def layout(self) -> str:
         return f"tp {self.tp}" + (" ep" if self.ep else "")
 
+    solved: Solved | None = None     # the placement step that made it
+
     def mapping(self) -> dict:
         """The stage-mapping document of this placement (device figures in devices)."""
-        from ..mapping import build_mapping
-
-        return build_mapping(self.instance, per_device(self.result, self.instance))
+        return self.solved.mapping
 
 
 @dataclass
@@ -264,10 +211,11 @@ def _better(objective: str):
     return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
 
 
-def _shape(inst: Instance, r: Result, target: int, floor: float, output_tokens: int) -> Shape:
-    """A placement of ``inst`` and the live requests it holds at ``floor`` (every figure simulated)."""
+def _shape(solved: Solved, target: int, floor: float, output_tokens: int) -> Shape:
+    """A placement and the live requests it holds at ``floor`` (every figure simulated)."""
     from ..simulate import segments_of
 
+    inst, r = solved.instance, solved.raw
     segs = segments_of(inst, r.assignment)
     # one request at its shortest KV (the prompt): no run of this shape is faster
     shortest = max(1, inst.workload.context_tokens - output_tokens)
@@ -278,7 +226,7 @@ def _shape(inst: Instance, r: Result, target: int, floor: float, output_tokens: 
     shape = Shape(target=target, instance=inst, result=r, devices=r.devices_used * inst.tp,
                   ceiling=int(r.concurrency_ceiling or target),
                   power_w=float(sum(powers)) if all(powers) else None, alone_tokens_per_s=1e6 / latency,
-                  groups=r.devices_used, available_groups=len(inst.devices))
+                  groups=r.devices_used, available_groups=len(inst.devices), solved=solved)
     shape.held, shape.sim_at_held = concurrency_at_speed(
         inst, r.assignment, floor, cap=shape.ceiling, output_tokens=output_tokens, alone=shape.alone_tokens_per_s)
     return shape
@@ -288,39 +236,56 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
                    objective: str = "devices", mode: str = "contiguous", granularity: str | None = None,
                    method: str | None = None, output_tokens: int = 16, max_concurrency: int | None = None,
                    progress: Callable[[str], None] | None = None, degrees=None, ep: bool | None = None,
-                   reserve: Reserve | None = None, **solver_options) -> SpeedPlan:
-    """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each.
-
-    ``objective``: ``devices`` (fewest, then fastest), ``mw`` (least power) or ``tokens-per-mw``
-    (most aggregate tokens/s per MW at the planned load). ``max_concurrency`` caps the shapes'
-    targets (default: the planned concurrency x 4). ``degrees`` and ``ep`` choose the device
-    layouts searched (:func:`layouts`; default every degree the model and the nodes allow, and
-    expert parallelism both ways for MoE models); ``reserve`` overrides the device types' runtime
-    reserve. ``solver_options`` go to :func:`min_devices` (time_limit, seed, workers). Every
-    candidate's figures come from a discrete-event run.
-    """
+                   reserve: Reserve | None = None, require=(), time_limit: float = 30.0, seed: int = 0,
+                   workers: int = 2) -> SpeedPlan:
+    """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each: the keyword
+    form of :func:`speed_search` (``objective`` is the speed objective; ``require`` the constraints
+    of :data:`placer.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``workers``: CP-SAT's)."""
     if objective not in OBJECTIVES:
         raise InvalidSpec(ARGUMENT, "objective", f"unknown objective {objective!r} "
-                                                      f"(choose from {', '.join(OBJECTIVES)})")
-    floor = floor_from(min_user_tps=min_user_tps)
+                                                 f"(choose from {', '.join(OBJECTIVES)})")
+    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       constraints=tuple(require), min_user_tps=min_user_tps, speed_objective=objective,
+                       output_tokens=output_tokens)
+    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
+    return speed_search(model, fleet, workload, req, solver, log=progress, max_concurrency=max_concurrency)
+
+
+def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
+                 solver: SolverSettings, *, log: Callable[[str], None] | None = None,
+                 max_concurrency: int | None = None) -> SpeedPlan:
+    """Serve ``workload.concurrency`` live requests at the requirements' speed floor.
+
+    The speed objective picks among the candidates: ``devices`` (fewest, then fastest), ``mw``
+    (least power) or ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load).
+    ``max_concurrency`` caps the shapes' targets (default: the planned concurrency x 4). The
+    requirements' degrees and expert parallelism choose the device layouts searched
+    (:func:`placer.planning.layouts.device_layouts`; default every degree the model and the nodes
+    allow, and expert parallelism both ways for MoE models); every shape is an instance of
+    :func:`~placer.planning.solve.build_instance` (the constraints, reserve and granularity of the
+    requirements) placed by :func:`~placer.planning.solve.place_instance`. ``log(line)`` hears of
+    every shape tried. Every candidate's figures come from a discrete-event run.
+    """
+    floor = requirements.speed_floor
+    objective = requirements.speed_objective
+    output_tokens = requirements.output_tokens
     total = workload.concurrency
     if total < 1:
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
-    found, refused = layouts(model, fleet, degrees, ep, mode, workload)
-    if not found:
-        why = "; ".join(f"{k}: {v}" for k, v in refused.items())
-        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+    mode = requirements.mode_for(solver.method or "cpsat")
+    found = device_layouts(model, fleet, degrees=requirements.degrees, ep=requirements.expert_parallel, mode=mode,
+                           workload=workload).require_some(model)
+    refused = found.refused_by_label()
     top = max_concurrency if max_concurrency is not None else 4 * total
-    say = progress or (lambda _msg: None)
+    say = log or (lambda _msg: None)
     shapes: list[Shape] = []
-    for tp, spread in found:
-        base = make_instance(model, fleet, workload, mode=mode, tp=tp, ep=spread, reserve=reserve,
-                             granularity=granularity or ("shards:4" if mode == "split" else "layer"))
+    for tp, spread in found.allowed:
+        base = build_instance(model, fleet, workload, requirements, tp=tp, ep=spread)
         seen: set[tuple] = set()
         tag = f"tp {tp}{' ep' if spread else ''}"
         for t in _targets(total, top):
-            inst = base.with_concurrency(t)
-            r = min_devices(inst, method, **solver_options)
+            solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
+            r = solved.raw
             if not r.feasible:
                 say(f"{tag}, target {t} live requests: no placement ({r.status})")
                 break                               # more live requests only need more room
@@ -328,10 +293,15 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
             if key in seen:
                 continue
             seen.add(key)
-            shape = _shape(inst, r, t, floor, output_tokens)
+            shape = _shape(solved, t, floor, output_tokens)
             say(f"{tag}, target {t}: {shape.devices} devices, {shape.alone_tokens_per_s:,.0f} tokens/s alone, "
                 f"holds {shape.held} live requests at {floor:,.0f} tokens/s each")
             shapes.append(shape)
+    return _choose(shapes, fleet, total, floor, objective, output_tokens, refused)
+
+
+def _choose(shapes, fleet, total, floor, objective, output_tokens, refused) -> SpeedPlan:
+    """The candidates (replicas of each shape that meet the floor at their load) and the chosen one."""
     fastest = max(shapes, key=lambda s: s.alone_tokens_per_s, default=None)
     candidates: list[Candidate] = []
     for s in shapes:

@@ -23,30 +23,26 @@ from dataclasses import dataclass
 
 from ..algorithms.deadline import interrupt_scope
 from ..algorithms.registry import parse_objective
-from ..algorithms.stage_degrees import FleetNode, PerStageProblem
-from ..algorithms.stage_degrees import solve_per_stage as _solve
+from ..algorithms.stage_degrees import FleetNode, PerStageProblem, solve_problem
 from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
-from ..groups import node_sizes
 from ..instance import REQUIREMENTS, Instance, Layout, per_stage_instance
-from ..mapping import build_mapping
 from ..model import LayerGraph
-from ..parallel import allowed_degrees, shard_model
+from ..parallel import shard_model
 from ..placement import Level, Result, Status, evaluate
 from ..reserve import Reserve
 from ..workload import Workload
+from .layouts import device_layouts
+from .solve import Solved
 
 __all__ = ["PerStageSolved", "per_stage_degrees", "per_stage_problem", "solve_per_stage", "fleet_nodes"]
 
 
 @dataclass(frozen=True)
-class PerStageSolved:
+class PerStageSolved(Solved):
     """A per-stage solve: the plan instance and placement (None without a plan), the result
-    (device figures in devices), the stage mapping, and the problem solved."""
+    (device figures in devices), its stage mapping (:attr:`Solved.mapping`), and the problem solved."""
 
-    instance: Instance | None
-    result: Result
-    mapping: dict | None
     problem: PerStageProblem | None = None
     refused: dict | None = None
 
@@ -63,10 +59,8 @@ def per_stage_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False, workloa
                       ) -> tuple[list[int], dict[int, str]]:
     """The degrees ``--per-stage-tp`` tries unless told: every divisor of some node's size that the
     model allows (1 on wafer fleets). Returns (degrees, {refused degree: reason})."""
-    if all(d.type.kind != "gpu" for d in fleet.available):
-        return [1], {}
-    cands = {g for size in node_sizes(fleet).values() for g in range(1, size + 1) if size % g == 0}
-    return allowed_degrees(model, sorted(cands), ep, workload)
+    found = device_layouts(model, fleet, ep=ep, workload=workload, per_stage=True)
+    return found.degrees, found.refused_degrees(bool(ep))
 
 
 def _node_latencies(fleet: Fleet, nodes) -> list[list[float | None]]:
@@ -151,20 +145,12 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     for r in require:
         if r not in REQUIREMENTS:
             raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
-    if degrees is None:
-        allowed, refused = per_stage_degrees(model, fleet, ep, workload)
-    else:
-        allowed, refused = allowed_degrees(model, degrees, ep, workload)
-    largest = max(node_sizes(fleet).values())
-    for g in [g for g in allowed if g > largest]:
-        refused[g] = f"no node of {fleet.name} has {g} available devices (the largest has {largest})"
-        allowed.remove(g)
-    if not allowed:
-        why = "; ".join(f"tp {g}: {r}" for g, r in refused.items())
-        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+    found = device_layouts(model, fleet, degrees=degrees, ep=ep, workload=workload, per_stage=True)
+    found.require_some(model)
+    allowed, refused = found.degrees, found.refused_degrees(bool(ep))
     prob = per_stage_problem(model, fleet, workload, allowed, ep=ep, reserve=reserve, require=require)
     with interrupt_scope():     # the solve owns its Ctrl-C unless a caller's scope does
-        out = _solve(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
+        out = solve_problem(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
                      deadline=deadline)
     stats = dict(out.stats, degrees=list(allowed))
     if not out.feasible:
@@ -172,7 +158,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
         result = Result("cpsat", "contiguous", out.status, message=out.message, seconds=out.seconds,
                         interrupted=out.interrupted, stats=stats,
                         lower_bound_devices=None if devices is None else devices.bound)
-        return PerStageSolved(None, result, None, prob, refused)
+        return PerStageSolved(None, result, problem=prob, refused=refused)
     groups = [s.devices for s in out.stages]
     degree_of_node = [0] * prob.n
     assignment = [0] * prob.n
@@ -181,7 +167,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
             degree_of_node[i], assignment[i] = s.degree, k
     inst = per_stage_instance(model, fleet, workload, groups, degree_of_node, ep=ep, reserve=reserve, require=require)
     result = _result(inst, assignment, out, stats)
-    return PerStageSolved(inst, result, build_mapping(inst, result), prob, refused)
+    return PerStageSolved(inst, result, problem=prob, refused=refused)
 
 
 def _result(inst: Instance, assignment, out, stats) -> Result:

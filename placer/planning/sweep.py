@@ -28,7 +28,7 @@ from ..algorithms.deadline import interrupted
 from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec, PlacerError
 from ..fleet import Fleet
 from ..groups import per_device
-from ..instance import MODES, make_instance
+from ..instance import MODES
 from ..model import LayerGraph
 from ..placement import Result, Status
 from ..spec_io import atomic_write_text
@@ -38,9 +38,10 @@ from .budget import (
     default_method,
     device_lower_bound,
     largest_concurrency,
-    min_devices,
     plan_replicas,
 )
+from .requirements import Requirements, SolverSettings, granularity_for
+from .solve import build_instance, place_instance
 
 __all__ = [
     "COLUMNS",
@@ -141,7 +142,8 @@ class SweepSettings:
     seed: int | None = None
     solver_workers: int | None = None
     objective: str | None = None
-    granularity: str = "layer"
+    granularity: str | None = None      # split points' refinement (default SPLIT_GRANULARITY)
+    constraints: tuple[str, ...] = ()   # names of placer.instance.REQUIREMENTS, on every point
     simulate: bool = False
     simulate_output_tokens: int = 16
     replicas: bool = False
@@ -155,13 +157,25 @@ class SweepSettings:
         return dict(time_limit=self.time_limit, seed=self.seed, workers=self.solver_workers,
                     objective=self.objective)
 
+    def requirements(self, mode: str) -> Requirements:
+        """The requirements of a point in ``mode`` (the refinement applies to split points only)."""
+        return Requirements(mode=mode, granularity=self.granularity if mode == "split" else None,
+                            constraints=self.constraints)
+
+    def solver(self) -> SolverSettings:
+        return SolverSettings(method=self.method, time_limit=30.0 if self.time_limit is None else self.time_limit,
+                              seed=self.seed or 0, threads=self.solver_workers or 2)
+
 
 def setup_id(model: LayerGraph, fleet: Fleet, settings: SweepSettings, base: Workload) -> str:
     """Short hash of what every row of one results file shares (model, fleet, fixed workload)."""
     fixed = {k: v for k, v in base.to_dict().items()
              if k not in ("context_tokens", "concurrency", "weight_bits", "kv_bits")}
     doc = {"model": [model.name, model.sha256], "fleet": [fleet.name, fleet.sha256,
-           [d.id for d in fleet.available]], "granularity": settings.granularity, "workload": fixed}
+           [d.id for d in fleet.available]], "granularity": granularity_for("split", settings.granularity),
+           "workload": fixed}
+    if settings.constraints:
+        doc["constraints"] = list(settings.constraints)
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -198,9 +212,7 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                           kv_bits=point.kv_bits, concurrency=point.concurrency or 0,
                           # a weight-bits grid value other than the base's overrides the stored formats
                           weights_as_stored=base.weights_as_stored and point.weight_bits == base.weight_bits)
-        # the granularity refines split points; the other modes place whole layers
-        inst = make_instance(model, fleet, wl, mode=point.mode,
-                             granularity=settings.granularity if point.mode == "split" else "layer", tp=tp)
+        inst = build_instance(model, fleet, wl, settings.requirements(point.mode), method=method, tp=tp)
         kw = settings.solver_kwargs()
         if point.budget_devices is not None:
             if point.budget_devices < tp:
@@ -219,11 +231,14 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                     row["error"] = "a solve hit its time limit; a larger concurrency may fit"
         else:
             cache: dict[int, Result] = {}
+            solver = settings.solver()
 
             def solve(instance):
                 c = instance.workload.concurrency
                 if c not in cache:
-                    cache[c] = per_device(min_devices(instance, method, **kw), instance)
+                    cache[c] = place_instance(instance, solver, method=method, reports=False, keep_interrupted=False,
+                                              objective=None if settings.objective in (None, "lex")
+                                              else settings.objective).result
                 return cache[c]
 
             result = solve(inst)

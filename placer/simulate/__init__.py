@@ -2,7 +2,7 @@
 
 :mod:`.cost` turns a placement into segments with step times (constants from the hardware spec's
 ``perf`` block), :mod:`.des` simulates decode with simpy, :mod:`.gantt` draws stage occupancy and
-:mod:`.modes` compares the placements of every mode side by side.
+(:mod:`placer.planning.modes` compares the placements of every mode side by side.)
 """
 
 from .cost import Segment, segments_of

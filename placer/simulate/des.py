@@ -29,7 +29,7 @@ Admitted requests decode under one of two schedules:
 With ``prefill=True`` an admitted request first runs its prompt through the same devices as one
 job of its own (compute-bound estimate), which gives the time to first token.
 
-Times are in microseconds. The result holds the figures DESIGN.md names for
+Times are in microseconds. The result holds the figures ``docs/interfaces.md`` names for
 ``placer simulate --json`` plus the closed-form anchors (unloaded token latency, per-stage step
 times, the pipeline's throughput bound).
 """

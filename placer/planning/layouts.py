@@ -1,0 +1,113 @@
+"""The device layouts a plan may use: tensor-parallel degrees and expert parallelism, each allowed
+or refused with its reason. Every planner enumerates layouts here and nowhere else.
+
+A layout ``(tp, ep)`` makes every stage a group of ``tp`` devices of one node, experts split by
+tensor (``ep`` False) or spread whole (True). Wafers, and split mode, run one device per stage.
+Degrees a user does not name default to the divisors of the largest node's size (of any node's
+size with per-stage degrees) that the model's dimensions (and stored formats) allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ARGUMENT, InvalidSpec
+from ..fleet import Fleet
+from ..groups import node_sizes
+from ..model import LayerGraph
+from ..parallel import allowed_degrees
+from ..workload import Workload
+
+__all__ = ["Layouts", "device_layouts", "has_gpus", "has_experts", "candidate_degrees", "layout_label"]
+
+
+def has_gpus(fleet: Fleet) -> bool:
+    """Whether some available device of ``fleet`` is a GPU (stages may then be groups of devices)."""
+    return any(d.type.kind == "gpu" for d in fleet.available)
+
+
+def has_experts(model: LayerGraph) -> bool:
+    """Whether ``model`` has MoE layers with the dimensions expert parallelism spreads."""
+    return any(x.ffn == "moe" and x.ffn_dims for x in model.layers)
+
+
+def layout_label(tp: int, ep: bool) -> str:
+    return f"tp {tp}" + (" ep" if ep else "")
+
+
+def candidate_degrees(fleet: Fleet, *, per_stage: bool = False) -> list[int]:
+    """Degrees tried unless named: 1 on wafer fleets; on GPU fleets the divisors of the largest
+    node's size (``per_stage``: of every node's size)."""
+    if not has_gpus(fleet):
+        return [1]
+    sizes = node_sizes(fleet).values()
+    pool = sizes if per_stage else [max(sizes)]
+    return sorted({g for size in pool for g in range(1, size + 1) if size % g == 0})
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """The layouts to solve, in order, and the refused ones: ``refused[(tp, ep)]`` is the reason
+    (``(0, True)``: expert parallelism itself, for a model without experts)."""
+
+    allowed: tuple[tuple[int, bool], ...]
+    refused: dict[tuple[int, bool], str] = field(default_factory=dict)
+
+    @property
+    def degrees(self) -> list[int]:
+        return sorted({tp for tp, _ in self.allowed})
+
+    def refused_by_label(self) -> dict[str, str]:
+        """``{"tp 3": why, "tp 4 ep": why, "ep": why}``."""
+        return {("ep" if tp == 0 else layout_label(tp, ep)): why for (tp, ep), why in self.refused.items()}
+
+    def refused_degrees(self, ep: bool = False) -> dict[int, str]:
+        """``{degree: why}`` of the refusals at one expert setting."""
+        return {tp: why for (tp, e), why in self.refused.items() if e == ep and tp > 0}
+
+    def require_some(self, model: LayerGraph) -> Layouts:
+        """``self``, or :class:`InvalidSpec` (field ``tp``) when no layout is allowed."""
+        if not self.allowed:
+            why = "; ".join(f"{k}: {v}" for k, v in self.refused_by_label().items())
+            raise InvalidSpec(ARGUMENT, "tp", f"{model.name} runs at none of the degrees asked for ({why})")
+        return self
+
+
+def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | None = False,
+                   mode: str = "contiguous", workload: Workload | None = None,
+                   per_stage: bool = False) -> Layouts:
+    """The layouts a plan of ``model`` on ``fleet`` tries, and the refused ones with reasons.
+
+    ``degrees`` (default :func:`candidate_degrees`) are checked against the model's dimensions
+    and, under ``workload``, its stored formats (:func:`placer.parallel.allowed_degrees`), and
+    against the fleet's nodes (a degree needs a node with that many available devices). ``ep``:
+    False splits experts by tensor; True spreads them whole (tp 1 stays, unsplit); None tries,
+    for a model with MoE layers, both at every degree above 1. Split mode and wafer fleets run at
+    tp 1 only.
+    """
+    refused: dict[tuple[int, bool], str] = {}
+    if mode == "split" or not has_gpus(fleet):
+        why = "split mode runs at tp 1" if mode == "split" else f"{fleet.name} is no GPU fleet (a stage is one device)"
+        refused.update({(g, False): why for g in sorted(set(degrees or ())) if g != 1})
+        # degrees named without 1: none of them runs (the caller says so); unnamed: one device per stage
+        return Layouts(((1, False),) if degrees is None or 1 in degrees else (), refused)
+    experts = has_experts(model)
+    sizes = node_sizes(fleet)
+    largest = max(sizes.values())
+    asked = candidate_degrees(fleet, per_stage=per_stage) if degrees is None else sorted(set(degrees))
+    out: list[tuple[int, bool]] = []
+    for spread in ((False,) if ep is False or not experts else (True,) if ep else (False, True)):
+        ok, bad = allowed_degrees(model, asked, spread, workload)
+        refused.update({(g, spread): why for g, why in bad.items()})
+        for g in ok:
+            if spread and g == 1:            # experts spread over one device: tp 1 itself
+                if ep:
+                    out.append((1, False))
+                continue
+            if g > largest:
+                refused[(g, spread)] = f"no node of {fleet.name} has {g} available devices (the largest has {largest})"
+                continue
+            out.append((g, spread))
+    if ep and not experts:
+        refused[(0, True)] = f"{model.name} has no MoE layers to spread"
+    return Layouts(tuple(sorted(set(out))), refused)

@@ -1,0 +1,189 @@
+"""``placer.plan``: the one planning entry point.
+
+:func:`plan` takes a model, a fleet, a workload, what the plan must satisfy
+(:class:`~placer.planning.requirements.Requirements`) and how to solve
+(:class:`~placer.planning.requirements.SolverSettings`), and returns a :class:`Plan`. It chooses
+the planner the requirements call for, each a branch of this function:
+
+* a speed floor (``min_user_tps`` / ``max_itl_ms``): the fewest devices (or least power, or most
+  tokens/s per MW) of identical replicas whose simulated per-user speed meets the floor
+  (:func:`placer.planning.speed.speed_search`);
+* per-stage degrees: a tensor-parallel degree chosen per stage
+  (:func:`placer.planning.stage_degrees.solve_per_stage`);
+* otherwise every device layout the model and the fleet allow, each placed and proven, the best
+  kept (:func:`placer.planning.solve.search_layouts`).
+
+Every branch builds its instances with :func:`placer.planning.solve.build_instance` (so no
+requirement is dropped on any path) and places them with
+:func:`~placer.planning.solve.place_instance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ARGUMENT, InvalidSpec
+from ..fleet import Fleet
+from ..instance import Instance
+from ..model import LayerGraph
+from ..placement import Result
+from ..workload import Workload
+from .requirements import Requirements, SolverSettings
+from .solve import Solved, search_layouts
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan: the chosen placement of one replica (``solved``; None when nothing placed), how many
+    replicas serve the workload and the live requests each holds, the simulation of one replica at
+    that load (speed floors), every layout tried and what was refused (``{"tp 3": why}``).
+
+    ``kind``: ``layouts`` (the degree search), ``per-stage`` or ``speed-floor``. ``devices``
+    counts every device of every replica.
+    """
+
+    kind: str
+    model: LayerGraph
+    fleet: Fleet
+    workload: Workload
+    requirements: Requirements
+    solver: SolverSettings
+    solved: Solved | None
+    tried: tuple[Solved, ...] = ()
+    refused: dict[str, str] = field(default_factory=dict)
+    skipped: tuple[int, ...] = ()
+    replicas: int = 1
+    load_per_replica: int | None = None
+    simulation: Any = None
+    speed: Any = None                 # the speed floor's SpeedPlan (candidates, shapes, message)
+    devices_proven: bool = False      # the device count is proven over every layout tried
+    message: str = ""
+
+    # ------------------------------------------------------------------ the chosen placement
+    @property
+    def feasible(self) -> bool:
+        return self.solved is not None and self.solved.result.feasible
+
+    @property
+    def instance(self) -> Instance | None:
+        return None if self.solved is None else self.solved.instance
+
+    @property
+    def result(self) -> Result | None:
+        return None if self.solved is None else self.solved.result
+
+    @property
+    def mapping(self) -> dict | None:
+        """The stage mapping of one replica (None without a placement)."""
+        return None if self.solved is None else self.solved.mapping
+
+    @property
+    def interrupted(self) -> bool:
+        from ..algorithms.deadline import interrupted
+
+        return bool(self.result is not None and self.result.interrupted) or interrupted()
+
+    @property
+    def devices(self) -> int | None:
+        if not self.feasible:
+            return None
+        return self.replicas * self.result.devices_used
+
+    @property
+    def proven(self) -> bool:
+        """Every level of every layout tried proven (the device count alone: :attr:`devices_proven`)."""
+        return (self.feasible and not self.skipped
+                and all(s.result.status == "infeasible" or s.result.proven_optimal for s in self.tried))
+
+    def explain(self, *, time_limit: float = 20.0, deadline=None) -> str:
+        """Why nothing placed, in bytes, and what would fit (:func:`placer.planning.explain.explain_infeasible`)."""
+        from .explain import explain_infeasible
+
+        if self.instance is None:
+            return self.message or "no placement"
+        return explain_infeasible(self.instance, time_limit=time_limit, deadline=deadline)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the kind, requirements, the chosen placement's summary and levels, replicas,
+        load, the layouts tried and refused, and the speed search when there was one."""
+        r = self.result
+        doc = dict(kind=self.kind, model=self.model.name, hardware=self.fleet.name,
+                   requirements=self.requirements.to_dict(), feasible=self.feasible,
+                   devices=self.devices, replicas=self.replicas, load_per_replica=self.load_per_replica,
+                   devices_proven=self.devices_proven, proven=self.proven, message=self.message,
+                   refused=dict(self.refused), skipped=list(self.skipped))
+        if r is not None:
+            doc["result"] = dict(status=str(r.status), devices_used=r.devices_used,
+                                 concurrency_ceiling=r.concurrency_ceiling, hop_latency_us=r.hop_latency_us,
+                                 proven_optimal=r.proven_optimal,
+                                 levels=[dict(name=lv.name, value=lv.value, bound=lv.bound, proven=lv.proven)
+                                         for lv in r.levels])
+        doc["tried"] = [dict(tp=s.instance.tp, ep=s.instance.ep, status=str(s.result.status),
+                             devices_used=s.result.devices_used, proven_optimal=s.result.proven_optimal)
+                        for s in self.tried if s.instance is not None]
+        if self.speed is not None:
+            doc["speed_target"] = self.speed.to_dict()
+        return doc
+
+
+def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements | None = None,
+         solver: SolverSettings | None = None, *, log=None) -> Plan:
+    """Plan ``model`` on ``fleet`` under ``workload``: the one entry point (see the module docstring).
+
+    ``log(line)`` hears the planner's own steps (each shape of a speed search); the solver's
+    reports go to ``solver.progress``. Raises :class:`~placer.errors.InvalidSpec` for requirements
+    the fleet or the method cannot honour (naming the field), never for an impossible request: an
+    infeasible plan says why (:meth:`Plan.explain`).
+    """
+    req = requirements or Requirements()
+    solver = solver or SolverSettings()
+    if req.per_stage_degrees and solver.method not in (None, "cpsat"):
+        raise InvalidSpec(ARGUMENT, "method", "per-stage degrees are solved by cpsat")
+    if req.has_speed_floor:
+        return _speed_plan(model, fleet, workload, req, solver, log)
+    if req.per_stage_degrees:
+        return _per_stage_plan(model, fleet, workload, req, solver)
+    return _layouts_plan(model, fleet, workload, req, solver)
+
+
+def _layouts_plan(model, fleet, workload, req: Requirements, solver: SolverSettings) -> Plan:
+    search = search_layouts(model, fleet, workload, req, solver)
+    best = search.best
+    load = None
+    if best is not None and best.result.feasible:
+        ceiling = best.result.concurrency_ceiling
+        load = workload.concurrency if ceiling is None else min(workload.concurrency, ceiling)
+    return Plan("layouts", model, fleet, workload, req, solver, best, search.solved,
+                {f"tp {g}": why for g, why in search.refused.items()}, search.skipped,
+                load_per_replica=load, devices_proven=search.devices_proven)
+
+
+def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSettings) -> Plan:
+    from .stage_degrees import solve_per_stage
+
+    solved = solve_per_stage(model, fleet, workload, degrees=req.degrees, ep=bool(req.expert_parallel),
+                             reserve=req.reserve, require=req.constraints, mode=req.mode, pins=req.pins,
+                             objective=req.cpsat_objective, time_limit=solver.time_limit, seed=solver.seed,
+                             workers=solver.threads, progress=solver.progress, deadline=solver.deadline)
+    r = solved.result
+    return Plan("per-stage", model, fleet, workload, req, solver, solved, (solved,),
+                {f"tp {g}": why for g, why in (solved.refused or {}).items()},
+                load_per_replica=workload.concurrency if r.feasible else None,
+                devices_proven=r.devices_proven, message=r.message or "")
+
+
+def _speed_plan(model, fleet, workload, req: Requirements, solver: SolverSettings, log) -> Plan:
+    from .speed import speed_search
+
+    sp = speed_search(model, fleet, workload, req, solver, log=log)
+    chosen = sp.chosen
+    if chosen is None:
+        return Plan("speed-floor", model, fleet, workload, req, solver, None, refused=dict(sp.refused), speed=sp,
+                    message=sp.message)
+    return Plan("speed-floor", model, fleet, workload, req, solver, chosen.shape.solved,
+                tuple(s.solved for s in sp.shapes), dict(sp.refused), replicas=chosen.replicas,
+                load_per_replica=chosen.load, simulation=chosen.sim, speed=sp,
+                devices_proven=chosen.shape.result.devices_proven, message=sp.message)

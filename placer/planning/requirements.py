@@ -1,0 +1,210 @@
+"""What a user asks of a plan (:class:`Requirements`) and how to solve it (:class:`SolverSettings`).
+
+Both are frozen and checked when made: a combination no planner can honour is refused here, once,
+with the field it is about (the command line names the flag that sets the field), instead of in
+each entry point. This module is also the one home of the planners' defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ..errors import ARGUMENT, InvalidSpec
+from ..instance import MODES, REQUIREMENTS
+from ..reserve import Reserve
+
+__all__ = ["Requirements", "SolverSettings", "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
+           "FALLBACK_METHOD", "SPEED_OBJECTIVES", "granularity_for", "floor_from"]
+
+# ----------------------------------------------------------------------------- defaults (one home)
+SPLIT_GRANULARITY = "shards:4"      # split mode's refinement unless one is asked for
+DEFAULT_METHOD = "cpsat"            # plan()'s and placer solve's method
+# the method a search that solves many instances uses when none is asked for (budget, replica,
+# speed-floor and frontier searches): the exact chain DP where it places, CP-SAT elsewhere
+SEARCH_METHOD = {"contiguous": "dp", "free": "cpsat", "split": "cpsat"}
+# when the asked method does not place in a mode (the simulator's mode comparison), the one used instead
+FALLBACK_METHOD = {"contiguous": "dp", "free": "ffd", "split": "dp"}
+SPEED_OBJECTIVES = ("devices", "mw", "tokens-per-mw")
+DEFAULT_OBJECTIVE = "devices,concurrency,latency"
+
+
+def granularity_for(mode: str, granularity: str | None) -> str:
+    """The refinement ``mode`` places at: ``granularity`` when given, else split mode's default
+    (:data:`SPLIT_GRANULARITY`) or whole layers for the other modes."""
+    if granularity is None:
+        return SPLIT_GRANULARITY if mode == "split" else "layer"
+    return granularity
+
+
+def floor_from(min_user_tps: float | None = None, max_itl_ms: float | None = None) -> float:
+    """The per-user floor in tokens/s from ``min_user_tps`` or ``max_itl_ms`` (exactly one of them)."""
+    if (min_user_tps is None) == (max_itl_ms is None):
+        raise InvalidSpec(ARGUMENT, "min_user_tps", "give --min-user-tps or --max-itl-ms, not both")
+    if min_user_tps is not None:
+        if not min_user_tps > 0 or not math.isfinite(min_user_tps):
+            raise InvalidSpec(ARGUMENT, "min_user_tps", "must be a positive number of tokens/s")
+        return float(min_user_tps)
+    if not max_itl_ms > 0 or not math.isfinite(max_itl_ms):
+        raise InvalidSpec(ARGUMENT, "max_itl_ms", "must be a positive number of milliseconds")
+    return 1000.0 / max_itl_ms
+
+
+def _ints(value, name: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    out = tuple(value)
+    if not out or any(not isinstance(g, int) or isinstance(g, bool) or g < 1 for g in out):
+        raise InvalidSpec(ARGUMENT, name, "degrees are positive integers, at least one")
+    return tuple(sorted(set(out)))
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What the plan must satisfy and what it optimises.
+
+    ``mode``: contiguous, free or split (None: the method's own, contiguous for CP-SAT);
+    ``granularity``: split mode's refinement (default :data:`SPLIT_GRANULARITY`); ``degrees``: the
+    tensor-parallel degrees to try (None: every degree the model and the fleet's nodes allow);
+    ``per_stage_degrees``: a degree per stage chosen from ``degrees``; ``expert_parallel``: True
+    spreads experts whole, False splits them by tensor, None tries both where that matters (speed
+    floors and degree comparisons on MoE models; a plain solve splits by tensor); ``reserve``
+    overrides the device types' runtime reserve; ``pins``: ``N=DEVICE``, ``NAME=DEVICE`` or ``A-B``;
+    ``constraints``: names of :data:`placer.instance.REQUIREMENTS` (such as
+    ``attention-per-stage``); ``min_user_tps`` / ``max_itl_ms``: a per-user speed floor (replicas
+    added as needed) with ``speed_objective`` choosing among the plans that meet it (devices, mw,
+    tokens-per-mw); ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
+    ``output_tokens``: tokens each simulated request decodes when a floor is checked.
+    """
+
+    mode: str | None = None
+    granularity: str | None = None
+    degrees: tuple[int, ...] | None = None
+    per_stage_degrees: bool = False
+    expert_parallel: bool | None = None
+    reserve: Reserve | None = None
+    pins: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    min_user_tps: float | None = None
+    max_itl_ms: float | None = None
+    speed_objective: str = "devices"
+    objective: str | None = None
+    output_tokens: int = 16
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "degrees", _ints(self.degrees, "tp"))
+        set_(self, "pins", tuple(self.pins))
+        set_(self, "constraints", tuple(dict.fromkeys(self.constraints)))
+        if self.mode is not None and self.mode not in MODES:
+            raise InvalidSpec(ARGUMENT, "mode", f"must be one of {', '.join(MODES)}")
+        for c in self.constraints:
+            if c not in REQUIREMENTS:
+                raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {c!r} (one of {', '.join(REQUIREMENTS)})")
+        if self.speed_objective not in SPEED_OBJECTIVES:
+            raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
+        if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
+            raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
+        if self.objective is not None:
+            from ..algorithms.registry import parse_objective
+
+            try:
+                parse_objective(self.objective)
+            except ValueError as exc:
+                raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
+        if self.has_speed_floor:
+            floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
+            if self.per_stage_degrees:
+                raise InvalidSpec(ARGUMENT, "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
+            if self.pins:
+                raise InvalidSpec(ARGUMENT, "pins", "pins cannot be combined with a speed floor")
+        if self.per_stage_degrees:
+            if self.mode not in (None, "contiguous"):
+                raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
+            if self.pins:
+                raise InvalidSpec(ARGUMENT, "pins", "pins are not supported with --per-stage-tp")
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def has_speed_floor(self) -> bool:
+        return self.min_user_tps is not None or self.max_itl_ms is not None
+
+    @property
+    def speed_floor(self) -> float | None:
+        """The per-user floor in tokens/s, or None."""
+        return floor_from(self.min_user_tps, self.max_itl_ms) if self.has_speed_floor else None
+
+    def mode_for(self, method: str) -> str:
+        """The mode placed in: the asked one, else contiguous for speed floors and per-stage degrees,
+        else ``method``'s own (contiguous for CP-SAT, free for typepack and ffd)."""
+        if self.mode is not None:
+            return self.mode
+        if self.has_speed_floor or self.per_stage_degrees:
+            return "contiguous"
+        from ..algorithms import default_mode
+
+        return default_mode(method)
+
+    def granularity_of(self, mode: str) -> str:
+        return granularity_for(mode, self.granularity)
+
+    @property
+    def cpsat_objective(self) -> str:
+        return self.objective or DEFAULT_OBJECTIVE
+
+    def replace(self, **changes) -> Requirements:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        doc = asdict(self)
+        doc["reserve"] = None if self.reserve is None else self.reserve.to_dict()
+        doc["speed_floor_tokens_per_s"] = self.speed_floor
+        doc.pop("extra")
+        return doc
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """How to solve: ``method`` (a name of :data:`placer.algorithms.METHODS`; None lets searches
+    that solve many instances pick :data:`SEARCH_METHOD`), CP-SAT's ``time_limit`` (seconds, for the
+    whole plan), ``seed`` and ``threads``, ``progress(info)`` for the solver's reports and a
+    shared ``deadline`` (:class:`placer.algorithms.deadline.Deadline`)."""
+
+    method: str | None = DEFAULT_METHOD
+    time_limit: float = 30.0
+    seed: int = 0
+    threads: int = 2
+    progress: Callable | None = field(default=None, compare=False)
+    deadline: Any = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.method is not None:
+            from ..algorithms.registry import method as registry_row
+
+            registry_row(self.method)           # InvalidSpec (field method) for an unknown name
+        if not (isinstance(self.time_limit, (int, float)) and self.time_limit > 0 and math.isfinite(self.time_limit)):
+            raise InvalidSpec(ARGUMENT, "time_limit", "must be a positive number of seconds")
+        if not isinstance(self.threads, int) or self.threads < 1:
+            raise InvalidSpec(ARGUMENT, "threads", "must be at least 1")
+
+    def method_in(self, mode: str) -> str:
+        """The method used in ``mode``: the asked one, else the search default of the mode."""
+        return self.method or SEARCH_METHOD[mode]
+
+    def options(self, method: str, objective: str | None = None, *, reports: bool = True) -> dict:
+        """Keyword options of ``place(instance, method, ...)``: only CP-SAT takes a time limit,
+        seed, threads, progress reports, the deadline and an objective."""
+        if method != "cpsat":
+            return {}
+        opts = dict(time_limit=self.time_limit, seed=self.seed, workers=self.threads)
+        if reports:
+            opts.update(progress=self.progress, deadline=self.deadline)
+        if objective is not None:
+            opts["objective"] = objective
+        return opts
+
+    def replace(self, **changes) -> SolverSettings:
+        return replace(self, **changes)

@@ -1,0 +1,158 @@
+"""The placement step every planner takes: requirements -> instance -> placement -> per-device
+result -> stage mapping. This is the only place that sequence is written.
+
+* :func:`build_instance` turns a model, a fleet, a workload and :class:`Requirements` into an
+  :class:`~placer.instance.Instance` at one layout: the mode, granularity, pins, constraints and
+  reserve all come from the requirements, so no planner can drop one;
+* :func:`place_instance` places it with the solver settings and returns a :class:`Solved` (the
+  result with device figures in devices, the method's own result in groups, and the mapping);
+* :func:`search_layouts` does both at every layout of :func:`placer.planning.layouts.device_layouts`
+  and keeps the best (:class:`DegreeSearch`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .. import algorithms
+from ..algorithms.deadline import interrupt_scope, interrupted
+from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
+from ..fleet import Fleet
+from ..groups import per_device
+from ..instance import Instance, make_instance
+from ..model import LayerGraph
+from ..placement import Result, Status
+from ..workload import Workload
+from .layouts import Layouts, device_layouts
+from .requirements import Requirements, SolverSettings
+
+__all__ = ["Solved", "DegreeSearch", "build_instance", "place_instance", "search_layouts", "rank_key"]
+
+
+@dataclass(frozen=True)
+class Solved:
+    """One placement step: the instance, the result with device figures in devices (a stage of
+    degree ``g`` counts ``g``), the method's own result (``raw``: the instance's devices are groups)
+    and, when it placed, the stage mapping (built on first use)."""
+
+    instance: Instance | None
+    result: Result
+    raw: Result | None = None
+
+    @cached_property
+    def mapping(self) -> dict | None:
+        from ..mapping import build_mapping
+
+        if self.instance is None or not self.result.feasible:
+            return None
+        return build_mapping(self.instance, self.result)
+
+    @property
+    def groups_used(self) -> int:
+        """Stages' groups used (devices / tp for a uniform degree)."""
+        return (self.raw or self.result).devices_used
+
+
+def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements, *,
+                   method: str = "cpsat", tp: int = 1, ep: bool = False, concurrency: int | None = None) -> Instance:
+    """The instance ``requirements`` ask for at degree ``tp`` (``ep``: experts spread whole), in
+    the mode :meth:`Requirements.mode_for` gives for ``method``; ``concurrency`` replaces the
+    workload's live requests."""
+    mode = requirements.mode_for(method)
+    if concurrency is not None:
+        workload = workload.replace(concurrency=concurrency)
+    return make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
+                         pins=requirements.pins, require=requirements.constraints, tp=tp, ep=ep,
+                         reserve=requirements.reserve)
+
+
+def place_instance(instance: Instance, solver: SolverSettings, *, method: str | None = None,
+                   objective: str | None = None, reports: bool = True, keep_interrupted: bool = True) -> Solved:
+    """Place ``instance`` with ``method`` (default the settings', else the mode's search method).
+
+    An impossible request is an ``infeasible`` result, never an exception. ``keep_interrupted``:
+    after Ctrl-C the best placement so far is the answer (a solve); False raises
+    :class:`KeyboardInterrupt` instead (a search of many solves must not take a stopped solve for
+    a point's answer). ``reports``: pass the settings' progress and deadline to CP-SAT.
+    """
+    method = method or solver.method_in(instance.mode)
+    try:
+        # looked up at each call: tests and tools count or intercept solves there
+        raw = algorithms.place(instance, method, **solver.options(method, objective, reports=reports))
+    except InfeasiblePlacement as exc:
+        raw = Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
+                     max_concurrency=exc.max_concurrency)
+    if raw.interrupted and not keep_interrupted:
+        raise KeyboardInterrupt
+    return Solved(instance, per_device(raw, instance), raw)
+
+
+@dataclass(frozen=True)
+class DegreeSearch:
+    """One solve per allowed layout and the best of them.
+
+    ``best``: fewest devices, then the highest concurrency ceiling, then the least hop latency,
+    then the lower degree. ``devices_proven``: the best device count is proven over every layout
+    (each layout's device level proven, or the layout proven infeasible); ``proven``: every level
+    of every layout proven. ``refused``: ``{degree: why}``; ``skipped``: degrees not solved (Ctrl-C
+    stopped the search first).
+    """
+
+    best: Solved | None
+    solved: tuple[Solved, ...]
+    refused: dict
+    skipped: tuple[int, ...] = ()
+
+    @property
+    def devices_proven(self) -> bool:
+        return not self.skipped and all(s.result.status == "infeasible" or s.result.devices_proven
+                                        for s in self.solved)
+
+    @property
+    def proven(self) -> bool:
+        return not self.skipped and all(s.result.status == "infeasible" or s.result.proven_optimal
+                                        for s in self.solved)
+
+
+def rank_key(s: Solved):
+    """Fewest devices, then the highest concurrency ceiling, then the least hop latency, then the lower degree."""
+    r = s.result
+    ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
+    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp)
+
+
+def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
+                   solver: SolverSettings, *, layouts: Layouts | None = None, before=None,
+                   after=None) -> DegreeSearch:
+    """:func:`build_instance` and :func:`place_instance` at every layout (default
+    :func:`device_layouts` of the requirements), CP-SAT with the requirements' levels;
+    ``before(tp, ep)`` is called before each solve and ``after(tp, ep, solved)`` after it. Raises
+    :class:`InvalidSpec` (``tp``) when no layout runs."""
+    method = solver.method or "cpsat"
+    if layouts is None:
+        layouts = device_layouts(model, fleet, degrees=requirements.degrees,
+                                 ep=bool(requirements.expert_parallel), mode=requirements.mode_for(method),
+                                 workload=workload)
+    refused = layouts.refused_degrees(bool(requirements.expert_parallel))
+    layouts.require_some(model)
+    out: list[Solved] = []
+    skipped: list[int] = []
+    objective = requirements.cpsat_objective if method == "cpsat" else None
+    with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
+        for tp, ep in layouts.allowed:
+            if out and (out[-1].result.interrupted or interrupted()):
+                skipped.append(tp)
+                continue
+            if before is not None:
+                before(tp, ep)
+            inst = build_instance(model, fleet, workload, requirements, method=method, tp=tp, ep=ep)
+            solved = place_instance(inst, solver, method=method, objective=objective)
+            out.append(solved)
+            if after is not None:
+                after(tp, ep, solved)
+    if not out:
+        raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
+    placed = [s for s in out if s.result.feasible]
+    best = min(placed, key=rank_key) if placed else out[0]
+    return DegreeSearch(best, tuple(out), refused, tuple(skipped))

@@ -1,0 +1,146 @@
+"""placer.plan(): one entry point, typed requirements that reach every path, one home for defaults,
+and the old import paths kept for a release."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import warnings
+
+import pytest
+
+from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
+from placer._moved import MOVED
+from placer.errors import InvalidSpec
+from placer.fleet import fleet_from_dict
+from placer.model import model_from_dict
+from placer.workload import Workload
+
+# L L A L L on devices of 950 B at 16 tokens of context and one live request: linear-attention layers
+# of 400 B + 1 B of state, an attention layer of 100 B + 16 x 1 B of KV. Every 2-device contiguous
+# plan (LLA|LL or LL|ALL: 918 + 802 B) leaves a stage without the one attention layer; with
+# attention-per-stage the only plan is one stage of 1,720 B, which no device holds: the requirement
+# turns 2 devices into no placement.
+LINEAR = {"kind": "linear_attention", "weight_bytes": 400, "state_bytes_per_request": 1}
+HYBRID = {"name": "hybrid-5", "layers": [
+    LINEAR, LINEAR, {"kind": "attention", "weight_bytes": 100, "kv_bytes_per_token": 1}, LINEAR, LINEAR]}
+NEED = [401, 401, 116, 401, 401]      # bytes per layer at the workload below, by hand
+WAFERS = {"name": "toy-wafers", "device": {"memory": 950, "memory_bandwidth": "1 TB/s", "power": "1 kW"},
+          "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 1, "inter_rack_latency_us": 2}}
+
+
+def _specs():
+    return model_from_dict(HYBRID), fleet_from_dict(WAFERS), Workload(context_tokens=16, concurrency=1)
+
+
+def test_attention_per_stage_by_brute_force():
+    """The spec's claim, by enumeration: every 2-stage cut leaves a stage without attention."""
+    from placer.instance import make_instance
+
+    m, fleet, wl = _specs()
+    assert list(make_instance(m, fleet, wl).demand_bytes) == NEED
+    kinds = [x["kind"] for x in HYBRID["layers"]]
+    fits = [k for k in range(1, 5) if sum(NEED[:k]) <= 950 and sum(NEED[k:]) <= 950]
+    assert fits == [2, 3]
+    assert all("attention" not in kinds[:k] or "attention" not in kinds[k:] for k in fits)
+    assert sum(NEED) > 950
+
+
+@pytest.mark.parametrize("floor", [None, 1.0])
+def test_the_requirement_reaches_the_solve_and_the_speed_floor(floor):
+    m, fleet, wl = _specs()
+    free = plan(m, fleet, wl, Requirements(min_user_tps=floor), SolverSettings(time_limit=5, threads=1))
+    assert free.feasible and free.devices == 2
+    bound = plan(m, fleet, wl, Requirements(min_user_tps=floor, constraints=("attention-per-stage",)),
+                 SolverSettings(time_limit=5, threads=1))
+    assert not bound.feasible and bound.devices is None
+    assert bound.kind == ("speed-floor" if floor else "layouts")
+
+
+def test_the_requirement_reaches_the_speed_floor_through_the_command_line(run_cli, tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps(HYBRID))
+    (tmp_path / "h.json").write_text(json.dumps(WAFERS))
+    args = ["solve", tmp_path / "m.json", "-H", tmp_path / "h.json", "--context", "16", "--concurrency", "1",
+            "--min-user-tps", "1", "--time-limit", "5", "-q"]
+    code, out, _ = run_cli(args)
+    assert code == 0 and "devices 2 (1 x 2" in out
+    code, out, err = run_cli(args + ["--require", "attention-per-stage"])
+    assert code == 1 and "no placement of the model fits the fleet" in out
+    assert "target" not in err        # -q: no candidate lines
+
+
+def test_plan_is_the_solve_commands_answer():
+    model = load_model("kimi-k3")
+    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(mode="contiguous"),
+             SolverSettings(time_limit=20))
+    # (K K | K | M) x 23 + M: 70 wafers, proven (README's worked example)
+    assert p.kind == "layouts" and p.devices == 70 and p.result.proven_optimal and p.devices_proven
+    assert p.mapping["summary"]["devices_used"] == 70 and p.load_per_replica == 184
+    doc = json.loads(json.dumps(p.to_dict()))
+    assert doc["result"]["levels"][0] == {"name": "devices", "value": 70, "bound": 70, "proven": True}
+    assert doc["requirements"]["mode"] == "contiguous"
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(min_user_tps=10, per_stage_degrees=True), "per_stage_tp"),
+    (dict(min_user_tps=10, pins=("0=r0w0",)), "pins"),
+    (dict(min_user_tps=10, max_itl_ms=5), "min_user_tps"),
+    (dict(min_user_tps=-1), "min_user_tps"),
+    (dict(constraints=("attention-per-rack",)), "require"),
+    (dict(speed_objective="cheapest"), "objective"),
+    (dict(objective="latency,devices"), "objective"),
+    (dict(mode="diagonal"), "mode"),
+    (dict(degrees=(0, 2)), "tp"),
+    (dict(per_stage_degrees=True, mode="free"), "mode"),
+])
+def test_requirements_refuse_what_no_planner_honours(kw, field):
+    with pytest.raises(InvalidSpec) as exc:
+        Requirements(**kw)
+    assert exc.value.field == field
+
+
+def test_solver_settings_refuse_bad_values():
+    for kw, field in ((dict(method="simplex"), "method"), (dict(time_limit=0), "time_limit"),
+                      (dict(threads=0), "threads")):
+        with pytest.raises(InvalidSpec) as exc:
+            SolverSettings(**kw)
+        assert exc.value.field == field
+    m, fleet, wl = _specs()
+    with pytest.raises(InvalidSpec, match="per-stage degrees are solved by cpsat"):
+        plan(m, fleet, wl, Requirements(per_stage_degrees=True), SolverSettings(method="dp"))
+
+
+def test_the_mode_comparison_uses_the_split_default():
+    """One home for defaults: the simulator's mode comparison refines split mode as solve does."""
+    from placer.planning.modes import compare_modes
+    from placer.planning.requirements import SPLIT_GRANULARITY
+
+    m, fleet, wl = _specs()
+    doc = compare_modes(m, fleet, wl, modes=("split",), method="dp", output_tokens=2)
+    assert doc["rows"][0]["granularity"] == SPLIT_GRANULARITY == "shards:4"
+
+
+@pytest.mark.parametrize("old", sorted(set(MOVED) - {"placer.plan"}))   # placer.plan: below
+def test_old_import_paths_are_the_new_modules_and_warn(old):
+    new = importlib.import_module(MOVED[old])
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = importlib.import_module(old)
+    assert again is new
+    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
+
+
+def test_the_old_plan_module_still_plans():
+    import placer
+
+    sys.modules.pop("placer.plan", None)
+    with pytest.warns(DeprecationWarning, match="placer.planning.budget"):
+        module = importlib.import_module("placer.plan")
+    from placer.planning.budget import plan_replicas
+
+    assert module.plan_replicas is plan_replicas
+    m, fleet, wl = _specs()
+    assert module(m, fleet, wl).devices == 2         # the old module, called, is placer.plan()
+    assert placer.plan(m, fleet, wl).devices == 2
