@@ -11,7 +11,7 @@ import sys
 from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
 from placer.export import export_mapping
 
-model_name = sys.argv[1] if len(sys.argv) > 1 else "llama-3.1-8b"
+model_name = sys.argv[1] if len(sys.argv) > 1 else "llama-3.1-70b"
 hardware = sys.argv[2] if len(sys.argv) > 2 else "h100"
 fmt = sys.argv[3] if len(sys.argv) > 3 else "vllm"
 model = load_model(model_name)

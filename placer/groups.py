@@ -40,7 +40,7 @@ from .errors import ARGUMENT, InvalidSpec
 from .fleet import Device, Fleet
 from .model import LayerGraph
 
-__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "default_degrees", "per_device", "collectives_of",
+__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "has_gpus", "candidate_degrees", "default_degrees", "per_device", "collectives_of",
            "group_link_us", "node_collective_latency_us", "group_latency_us"]
 
 
@@ -52,17 +52,30 @@ def node_sizes(fleet: Fleet) -> dict[int, int]:
     return out
 
 
+def has_gpus(fleet: Fleet) -> bool:
+    """Whether some available device of ``fleet`` is a GPU (only then may a stage be a group of devices)."""
+    return any(d.type.kind == "gpu" for d in fleet.available)
+
+
+def candidate_degrees(fleet: Fleet, *, per_stage: bool = False) -> list[int]:
+    """Degrees tried unless named: 1 on wafer fleets; on GPU fleets the divisors of the largest
+    node's size (``per_stage``: of every node's size)."""
+    if not has_gpus(fleet):
+        return [1]
+    sizes = node_sizes(fleet).values()
+    pool = sizes if per_stage else [max(sizes)]
+    return sorted({g for size in pool for g in range(1, size + 1) if size % g == 0})
+
+
 def default_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False,
                     workload=None) -> tuple[list[int], dict[int, str]]:
-    """The degrees ``--tp`` defaults to: 1 on wafer fleets; on GPU fleets every divisor of the
-    largest node's size that the model allows (under ``workload`` when given: see
-    :func:`placer.parallel.allowed_degrees`). Returns (degrees, {refused degree: reason})."""
+    """The degrees ``--tp`` defaults to: :func:`candidate_degrees` that the model allows (under
+    ``workload`` when given: see :func:`placer.parallel.allowed_degrees`). Returns (degrees,
+    {refused degree: reason}); :func:`placer.planning.layouts.device_layouts` adds the fleet's
+    node sizes and expert parallelism."""
     from .parallel import allowed_degrees
 
-    if all(d.type.kind != "gpu" for d in fleet.available):
-        return [1], {}
-    size = max(node_sizes(fleet).values())
-    return allowed_degrees(model, [g for g in range(1, size + 1) if size % g == 0], ep, workload)
+    return allowed_degrees(model, candidate_degrees(fleet), ep, workload)
 
 
 def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ...]]:

@@ -162,7 +162,7 @@ class Instance:
         lay = self.layout
         if lay is None or (lay.tp == 1 and not lay.per_stage):
             return str(n) if bare else f"{n} devices"
-        noun = "GPUs" if all(d.type.kind == "gpu" for d in self.devices) else "devices"
+        noun = "GPUs" if all(d.type.kind == "gpu" for d in self.devices) else "devices"   # every group's type
         if lay.per_stage:
             return f"{n} groups of up to {lay.tp} {noun}"
         return f"{n * lay.tp} {noun} ({n} groups of {lay.tp})"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from ..groups import has_gpus
 from ..planning.compare import COMPARE_ROWS, compare, compare_degrees
 from ..units import format_duration_us
 from .common import (
@@ -65,7 +66,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     m, fleet, wl = load_inputs(model, hardware, **kw)
     degrees = parse_degrees(tp)
     reserve = reserve_of(reserve)
-    gpus = any(d.type.kind == "gpu" for d in fleet.available)
+    gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
         doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
@@ -162,7 +163,7 @@ def _speed(x) -> str:
 
 
 def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
-    unit = "GPUs" if any(d.type.kind == "gpu" for d in fleet.available) else "devices"
+    unit = "GPUs" if has_gpus(fleet) else "devices"
     if header:
         click.echo(workload_text(wl))
     live = {r["live_requests"] for r in doc["degrees"] if r["live_requests"]}

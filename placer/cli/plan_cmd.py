@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import click
 
-from ..instance import make_instance
+from ..planning import Requirements, build_instance
 from ..planning.budget import plan_replicas
-from ..planning.compare import granularity_for
 from .common import (
     Progress,
     context_type,
@@ -40,7 +39,7 @@ def plan_command(model, hardware, total_concurrency, context, mode, granularity,
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k."""
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
                                racks=racks)
-    inst = make_instance(m, fleet, wl, mode=mode, granularity=granularity_for(mode, granularity))
+    inst = build_instance(m, fleet, wl, Requirements(mode=mode, granularity=granularity))
     with Progress(None, "replica counts", quiet=quiet, desc="plan ") as bar:
         plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit,
                              progress=lambda o: bar.step(failed=o.total_devices is None,

@@ -13,17 +13,12 @@ from dataclasses import dataclass, field
 
 from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
-from ..groups import node_sizes
+from ..groups import candidate_degrees, has_gpus, node_sizes
 from ..model import LayerGraph
 from ..parallel import allowed_degrees
 from ..workload import Workload
 
 __all__ = ["Layouts", "device_layouts", "has_gpus", "has_experts", "candidate_degrees", "layout_label"]
-
-
-def has_gpus(fleet: Fleet) -> bool:
-    """Whether some available device of ``fleet`` is a GPU (stages may then be groups of devices)."""
-    return any(d.type.kind == "gpu" for d in fleet.available)
 
 
 def has_experts(model: LayerGraph) -> bool:
@@ -33,16 +28,6 @@ def has_experts(model: LayerGraph) -> bool:
 
 def layout_label(tp: int, ep: bool) -> str:
     return f"tp {tp}" + (" ep" if ep else "")
-
-
-def candidate_degrees(fleet: Fleet, *, per_stage: bool = False) -> list[int]:
-    """Degrees tried unless named: 1 on wafer fleets; on GPU fleets the divisors of the largest
-    node's size (``per_stage``: of every node's size)."""
-    if not has_gpus(fleet):
-        return [1]
-    sizes = node_sizes(fleet).values()
-    pool = sizes if per_stage else [max(sizes)]
-    return sorted({g for size in pool for g in range(1, size + 1) if size % g == 0})
 
 
 @dataclass(frozen=True)
