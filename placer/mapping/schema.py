@@ -92,55 +92,9 @@ def mapping_schema() -> dict:
                 },
             },
             "mode": {"enum": ["contiguous", "free", "split"]},
-            "stages": {
-                "type": "array", "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "required": ["index", "device", "rack", "layers", "bytes", "max_concurrency",
-                                 "next_hop_latency_us"],
-                    "properties": {
-                        "index": count, "device": name, "rack": count,
-                        "layers": {"type": "array", "items": name},
-                        "group": {
-                            "type": "object", "required": ["devices", "tp", "ep"], "additionalProperties": False,
-                            "description": "the devices of one node that run the stage; bytes are per device",
-                            "properties": {"devices": {"type": "array", "minItems": 1, "items": name},
-                                           "tp": {"type": "integer", "minimum": 1},
-                                           "ep": {"type": "integer", "minimum": 1}},
-                        },
-                        "bytes": {
-                            "type": "object", "additionalProperties": False,
-                            "required": ["weights", "kv_reserve", "state", "activations", "free"],
-                            "properties": {"weights": count, "kv_reserve": count, "state": count,
-                                           "activations": count, "reserve": count,
-                                           "free": {"type": "integer"}},
-                        },
-                        "max_concurrency": concurrency,
-                        "next_hop_latency_us": {"type": ["number", "null"], "minimum": 0},
-                    },
-                },
-            },
+            "stages": {"type": "array", "minItems": 1, "items": _stage_schema(count, concurrency, name)},
             "route": {"type": "array", "items": name},
-            "summary": {
-                "type": "object",
-                "required": ["devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
-                             "lower_bound_devices", "method", "status", "proven_optimal", "objective",
-                             "bound", "solve_seconds"],
-                "properties": {
-                    "devices_used": count, "hops": count,
-                    "hop_latency_us": {"type": "number", "minimum": 0,
-                                       "description": "hops between stages, plus group_latency_us when stated"},
-                    "group_latency_us": {"type": "number", "minimum": 0,
-                                         "description": "link latency of the groups' collectives (all-reduces, "
-                                                        "all-to-alls), part of hop_latency_us"},
-                    "concurrency_ceiling": concurrency,
-                    "lower_bound_devices": opt_count,
-                    "method": name, "status": {"enum": list(_STATUSES)},
-                    "proven_optimal": {"type": "boolean"},
-                    "objective": opt_number, "bound": opt_number, "gap": opt_number,
-                    "solve_seconds": {"type": "number", "minimum": 0},
-                },
-            },
+            "summary": _summary_schema(count, opt_count, opt_number, concurrency, name),
             "pins": {
                 "type": "array",
                 "items": {
@@ -149,6 +103,59 @@ def mapping_schema() -> dict:
                                    "device": {"type": ["string", "null"]}},
                 },
             },
+        },
+    }
+
+
+def _stage_schema(count: dict, concurrency: dict, name: dict) -> dict:
+    """One stage of a mapping: its device (or group), nodes, exact bytes per device and ceiling."""
+    return {
+        "type": "object",
+        "required": ["index", "device", "rack", "layers", "bytes", "max_concurrency",
+                     "next_hop_latency_us"],
+        "properties": {
+            "index": count, "device": name, "rack": count,
+            "layers": {"type": "array", "items": name},
+            "group": {
+                "type": "object", "required": ["devices", "tp", "ep"], "additionalProperties": False,
+                "description": "the devices of one node that run the stage; bytes are per device",
+                "properties": {"devices": {"type": "array", "minItems": 1, "items": name},
+                               "tp": {"type": "integer", "minimum": 1},
+                               "ep": {"type": "integer", "minimum": 1}},
+            },
+            "bytes": {
+                "type": "object", "additionalProperties": False,
+                "required": ["weights", "kv_reserve", "state", "activations", "free"],
+                "properties": {"weights": count, "kv_reserve": count, "state": count,
+                               "activations": count, "reserve": count,
+                               "free": {"type": "integer"}},
+            },
+            "max_concurrency": concurrency,
+            "next_hop_latency_us": {"type": ["number", "null"], "minimum": 0},
+        },
+                }
+
+
+def _summary_schema(count: dict, opt_count: dict, opt_number: dict, concurrency: dict, name: dict) -> dict:
+    """The mapping's summary: devices, hops, latency, ceiling, bound, method, status and proof."""
+    return {
+        "type": "object",
+        "required": ["devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
+                     "lower_bound_devices", "method", "status", "proven_optimal", "objective",
+                     "bound", "solve_seconds"],
+        "properties": {
+            "devices_used": count, "hops": count,
+            "hop_latency_us": {"type": "number", "minimum": 0,
+                               "description": "hops between stages, plus group_latency_us when stated"},
+            "group_latency_us": {"type": "number", "minimum": 0,
+                                 "description": "link latency of the groups' collectives (all-reduces, "
+                                                "all-to-alls), part of hop_latency_us"},
+            "concurrency_ceiling": concurrency,
+            "lower_bound_devices": opt_count,
+            "method": name, "status": {"enum": list(_STATUSES)},
+            "proven_optimal": {"type": "boolean"},
+            "objective": opt_number, "bound": opt_number, "gap": opt_number,
+            "solve_seconds": {"type": "number", "minimum": 0},
         },
     }
 

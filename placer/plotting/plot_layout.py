@@ -235,35 +235,8 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     grouped = _draw_groups(ax, doc, boxes, box_w, box_h)
     if show_path:
         _draw_path(ax, doc, centers, stages, box_w / 2)
-    handles = [Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k])
-               for k in ("attention", "linear_attention", "ffn", "embedding")
-               if any(k in _stage_kinds(s, kinds_by_name) or (k == "embedding" and "lm_head" in
-                      _stage_kinds(s, kinds_by_name)) for s in stages.values())]
-    handles += [Patch(facecolor=MEMORY_COLORS[k], edgecolor="#333", lw=0.5, label=MEMORY_LABELS[k])
-                for k in MEMORY_COLORS]
-    handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", label="unused"))
-    if grouped:
-        handles.append(Patch(fill=False, edgecolor=GROUP_COLOR, lw=1.6, label="stage on a group (tp / ep)"))
-    if any(not d[3] for d in devices):
-        handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", hatch="////", label="unavailable"))
-    if show_path:
-        handles.append(Line2D([], [], color="#111", lw=0.9, marker=">", markersize=4, label="token path"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(len(handles), 6),
-              fontsize=font + 1, frameon=False,
-              title="device box: stage and layers on a band coloured by layer kind; below, its memory",
-              title_fontsize=font + 1)
-    width = racks_per_row * (rack_w + 0.25)
-    ax.set_xlim(-0.2, width)
-    ax.set_ylim(-rows * (rack_h + 0.35) + 0.1, 0.2)
-    ax.set_aspect("equal")
-    # a diagram, not a chart: the axes name what runs along them, without ticks or frame
-    ax.set_xticks([])
-    ax.set_yticks([])
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    ax.set_xlabel("racks, left to right and row by row")
-    ax.set_ylabel("devices of each rack, slot 0 at the top")
-    ax.set_title(title or _title(doc), fontsize=font + 3)
+    _legend(ax, stages, kinds_by_name, devices, grouped, show_path, font)
+    _frame(ax, racks_per_row * (rack_w + 0.25), -rows * (rack_h + 0.35) + 0.1, title or _title(doc), font)
     _fit_labels(ax, labels)
     return ax
 
@@ -366,3 +339,38 @@ def _title(doc: dict) -> str:
     if s.get("hop_latency_us") is not None:
         details.append(f"hop latency {format_duration_us(s['hop_latency_us'])}")
     return text + ("\n" + ", ".join(details) if details else "")
+
+
+def _legend(ax, stages, kinds_by_name, devices, grouped: bool, show_path: bool, font: float) -> None:
+    """The layout's legend: the layer kinds present, the memory bar's parts, unused, groups, the path."""
+    handles = [Patch(facecolor=KIND_COLORS[k], label=KIND_LABELS[k])
+               for k in ("attention", "linear_attention", "ffn", "embedding")
+               if any(k in _stage_kinds(s, kinds_by_name) or (k == "embedding" and "lm_head" in
+                      _stage_kinds(s, kinds_by_name)) for s in stages.values())]
+    handles += [Patch(facecolor=MEMORY_COLORS[k], edgecolor="#333", lw=0.5, label=MEMORY_LABELS[k])
+                for k in MEMORY_COLORS]
+    handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", label="unused"))
+    if grouped:
+        handles.append(Patch(fill=False, edgecolor=GROUP_COLOR, lw=1.6, label="stage on a group (tp / ep)"))
+    if any(not d[3] for d in devices):
+        handles.append(Patch(facecolor=UNUSED_COLOR, edgecolor="#c8c8c8", hatch="////", label="unavailable"))
+    if show_path:
+        handles.append(Line2D([], [], color="#111", lw=0.9, marker=">", markersize=4, label="token path"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(len(handles), 6),
+              fontsize=font + 1, frameon=False,
+              title="device box: stage and layers on a band coloured by layer kind; below, its memory",
+              title_fontsize=font + 1)
+
+
+def _frame(ax, width: float, bottom: float, title: str, font: float) -> None:
+    """Limits, aspect and labels of the layout: a diagram, not a chart (no ticks, no frame)."""
+    ax.set_xlim(-0.2, width)
+    ax.set_ylim(bottom, 0.2)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlabel("racks, left to right and row by row")
+    ax.set_ylabel("devices of each rack, slot 0 at the top")
+    ax.set_title(title, fontsize=font + 3)
