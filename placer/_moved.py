@@ -14,22 +14,22 @@ import warnings
 __all__ = ["moved", "MOVED"]
 
 # old import path -> new one (the shims at the old paths, and the test that they warn, read this)
-MOVED = {
-    "placer.compare": "placer.planning.compare",
-    "placer.speed": "placer.planning.speed",
-    "placer.frontier": "placer.planning.frontier",
-    "placer.sweep": "placer.planning.sweep",
-    "placer.plan": "placer.planning.budget",
-    "placer.perstage": "placer.planning.stage_degrees",
-    "placer.explain": "placer.planning.explain",
-    "placer.algorithms.perstage": "placer.algorithms.stage_degrees",
-    "placer.algorithms.cpsat.perstage": "placer.algorithms.cpsat.stage_degrees",
-    "placer.cli.perstage_cmd": "placer.cli.solve_stage_degrees",
-    "placer.rebuild": "placer.mapping.rebuild",
-    "placer.validate": "placer.mapping.validate",
-    "placer.validate_ranks": "placer.mapping.ranks",
-    "placer.simulate.modes": "placer.planning.modes",
-}
+MOVED = dict(line.split() for line in """
+placer.compare                    placer.planning.compare
+placer.speed                      placer.planning.speed
+placer.frontier                   placer.planning.frontier
+placer.sweep                      placer.planning.sweep
+placer.plan                       placer.planning.budget
+placer.perstage                   placer.planning.stage_degrees
+placer.explain                    placer.planning.explain
+placer.algorithms.perstage        placer.algorithms.stage_degrees
+placer.algorithms.cpsat.perstage  placer.algorithms.cpsat.stage_degrees
+placer.cli.perstage_cmd           placer.cli.solve_stage_degrees
+placer.rebuild                    placer.mapping.rebuild
+placer.validate                   placer.mapping.validate
+placer.validate_ranks             placer.mapping.ranks
+placer.simulate.modes             placer.planning.modes
+""".strip().splitlines())
 
 
 def moved(old: str) -> None:

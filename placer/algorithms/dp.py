@@ -33,11 +33,11 @@ from collections import Counter
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Level, Result, Status, evaluate, unplaced
-from .bound import lower_bound as compute_lower_bound
+from ..placement import Level, Result, Status, evaluate
 from .chain import bottleneck_ends, chain_min_devices, fixed_order_ends, next_fit_ends, prefix_sums
+from .opening import open_method
 from .paths import find_path, walk
-from .pins import ChainPins, PinConflict, chain_pins
+from .pins import ChainPins, chain_pins
 
 __all__ = ["dp", "min_stages"]
 
@@ -65,15 +65,10 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Exact contiguous placement of a chain (fewest devices, then smallest bottleneck), embedded
     on a minimum-latency device path. See the module docstring for what is proven when.
     ``lower_bound``: the instance's device lower bound when already known."""
-    t0 = perf_counter()
-    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
-    give_up = unplaced("dp", instance, since=t0, lower_bound=lb)
-    if instance.mode == "free":
-        return give_up("dp places contiguous stages; use ffd, typepack or cpsat for free mode")
-    try:
-        pins = chain_pins(instance)
-    except PinConflict as exc:
-        return give_up(str(exc), Status.INFEASIBLE)
+    opening = open_method("dp", instance, lower_bound, contiguous=True)
+    if opening.refusal is not None:
+        return opening.refusal
+    t0, lb, give_up, pins = opening.t0, opening.lower_bound, opening.give_up, opening.pins
     prefix = prefix_sums(instance.demand_bytes)
     caps = instance.capacity_bytes
     chain = instance.model.is_chain

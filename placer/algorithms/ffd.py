@@ -11,8 +11,8 @@ from __future__ import annotations
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate, unplaced
-from .bound import lower_bound as compute_lower_bound
+from ..placement import Result, Status, evaluate
+from .opening import open_method
 from .packing import first_fit_decreasing
 from .pins import PinConflict, pin_groups
 from .reach import in_pieces, pieces
@@ -23,12 +23,10 @@ __all__ = ["ffd"]
 def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """First-fit decreasing placement in free mode (status HEURISTIC when it places).
     ``lower_bound``: the instance's device lower bound when already known."""
-    t0 = perf_counter()
-    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
-    give_up = unplaced("ffd", instance, since=t0, lower_bound=lb)
-
-    if instance.mode != "free":
-        return give_up("ffd ignores the pipeline order: it places in free mode only")
+    opening = open_method("ffd", instance, lower_bound, contiguous=False)
+    if opening.refusal is not None:
+        return opening.refusal
+    t0, lb, give_up = opening.t0, opening.lower_bound, opening.give_up
     if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other
         return in_pieces(instance, ffd, lb)
     try:

@@ -13,11 +13,10 @@ from __future__ import annotations
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate, unplaced
-from .bound import lower_bound as compute_lower_bound
+from ..placement import Result, Status, evaluate
 from .chain import Runs, prefix_sums
+from .opening import open_method
 from .paths import neighbours
-from .pins import PinConflict, chain_pins
 
 __all__ = ["greedy"]
 
@@ -25,16 +24,10 @@ __all__ = ["greedy"]
 def greedy(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Contiguous next-fit along a greedily walked device path (status HEURISTIC when it places).
     ``lower_bound``: the instance's device lower bound when already known."""
-    t0 = perf_counter()
-    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
-    give_up = unplaced("greedy", instance, since=t0, lower_bound=lb)
-
-    if instance.mode == "free":
-        return give_up("greedy places contiguous stages; use ffd, typepack or cpsat for free mode")
-    try:
-        pins = chain_pins(instance)
-    except PinConflict as exc:
-        return give_up(str(exc), Status.INFEASIBLE)
+    opening = open_method("greedy", instance, lower_bound, contiguous=True)
+    if opening.refusal is not None:
+        return opening.refusal
+    t0, lb, give_up, pins = opening.t0, opening.lower_bound, opening.give_up, opening.pins
     n = instance.n_nodes
     runs = Runs(prefix_sums(instance.demand_bytes), pins)
     caps = instance.capacity_bytes

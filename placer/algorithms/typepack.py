@@ -12,8 +12,8 @@ from __future__ import annotations
 from time import perf_counter
 
 from ..instance import Instance
-from ..placement import Result, Status, evaluate, unplaced
-from .bound import lower_bound as compute_lower_bound
+from ..placement import Result, Status, evaluate
+from .opening import open_method
 from .reach import in_pieces, pieces
 
 __all__ = ["typepack"]
@@ -22,12 +22,10 @@ __all__ = ["typepack"]
 def typepack(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Dense-attention nodes one per device, other nodes next-fit by kind; free mode.
     ``lower_bound``: the instance's device lower bound when already known."""
-    t0 = perf_counter()
-    lb = compute_lower_bound(instance) if lower_bound is None else lower_bound
-    give_up = unplaced("typepack", instance, since=t0, lower_bound=lb)
-
-    if instance.mode != "free":
-        return give_up("typepack ignores the pipeline order: it places in free mode only")
+    opening = open_method("typepack", instance, lower_bound, contiguous=False)
+    if opening.refusal is not None:
+        return opening.refusal
+    t0, lb, give_up = opening.t0, opening.lower_bound, opening.give_up
     if instance.pins:
         return give_up("typepack follows the published rule, which has no pins; use ffd or cpsat")
     if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other

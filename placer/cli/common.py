@@ -366,6 +366,21 @@ class Progress:
         return False
 
 
+def echo_json_mapping(doc, where: str, code: int) -> int:
+    """``--json``: the document on stdout, where the mapping went on stderr; returns ``code``."""
+    echo_json(doc)
+    click.echo(where, err=True)
+    return code
+
+
+def stopped(doc: dict, what: str, *, err: bool) -> int:
+    """130 (saying so) when ``doc`` says Ctrl-C stopped the work after ``what``, else 0."""
+    if not doc.get("interrupted"):
+        return 0
+    click.echo(f"interrupted: the {what} solved so far", err=err)
+    return 130
+
+
 def write_mapping_if_asked(output, doc, *, what: str = "") -> str:
     """Write the mapping ``doc`` atomically to ``output`` when the user asked (``-o``) and there is
     one; returns the line that says where it went (``what`` qualifies the file, e.g. one replica)."""

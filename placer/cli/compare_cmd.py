@@ -15,6 +15,7 @@ from .common import (
     quiet_option,
     renamed,
     reserve_of,
+    stopped,
     threads_option,
     time_limit_option,
     workload_doc,
@@ -79,9 +80,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                             as_json)
             doc.update(more)
     doc["workload"] = workload_doc(wl)
-    done = 130 if doc.get("interrupted") else 0    # Ctrl-C: the rows so far, then exit 130
-    if done:
-        click.echo("interrupted: the rows solved so far", err=as_json)
+    done = stopped(doc, "rows", err=as_json)       # Ctrl-C: the rows so far, then exit 130
     if as_json:
         echo_json(doc)
         return done

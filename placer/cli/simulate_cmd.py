@@ -18,6 +18,7 @@ from .common import (
     image_file,
     load_inputs,
     method_option,
+    stopped,
     time_limit_option,
     warn,
     workload_notes,
@@ -94,9 +95,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
                             prefill=prefill, schedule=schedule, max_batch=max_batch, runtime=runtime)
-        done = 130 if doc.get("interrupted") else 0     # Ctrl-C: the modes so far, then exit 130
-        if done:
-            click.echo("interrupted: the modes solved so far", err=True)
+        done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
         if as_json:
             echo_json(doc)
             return done

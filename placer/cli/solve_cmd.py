@@ -9,6 +9,7 @@ from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us
 from .common import (
     echo_json,
+    echo_json_mapping,
     granularity_option,
     group_label,
     hardware_option,
@@ -188,9 +189,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
         return done or 1
     where = write_mapping_if_asked(output, doc)
     if as_json:
-        echo_json(doc)
-        click.echo(where, err=True)
-        return done
+        return echo_json_mapping(doc, where, done)
     sm = doc["summary"]
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
@@ -261,9 +260,7 @@ def _print_speed_plan(planned, output, as_json) -> int:
     doc = planned.mapping
     where = write_mapping_if_asked(output, doc, what=" (one replica)")
     if as_json:
-        echo_json(dict(doc or {}, speed_target=sp.to_dict()))
-        click.echo(where, err=True)
-        return 0 if sp.feasible else 1
+        return echo_json_mapping(dict(doc or {}, speed_target=sp.to_dict()), where, 0 if sp.feasible else 1)
     click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
                f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
                f"objective {sp.objective}")

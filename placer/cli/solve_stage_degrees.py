@@ -7,7 +7,14 @@ import click
 from ..algorithms.deadline import interrupted
 from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us
-from .common import echo_json, group_label, workload_doc, workload_text, write_mapping_if_asked
+from .common import (
+    echo_json,
+    echo_json_mapping,
+    group_label,
+    workload_doc,
+    workload_text,
+    write_mapping_if_asked,
+)
 
 __all__ = ["print_per_stage_plan"]
 
@@ -48,9 +55,7 @@ def print_per_stage_plan(planned, output, as_json) -> int:
         return done or 1
     where = write_mapping_if_asked(output, doc)
     if as_json:
-        echo_json(doc)
-        click.echo(where, err=True)
-        return done
+        return echo_json_mapping(doc, where, done)
     sm = doc["summary"]
     click.echo(f"{m.name} on {fleet.name}, contiguous, degrees {tried} per stage{' (expert parallel)' if ep else ''}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices in {len(doc['stages'])} stages")

@@ -423,15 +423,13 @@ def _next_hop_violations(r: Reading, k: int, st: dict, dev) -> list[Violation]:
 def check_shared_devices(r: Reading) -> list[Violation]:
     """A device listed by several stages holds all their nodes at once."""
     out = []
-    c = r.wl.concurrency
-    for dev_id, count in r.uses.items():
-        dev = r.by_id.get(dev_id)
-        if count < 2 or dev is None:
-            continue
+    shared = [(dev_id, count) for dev_id, count in r.uses.items() if count > 1 and dev_id in r.by_id]
+    for dev_id, count in shared:
+        dev = r.by_id[dev_id]
         mine = sorted({r.index_of[x] for st in r.stages if dev_id in r.group_of(st) for x in st["layers"]
                        if x in r.index_of})
         total = (sum(r.per_node[i][0] for i in mine) + r.act + r.reserve_of(dev)
-                 + c * sum(r.per_node[i][1] + r.per_node[i][2] for i in mine))
+                 + r.wl.concurrency * sum(r.per_node[i][1] + r.per_node[i][2] for i in mine))
         if total > dev.memory_bytes:
             out.append(Violation("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: "
                                                   f"{total:,} B > memory {dev.memory_bytes:,} B (over by "

@@ -608,16 +608,7 @@ def _run_processes(fn, shared, items, finished, failed, n_workers) -> None:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in done:
-                    try:
-                        value = f.result()
-                    except KeyboardInterrupt:
-                        raise
-                    except Exception as exc:
-                        if failed is None:
-                            raise
-                        failed(futures[f], f"worker failed: {type(exc).__name__}: {exc}")
-                        continue
-                    finished(futures[f], value)
+                    _deliver(f.result, futures[f], finished, failed, "worker")
         except BaseException:
             # Ctrl-C: stop now rather than let the workers finish the items already queued to them.
             # ProcessPoolExecutor has no public way to stop running workers; _processes is the
@@ -627,6 +618,20 @@ def _run_processes(fn, shared, items, finished, failed, n_workers) -> None:
             for proc in workers:
                 proc.terminate()
             raise
+
+
+def _deliver(get, item, finished, failed, what: str) -> None:
+    """``finished(item, get())``; a failure of the work (not Ctrl-C) goes to ``failed`` when given."""
+    try:
+        value = get()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if failed is None:
+            raise
+        failed(item, f"{what} failed: {type(exc).__name__}: {exc}")
+        return
+    finished(item, value)
 
 
 def _run_ray(fn, shared, items, finished, failed, address) -> None:
@@ -644,14 +649,7 @@ def _run_ray(fn, shared, items, finished, failed, address) -> None:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
-                    try:
-                        value = ray.get(ref)
-                    except Exception as exc:
-                        if failed is None:
-                            raise
-                        failed(refs[ref], f"task failed: {type(exc).__name__}: {exc}")
-                        continue
-                    finished(refs[ref], value)
+                    _deliver(lambda ref=ref: ray.get(ref), refs[ref], finished, failed, "task")
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)
