@@ -132,6 +132,27 @@ UNIT_PERF = dict(fixed_overhead_us_per_layer=0.0, fixed_overhead_us_per_stage=0.
                  compute_efficiency=1.0, expert_bandwidth_efficiency=1.0, collective_latency_us=0.0)
 
 
+# Models of corpus points that placer's catalog does not ship, from their Hugging Face config.json
+# (Qwen/Qwen3-32B: hidden_size 5120, 64 layers, 64 query and 8 KV heads of 128, intermediate 25600,
+# vocabulary 151,936, untied embeddings).
+CAL_MODELS = {
+    "qwen3-32b": {"name": "qwen3-32b", "hidden_size": 5120, "vocab_size": 151936, "tie_word_embeddings": False,
+                  "num_layers": 64, "pattern": "A*64",
+                  "mixers": {"attention": {"type": "gqa", "num_heads": 64, "num_kv_heads": 8, "head_dim": 128,
+                                           "qk_norm": True}},
+                  "ffns": {"mlp": {"type": "dense", "intermediate_size": 25600}},
+                  "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
+}
+
+
+def model_of(name: str):
+    """A catalog model, or one of :data:`CAL_MODELS`."""
+    if name in CAL_MODELS:
+        from placer.model import model_from_dict
+        return model_from_dict(CAL_MODELS[name], source=f"{name} (calibration)")
+    return load_model(name)
+
+
 def fleet_with_perf(name: str, perf: dict):
     """``hardware/<name>.yaml`` with its device's perf block replaced by ``perf``."""
     data, _ = load_yaml_or_json(ROOT / "hardware" / f"{name}.yaml")
@@ -142,7 +163,7 @@ def fleet_with_perf(name: str, perf: dict):
 
 def setup(point: Point, perf: dict):
     """(instance, assignment) of ``point`` as measured, on its hardware with ``perf``."""
-    model = load_model(point.model)
+    model = model_of(point.model)
     fleet = fleet_with_perf(point.hardware, perf)
     wl = workload_for(model, context=point.isl + point.osl, concurrency=point.concurrency,
                       weight_bits=point.weight_bits, kv_bits=point.kv_bits)
