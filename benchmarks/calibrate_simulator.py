@@ -1,50 +1,45 @@
-"""Calibrate the simulator's cost model: wafers on Cerebras' published single-user speeds, GPUs on
-published measured decode throughput (NVIDIA's TensorRT-LLM performance tables).
+"""Fit the simulator's cost model to measured serving speeds, with leave-one-out and held-out errors.
 
-    python benchmarks/calibrate_simulator.py            # fit, verify, print
+    python benchmarks/calibrate_simulator.py            # fit, print the table
     python benchmarks/calibrate_simulator.py --write    # and write the perf blocks of the specs
+    python benchmarks/calibrate_simulator.py --markdown # the table as the README shows it
 
-GPUs: :data:`GPU_POINTS` (8 rows from NVIDIA's TensorRT-LLM documents, 4 GPU types, batch 16 to
-128): one set of constants for every GPU (per-layer overhead, fractions of peak HBM bandwidth and
-of peak compute) by least squares on the relative error, each row then re-run through the
-discrete-event simulator and its error printed. Devices outside placer's catalog (A100 80GB,
-L40S) take their peaks from :data:`CAL_DEVICE_SOURCES`, each number with its source.
+The corpus is ``benchmarks/data/calibration.yaml``: published measurements of 2024-26 serving
+software, each with its source and what the source leaves unstated. Every point is set up as it
+was measured (placer's catalog model, the hardware spec, precision, tensor/expert parallel group or
+wafer pipeline, concurrency, prompt and output lengths) and its time per output token is computed
+from the simulator's own cost model (:mod:`placer.simulate.cost`: :func:`segments_of`,
+:meth:`Segment.terms_for`) with every constant at one, so that the modelled time is linear in the
+constants::
 
-Published decode speeds at batch 1 (hardware reference section 3, V: Cerebras launch blog, 2024-08):
+    t = sum_k constant_k x feature_k + fixed part (hops, collective wire time, SRAM at peak rate)
 
-* Llama 3.1 8B, 16-bit weights, one CS-3: 1,800 tokens/s  (555.6 us per token)
-* Llama 3.1 70B, 16-bit weights, four CS-3: 450 tokens/s  (2,222.2 us per token)
+GPUs (one set for every NVIDIA GPU; the peaks differ per device): per-layer overhead, its growth
+per request of the batch, per-MoE-layer overhead, 1 / HBM efficiency for dense reads, 1 / efficiency
+for routed-expert reads, 1 / compute efficiency, fixed time per collective. A point at concurrency C
+is one decode step of C requests at the mean context isl + osl / 2, plus the prefill work that a
+closed loop mixes into the steps (a prompt of isl tokens starts every osl / C steps: its FLOPs and
+the experts it touches beyond the decode batch's).
 
-The cost model (placer/simulate/cost.py) makes one request's token time linear in two unknowns:
+Wafers (WSE-3): per-layer cost, per-wafer cost (one per Cerebras software release: the launch
+release of 2024-08 and the release of 2024-10 onwards, which Cerebras describes as rewritten
+kernels with wafer I/O asynchronous to compute), SRAM reads at the hardware's 21 PB/s, the
+wafer-to-wafer hop (link latency plus the activation over 1.2 Tb/s). The spec's perf block holds the
+current release's constants.
 
-    T = a x (nodes on the route) + x x (bytes read) + FLOPs / (C x eta_c) + hops
-
-``a`` = ``fixed_overhead_us_per_layer`` and ``x`` = 1 / (memory bandwidth x ``bandwidth_efficiency``)
-(us per byte). The per-stage overhead is held at 0 (two points cannot separate it from ``a``),
-``compute_efficiency`` at 0.5 (its term is under 0.1% of T here), hops at the fleet's link
-latency. Two points, two unknowns: an exact solve, so the residual on the fitted points is only
-rounding; the script checks it end to end by running the discrete-event simulator on both
-placements with the fitted constants. Calibration context: 1,024 tokens per request (short
-prompts, as speed benchmarks use). The 70B placement is the fewest-wafer contiguous one (4
-wafers, as published); at batch 1 the token time does not depend on where the stage boundaries
-fall, only on the stage count.
-
-WSE-3T (CS-4) constants are derived, not fitted (no CS-4 speed is published): the same per-layer
-overhead and the same fraction of peak SRAM bandwidth, so 43.2 / 21 = 2.06x the effective
-bandwidth. WSE-2: WaferLLM's Llama3-8B at 2,700 tokens/s on one WSE-2 (V: OSDI 2025) with the same
-bandwidth fraction as WSE-3 fits its per-layer overhead.
-
-Held-out checks (printed, not fitted): Kimi K2.6 at 981 tokens/s on an undisclosed wafer count
-(reference 7a assumes 20); Llama 3.1 405B at 969 tokens/s on an undisclosed count (~20 assumed),
-measured after Cerebras' late-2024 kernel and I/O upgrades, so the August-2024 fit is expected to be
-slow there.
+The fit minimises the squared log error over the ``fit`` points (scipy.optimize.least_squares with
+efficiencies bounded by 1 and overheads by 0). Each fit point is then left out, the model refitted,
+and the point predicted (the LOO column); ``held_out`` points are never fitted; ``flagged`` and
+``excluded`` points are printed with the reason and not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -55,417 +50,451 @@ sys.path.insert(0, str(ROOT))
 from placer import load_fleet, load_model, make_instance, workload_for  # noqa: E402
 from placer.algorithms import place  # noqa: E402
 from placer.fleet import fleet_from_dict  # noqa: E402
-from placer.model import model_from_dict  # noqa: E402
 from placer.simulate import segments_of, simulate  # noqa: E402
 from placer.simulate.cost import cached_tokens  # noqa: E402
+from placer.simulate.des import sum_min  # noqa: E402
 from placer.spec_io import atomic_write_text, load_yaml_or_json  # noqa: E402
 
-CONTEXT = 1024
-COMPUTE_EFFICIENCY = 0.5
-POINTS = [  # model, wafers, published tokens/s
-    ("llama-3.1-8b", 1, 1800.0),
-    ("llama-3.1-70b", 4, 450.0),
-]
+CORPUS = ROOT / "benchmarks" / "data" / "calibration.yaml"
+SETS = ("fit", "held_out", "flagged", "excluded")
+METRICS = ("tpot_ms", "user_tokens_per_s")
+GPU_PARAMS = ("layer_us", "layer_request_us", "moe_layer_us", "inv_bandwidth", "inv_expert_bandwidth",
+              "inv_compute", "collective_us")
+WAFER_COMPUTE_EFFICIENCY = 0.5     # its term is under 0.1% of a wafer step at batch 1
+CURRENT_RELEASE = "2024-10"
+GPU_SPECS = ("h100", "h200", "b200")
+REQUIRED = ("id", "set", "hardware", "model", "weight_bits", "kv_bits", "isl", "osl", "concurrency", "metric",
+            "value", "speculative", "status", "source")
 
 
-def _fleet_with_perf(name: str, perf: dict):
+@dataclass(frozen=True)
+class Point:
+    id: str
+    set: str
+    hardware: str
+    model: str
+    weight_bits: int
+    kv_bits: int
+    isl: int
+    osl: int
+    concurrency: int
+    metric: str
+    value: float
+    speculative: str
+    status: str
+    source: str
+    tp: int = 1
+    ep: bool = False
+    wafers: int | None = None
+    release: str | None = None
+    runtime: str = ""
+    version: str = ""
+    date: str = ""
+    unstated: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def measured_us(self) -> float:
+        """Measured time per output token, microseconds."""
+        return self.value * 1e3 if self.metric == "tpot_ms" else 1e6 / self.value
+
+    @property
+    def wafer(self) -> bool:
+        return self.hardware.startswith("wse")
+
+
+def load_corpus(path: Path = CORPUS) -> list[Point]:
+    """The corpus' points, checked field by field (a bad entry stops with its id and field)."""
+    data, _ = load_yaml_or_json(path)
+    out, seen = [], set()
+    for i, raw in enumerate(data.get("points") or []):
+        where = f"{path.name}: points[{i}]"
+        missing = [k for k in REQUIRED if k not in raw]
+        if missing:
+            raise SystemExit(f"error: {where}: {missing[0]}: missing")
+        if raw["set"] not in SETS or raw["metric"] not in METRICS:
+            raise SystemExit(f"error: {where} ({raw['id']}): set/metric: unknown {raw['set']!r}/{raw['metric']!r}")
+        if raw["id"] in seen:
+            raise SystemExit(f"error: {where}: id: {raw['id']!r} appears twice")
+        if not float(raw["value"]) > 0:
+            raise SystemExit(f"error: {where} ({raw['id']}): value: must be positive")
+        seen.add(raw["id"])
+        kw = {k: raw[k] for k in Point.__dataclass_fields__ if k in raw and raw[k] is not None}
+        kw["unstated"] = tuple(raw.get("unstated") or ())
+        kw["date"], kw["release"] = str(raw.get("date", "")), (str(raw["release"]) if raw.get("release") else None)
+        kw["value"] = float(raw["value"])
+        out.append(Point(**kw))
+    return out
+
+
+# ----------------------------------------------------------------------------- features
+UNIT_PERF = dict(fixed_overhead_us_per_layer=0.0, fixed_overhead_us_per_stage=0.0, bandwidth_efficiency=1.0,
+                 compute_efficiency=1.0, expert_bandwidth_efficiency=1.0, collective_latency_us=0.0)
+
+
+# Models of corpus points that placer's catalog does not ship, from their Hugging Face config.json
+# (Qwen/Qwen3-32B: hidden_size 5120, 64 layers, 64 query and 8 KV heads of 128, intermediate 25600,
+# vocabulary 151,936, untied embeddings).
+CAL_MODELS = {
+    "qwen3-32b": {"name": "qwen3-32b", "hidden_size": 5120, "vocab_size": 151936, "tie_word_embeddings": False,
+                  "num_layers": 64, "pattern": "A*64",
+                  "mixers": {"attention": {"type": "gqa", "num_heads": 64, "num_kv_heads": 8, "head_dim": 128,
+                                           "qk_norm": True}},
+                  "ffns": {"mlp": {"type": "dense", "intermediate_size": 25600}},
+                  "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
+}
+
+
+def model_of(name: str):
+    """A catalog model, or one of :data:`CAL_MODELS`."""
+    if name in CAL_MODELS:
+        from placer.model import model_from_dict
+        return model_from_dict(CAL_MODELS[name], source=f"{name} (calibration)")
+    return load_model(name)
+
+
+def fleet_with_perf(name: str, perf: dict):
+    """``hardware/<name>.yaml`` with its device's perf block replaced by ``perf``."""
     data, _ = load_yaml_or_json(ROOT / "hardware" / f"{name}.yaml")
     data = dict(data)
     data["device"] = dict(data["device"], perf=perf)
     return fleet_from_dict(data, source=f"{name} (calibration)")
 
 
-def _placement(model_name: str, fleet, wafers: int, weight_bits: int = 16, context: int = CONTEXT):
-    model = load_model(model_name)
-    wl = workload_for(model, context=context, concurrency=1, weight_bits=weight_bits)
-    inst = make_instance(model, fleet, wl, mode="contiguous")
+def setup(point: Point, perf: dict):
+    """(instance, assignment) of ``point`` as measured, on its hardware with ``perf``."""
+    model = model_of(point.model)
+    fleet = fleet_with_perf(point.hardware, perf)
+    wl = workload_for(model, context=point.isl + point.osl, concurrency=point.concurrency,
+                      weight_bits=point.weight_bits, kv_bits=point.kv_bits)
+    inst = make_instance(model, fleet, wl, mode="contiguous", tp=point.tp, ep=point.ep)
     res = place(inst, method="dp")
-    if res.devices_used != wafers:
-        raise SystemExit(f"{model_name}: the fewest-wafer placement uses {res.devices_used} wafers, "
-                         f"the published deployment {wafers}")
-    return inst, res
+    if res.assignment is None:
+        raise SystemExit(f"error: {point.id}: no placement of {point.model} on {point.hardware}")
+    if point.wafers is not None and res.devices_used != point.wafers:
+        raise SystemExit(f"error: {point.id}: wafers: the fewest-wafer placement uses {res.devices_used}, "
+                         f"the deployment {point.wafers}")
+    if not point.wafer and res.devices_used != 1:
+        raise SystemExit(f"error: {point.id}: expected one device group, the placement uses {res.devices_used}")
+    return inst, res.assignment
 
 
-def linear_terms(inst, assignment, context: int = CONTEXT) -> tuple[float, float, float]:
-    """(layers, bytes read, remaining us) of one request's token: T = a*layers + x*bytes + rest."""
-    nodes = nbytes = rest = 0.0
-    for s in segments_of(inst, assignment):
-        t = s.terms_for(1, cached_tokens([context], s.windows()))
-        nodes += s.layers
-        nbytes += t.bytes
-        rest += s.overhead_stage_us + t.flops / s.flops_per_us + s.hop_time_us(1)
-    return nodes, nbytes, rest
+def _prefill_extra(seg, p: int, b: int) -> tuple[float, float]:
+    """(FLOPs, routed-expert bytes) one prompt of ``p`` tokens adds to a decode step of ``b``:
+    its tokens' GEMMs and attention, and the experts it touches that the decode batch does not."""
+    flops = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p + 2.0 * c.kv_elements_per_token
+                * sum_min(p, c.kv_window) for c in seg.costs)
+    experts = sum(max(0.0, c.expert_bytes_read(p) - c.expert_bytes_read(b)) for c in seg.costs)
+    return flops, experts
 
 
-def fit() -> dict:
-    probe = _fleet_with_perf("wse-3", dict(fixed_overhead_us_per_layer=0.0, bandwidth_efficiency=1.0,
-                                           compute_efficiency=COMPUTE_EFFICIENCY))
-    peak_bw = probe.available[0].type.memory_bandwidth
-    rows, rhs = [], []
-    cases = []
-    for name, wafers, speed in POINTS:
-        inst, res = _placement(name, probe, wafers)
-        nodes, nbytes, rest = linear_terms(inst, res.assignment)
-        rows.append([nodes, nbytes])
-        rhs.append(1e6 / speed - rest)
-        cases.append(dict(model=name, wafers=wafers, published=speed, nodes=nodes, bytes=nbytes, rest_us=rest))
-    a, x = np.linalg.solve(np.array(rows), np.array(rhs))
-    eff = 1.0 / (x * peak_bw / 1e6)
-    return dict(a=float(a), x=float(x), bandwidth_efficiency=float(eff), peak_bw=peak_bw, cases=cases)
+def features(point: Point) -> tuple[dict, float, int]:
+    """(feature per constant, the constant-free microseconds, wafers or devices) of ``point``'s time
+    per output token, from the simulator's segments at unit constants."""
+    inst, assignment = setup(point, UNIT_PERF)
+    segs = segments_of(inst, assignment)
+    t0 = inst.devices[segs[0].device].type
+    if point.wafer:
+        rel = point.release or CURRENT_RELEASE
+        f = {"layer_us": 0.0, f"stage_us@{rel}": 0.0}
+        fixed = 0.0
+        for s in segs:
+            t = s.terms_for(1, cached_tokens([point.isl + point.osl // 2], s.windows()))
+            f["layer_us"] += s.layers
+            f[f"stage_us@{rel}"] += 1
+            fixed += (t.bytes + t.expert_bytes) / s.bytes_per_us + t.flops / (s.flops_per_us * WAFER_COMPUTE_EFFICIENCY)
+            fixed += s.hop_time_us(1)
+        return f, fixed, len(segs)
+    (s,) = segs
+    b = point.concurrency
+    t = s.terms_for(b, cached_tokens([point.isl + point.osl // 2] * b, s.windows()))
+    pf_flops, pf_experts = _prefill_extra(s, point.isl, b)
+    share = b / point.osl                   # prompts started per decode step in a closed loop
+    bw, fl = t0.memory_bandwidth / 1e6, s.flops_per_us
+    f = {"layer_us": s.layers, "layer_request_us": s.layers * b, "moe_layer_us": s.moe_layers,
+         "inv_bandwidth": t.bytes / bw, "inv_expert_bandwidth": (t.expert_bytes + share * pf_experts) / bw,
+         "inv_compute": (t.flops + share * pf_flops) / fl,
+         "collective_us": sum(c.count for c in s.collectives if c.group_size > 1)}
+    return f, t.comm_us, len(inst.members(s.device))
 
 
-def verify(name: str, perf: dict, cases) -> list[dict]:
-    fleet = _fleet_with_perf(name, perf)
-    out = []
-    for model_name, wafers, published, bits in cases:
-        inst, res = _placement(model_name, fleet, wafers, weight_bits=bits)
-        sim = simulate(inst, res.assignment, requests=1, output_tokens=16, context=CONTEXT)
-        speed = sim.per_user_tokens_per_s
-        out.append(dict(model=model_name, wafers=wafers, weight_bits=bits, published=published, simulated=speed,
-                        error=(speed - published) / published if published else None))
-    return out
+# ----------------------------------------------------------------------------- fitting
+@dataclass
+class Family:
+    """The points of one constant set (NVIDIA GPUs, or WSE-3 wafers) and their features."""
+
+    name: str
+    params: tuple[str, ...]
+    points: list[Point]
+    feats: dict = field(default_factory=dict)    # id -> (row over params, fixed us)
+
+    def row(self, p: Point) -> tuple[np.ndarray, float]:
+        f, fixed = self.feats[p.id]
+        return np.array([f.get(k, 0.0) for k in self.params]), fixed
+
+    def predict(self, x: np.ndarray, p: Point) -> float:
+        r, fixed = self.row(p)
+        return float(r @ x + fixed)
 
 
-def perf_block(perf: dict, comment: list[str]) -> str:
-    lines = ["  perf:"] + [f"    # {c}" if c else "    #" for c in comment]
-    lines += [f"    fixed_overhead_us_per_layer: {perf['fixed_overhead_us_per_layer']}",
-              f"    fixed_overhead_us_per_stage: {perf['fixed_overhead_us_per_stage']}",
-              f"    bandwidth_efficiency: {perf['bandwidth_efficiency']}",
-              f"    compute_efficiency: {perf['compute_efficiency']}"]
-    return "\n".join(lines) + "\n"
+def bounds_of(params) -> tuple[list, list]:
+    lo = [1.0 if k.startswith("inv_") else 0.0 for k in params]
+    hi = [10.0 if k.startswith("inv_") else 1e4 for k in params]
+    return lo, hi
+
+
+def fit(fam: Family, pts: list[Point]) -> np.ndarray:
+    """Constants minimising sum (log(model / measured))^2 over ``pts``; a constant no point of
+    ``pts`` informs stays at its bound's low end."""
+    from scipy.optimize import least_squares
+
+    rows = np.array([fam.row(p)[0] for p in pts])
+    fixed = np.array([fam.row(p)[1] for p in pts])
+    meas = np.array([p.measured_us for p in pts])
+    used = rows.any(axis=0)
+    lo, hi = (np.array(v) for v in bounds_of(fam.params))
+    x = lo.copy()
+    if not used.any():
+        return x
+
+    def resid(z):
+        x[used] = z
+        return np.log(np.maximum(rows @ x + fixed, 1e-9) / meas)
+
+    start = np.where(lo[used] > 0, 1.2, 1.0)
+    sol = least_squares(resid, start, bounds=(lo[used], hi[used]), x_scale="jac", max_nfev=20000)
+    x[used] = sol.x
+    return x
+
+
+def evaluate(fam: Family) -> dict:
+    """Fit on the family's fit points, leave each out in turn, predict the rest."""
+    fit_pts = [p for p in fam.points if p.set == "fit"]
+    x = fit(fam, fit_pts)
+    rows = []
+    for p in fam.points:
+        loo = None
+        if p.set == "fit":
+            rest = [q for q in fit_pts if q.id != p.id]
+            xl = fit(fam, rest)
+            informed = np.array([any(fam.row(q)[0][k] for q in rest) for k in range(len(fam.params))])
+            r = fam.row(p)[0]
+            loo = fam.predict(xl, p) if all(informed[r != 0]) else None
+        rows.append(dict(point=p, fitted=fam.predict(x, p), loo=loo))
+    return dict(x=x, rows=rows)
+
+
+def speed(p: Point, us: float | None) -> float | None:
+    """A modelled time per output token in the point's own unit."""
+    if us is None:
+        return None
+    return us / 1e3 if p.metric == "tpot_ms" else 1e6 / us
+
+
+def ratio(p: Point, us: float | None) -> float | None:
+    """Model speed / measured speed (> 1: the model is too fast)."""
+    return None if us is None else p.measured_us / us
+
+
+# ----------------------------------------------------------------------------- constants and specs
+def gpu_perf(x: np.ndarray) -> dict:
+    v = {k: float(val) for k, val in zip(GPU_PARAMS, x)}
+    return dict(fixed_overhead_us_per_layer=round(v["layer_us"], 3), fixed_overhead_us_per_stage=0.0,
+                fixed_overhead_us_per_layer_per_request=round(v["layer_request_us"], 4),
+                fixed_overhead_us_per_moe_layer=round(v["moe_layer_us"], 3),
+                bandwidth_efficiency=round(1 / v["inv_bandwidth"], 4),
+                expert_bandwidth_efficiency=round(1 / v["inv_expert_bandwidth"], 4),
+                compute_efficiency=round(1 / v["inv_compute"], 4), collective_latency_us=round(v["collective_us"], 3))
+
+
+def wafer_perf(x: np.ndarray, params, release: str = CURRENT_RELEASE) -> dict:
+    v = {k: float(val) for k, val in zip(params, x)}
+    return dict(fixed_overhead_us_per_layer=round(v["layer_us"], 3),
+                fixed_overhead_us_per_stage=round(v[f"stage_us@{release}"], 3),
+                bandwidth_efficiency=1.0, compute_efficiency=WAFER_COMPUTE_EFFICIENCY)
 
 
 _PERF = re.compile(r"^  perf:\n(?:^    .*\n|^\s*\n)*", re.M)
 
 
+def perf_block(perf: dict, comment: list[str]) -> str:
+    lines = ["  perf:"] + [f"    # {c}" if c else "    #" for c in comment]
+    lines += [f"    {k}: {v}" for k, v in perf.items()]
+    return "\n".join(lines) + "\n"
+
+
 def write_perf(name: str, block: str) -> None:
+    """Replace the ``perf:`` block of ``hardware/<name>.yaml`` (nothing else in the file changes)."""
     path = ROOT / "hardware" / f"{name}.yaml"
     text = path.read_text()
     if not _PERF.search(text):
         raise SystemExit(f"{path}: no 'perf:' block under 'device:' to replace")
-    new = _PERF.sub(lambda _m: block, text, count=1)
-    atomic_write_text(path, new)
+    atomic_write_text(path, _PERF.sub(lambda _m: block, text, count=1))
     load_fleet(path)   # still a valid spec
 
 
-# ----------------------------------------------------------------------------- GPUs
-# Published, measured decode figures on GPUs, every one from NVIDIA's own TensorRT-LLM documents
-# (status V; the tables were read in the repository NVIDIA/TensorRT-LLM, files and versions below).
-# They are static batches (gptSessionBenchmark): `batch` requests of `isl` prompt tokens generate
-# `osl` tokens each and the table gives batch x osl / (prefill + decode time), one GPU (TP 1).
-# Rows with long prompts and short outputs (2048/128) measure prefill, and rows with tensor
-# parallelism need the device-group collectives, so neither is used. "LLaMA 7B" is Llama-2-7b
-# (the same documents' methodology section: "the GPT-J, Llama2-7b, and Llama2-70b benchmarks").
-# Dropped from an earlier version of this table for want of a primary source: a FasterTransformer
-# 13B decode time on A100-40GB (known only as tabulated by a third party, cli99/llm-analysis, from
-# kipply's blog) and a vLLM CI latency on H200 (a Buildkite build page, not retrievable here).
-TRTLLM_PERF = ("NVIDIA TensorRT-LLM, docs/source/performance.md, \"Performance of TensorRT-LLM\", "
-               "\"Peak Throughput\" tables (H100 and A100 updated for v0.6.1; L40S from v0.5), "
-               "https://github.com/NVIDIA/TensorRT-LLM/blob/v0.6.1/docs/source/performance.md")
-TRTLLM_PERF_05 = ("NVIDIA TensorRT-LLM v0.5.0, docs/source/performance.md, \"High Throughput\", H100 GPUs (FP8), "
-                  "https://raw.githubusercontent.com/NVIDIA/TensorRT-LLM/release/0.5.0/docs/source/performance.md")
-TRTLLM_H200 = ("NVIDIA TensorRT-LLM, docs/source/blogs/H200launch.md, \"H200 achieves nearly 12,000 tokens/sec "
-               "on Llama2-13B with TensorRT-LLM\" (v0.5.0, \"H200 FP8 Max throughput\" table), "
-               "https://github.com/NVIDIA/TensorRT-LLM/blob/main/docs/source/blogs/H200launch.md")
-
-GPU_POINTS = [
-    # name, gpu, model, bits (weights = KV), batch, isl, osl, measured, metric, source
-    ("A100 80GB FP16, Llama-2-7B, batch 60, 128/2048 (v0.6.1)", "a100-80gb", "llama-2-7b", 16, 60, 128, 2048,
-     1928.0, "tokens_per_s", TRTLLM_PERF),
-    ("H100 FP8, Llama-2-7B, batch 112, 128/2048 (v0.6.1)", "h100", "llama-2-7b", 8, 112, 128, 2048, 6818.0,
-     "tokens_per_s", TRTLLM_PERF),
-    ("H100 FP8, Llama-2-7B, batch 48, 2048/2048 (v0.6.1)", "h100", "llama-2-7b", 8, 48, 2048, 2048, 2740.0,
-     "tokens_per_s", TRTLLM_PERF),
-    ("H100 FP8, Llama-2-7B, batch 64, 128/2048 (v0.5)", "h100", "llama-2-7b", 8, 64, 128, 2048, 5367.0,
-     "tokens_per_s", TRTLLM_PERF_05),
-    ("H100 FP8, Llama-2-7B, batch 32, 2048/2048 (v0.5)", "h100", "llama-2-7b", 8, 32, 2048, 2048, 2230.0,
-     "tokens_per_s", TRTLLM_PERF_05),
-    ("H200 FP8, Llama-2-13B, batch 128, 128/2048 (v0.5)", "h200", "llama-2-13b", 8, 128, 128, 2048, 4750.0,
-     "tokens_per_s", TRTLLM_H200),
-    ("L40S FP8, Llama-2-7B, batch 64, 128/2048 (v0.5)", "l40s", "llama-2-7b", 8, 64, 128, 2048, 1622.0,
-     "tokens_per_s", TRTLLM_PERF),
-    ("L40S FP8, Llama-2-7B, batch 16, 2048/2048 (v0.5)", "l40s", "llama-2-7b", 8, 16, 2048, 2048, 531.0,
-     "tokens_per_s", TRTLLM_PERF),
-]
-
-# Models of the calibration rows (Hugging Face configs: meta-llama/Llama-2-7b-hf, Llama-2-13b-hf).
-CAL_MODELS = {
-    "llama-2-7b": {"name": "llama-2-7b", "hidden_size": 4096, "vocab_size": 32000, "num_layers": 32,
-                   "pattern": "A*32", "mixers": {"attention": {"type": "mha", "num_heads": 32, "head_dim": 128}},
-                   "ffns": {"mlp": {"type": "dense", "intermediate_size": 11008}},
-                   "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
-    "llama-2-13b": {"name": "llama-2-13b", "hidden_size": 5120, "vocab_size": 32000, "num_layers": 40,
-                    "pattern": "A*40", "mixers": {"attention": {"type": "mha", "num_heads": 40, "head_dim": 128}},
-                    "ffns": {"mlp": {"type": "dense", "intermediate_size": 13824}},
-                    "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}},
-}
-
-# GPUs of the calibration rows that placer's catalog does not ship (one device, no links needed),
-# every number with its source and status (V vendor, S secondary quoting the vendor, U unverified,
-# D derived; hardware reference conventions). No NVIDIA-hosted copy of the A100 or L40S datasheet
-# could be retrieved, so the peaks are S; each memory bandwidth is also derived from the bus width
-# and memory clock (D), which agrees with the datasheet figure to the GB/s.
-A100_DS = ("glennklockwood.com/garden/processors/A100 (S), tabulating NVIDIA's A100 datasheet "
-           "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf and the Ampere architecture whitepaper")
-A100_DQ = ("CUDA deviceQuery on an NVIDIA A100-SXM4-80GB (gist.github.com/gengwg/3520df2ebf8872e5ee4818367e3a4122, "
-           "U): 85,198,045,184 bytes of global memory, 5120-bit bus, 1593 MHz memory clock")
-L40S_DS = ("NVIDIA L40S datasheet table (\"* With Sparsity\") as reproduced by the reseller mullet.se "
-           "(product 355414) and omegaco.ae (S/U); memory clock 2250 MHz (18 Gbps) on a 384-bit bus per "
-           "TechPowerUp-derived listings (itcreations.com)")
-CAL_DEVICE_SOURCES = {
-    "a100-80gb": {
-        "memory": (85198045184, "the device's own report (80 GB marketed; the batch of 60 Llama-2-7B requests "
-                   "at 2,176 tokens that NVIDIA ran needs 13.5 GB of weights + 60 x 1.14 GB of KV = 82 GB)", A100_DQ),
-        "memory_bandwidth": ("2039 GB/s", "S; D: 5120 bit x 1593 MHz x 2 / 8 = 2,039 GB/s", A100_DS),
-        "compute": ("312 TFLOPS", "dense BF16 Tensor Core (624 with sparsity), S", A100_DS),
-        "power": ("400 W", "SXM4 maximum, S", A100_DS),
-    },
-    "l40s": {
-        "memory": ("48 GB", "GDDR6 with ECC, S", L40S_DS),
-        "memory_bandwidth": ("864 GB/s", "S; D: 384 bit x 18 Gbps / 8 = 864 GB/s", L40S_DS),
-        "compute": ("362 TFLOPS", "dense BF16 Tensor Core 362.05 (733 with sparsity), S", L40S_DS),
-        "compute_fp8": ("733 TFLOPS", "dense FP8 Tensor Core (1,466 with sparsity), S", L40S_DS),
-        "power": ("350 W", "maximum power consumption, S", L40S_DS),
-    },
-}
-CAL_DEVICES = {name: {k: v[0] for k, v in fields.items()} for name, fields in CAL_DEVICE_SOURCES.items()}
-GPU_SPECS = ("h100", "h200", "b200")     # catalog GPUs that take the fitted constants
-UNITS = {"decode_ms": "ms/token", "latency_ms": "ms per batch", "tokens_per_s": "tok/s"}
+def wse2_perf(wafer_x: np.ndarray, params, points: list[Point]) -> dict | None:
+    """WSE-2: the wse-3 fit's per-layer cost and the per-wafer cost WaferLLM's speed leaves."""
+    p = next((q for q in points if q.hardware == "wse-2"), None)
+    if p is None:
+        return None
+    f, fixed, _ = features(p)
+    perf = wafer_perf(wafer_x, params)
+    stage = p.measured_us - fixed - perf["fixed_overhead_us_per_layer"] * f["layer_us"]
+    return dict(perf, fixed_overhead_us_per_stage=round(max(stage, 0.0), 3))
 
 
-def _gpu_fleet(name: str, perf: dict):
-    if name in CAL_DEVICES:
-        data = {"name": name, "device": dict(CAL_DEVICES[name], kind="gpu", perf=perf),
-                "fleet": {"racks": 1, "per_rack": 1}}
-        return fleet_from_dict(data, source=f"{name} (calibration)")
-    return _fleet_with_perf(name, perf)
+# ----------------------------------------------------------------------------- report
+def _fmt(v, unit):
+    if v is None:
+        return "-"
+    return f"{v:,.2f}" if unit == "tpot_ms" else f"{v:,.0f}"
 
 
-def _gpu_instance(point, perf: dict):
-    _label, gpu, model_name, bits, batch, isl, osl, *_ = point
-    model = (model_from_dict(CAL_MODELS[model_name], source=model_name) if model_name in CAL_MODELS
-             else load_model(model_name))
-    fleet = _gpu_fleet(gpu, perf)
-    wl = workload_for(model, context=isl + osl, concurrency=batch, weight_bits=bits, kv_bits=bits)
-    inst = make_instance(model, fleet, wl, mode="contiguous")
-    return inst, [0] * inst.n_nodes
+def _err(r):
+    return "-" if r is None else f"{r:.2f}x"
 
 
-def gpu_terms(point) -> np.ndarray:
-    """(layer overheads, bytes / peak bandwidth in us, FLOPs / peak compute in us) of the measured
-    time: the prompt prefills one request at a time, then every step decodes the whole batch (what
-    the simulator does with ``max_batch=batch`` and ``prefill=True`` on one GPU). The modelled time
-    is ``a x terms[0] + terms[1] / bandwidth_efficiency + terms[2] / compute_efficiency``."""
-    _label, gpu, _m, _bits, batch, isl, osl, _meas, metric, _src = point
-    inst, assignment = _gpu_instance(point, dict(fixed_overhead_us_per_layer=0.0, bandwidth_efficiency=1.0,
-                                                 compute_efficiency=1.0))
-    (seg,) = segments_of(inst, assignment)
-    bw, fl = seg.bytes_per_us, seg.flops_per_us
-    out = np.zeros(3)
+def summary(rows, key) -> str:
+    errs = [max(r, 1 / r) for r in (ratio(x["point"], x[key]) for x in rows) if r is not None]
+    if not errs:
+        return "no points"
+    return (f"{len(errs)} points: median {statistics.median(errs):.2f}x, mean {statistics.fmean(errs):.2f}x, "
+            f"worst {max(errs):.2f}x")
 
-    def add(t, times=1):
-        out[0] += times * seg.layers
-        out[1] += times * t.bytes / bw
-        out[2] += times * t.flops / fl
 
-    windows = seg.windows() or {None}
-    if metric == "decode_ms":            # one request's decode step at its context
-        add(seg.terms_for(batch, cached_tokens([isl + osl // 2] * batch, windows)))
-        return out
-    add(_prefill_terms(seg, isl), batch)   # each prompt: weights, its KV written, its FLOPs
-    for j in range(1, osl):               # decode steps after the first token
-        add(seg.terms_for(batch, cached_tokens([isl + j] * batch, windows)))
+def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
+    out = []
+    head = ("| point | set | measured | in-fit | LOO | error in-fit | error LOO | source |" if markdown else
+            f"  {'point':<40} {'set':<9} {'measured':>10} {'in-fit':>10} {'LOO':>10} {'err fit':>8} {'err LOO':>8}")
+    for fam in fams:
+        res = results[fam.name]
+        out.append(f"\n{fam.name}: constants {dict(zip(fam.params, (round(float(v), 4) for v in res['x'])))}")
+        out.append(head)
+        if markdown:
+            out.append("|---|---|---|---|---|---|---|---|")
+        for x in res["rows"]:
+            p = x["point"]
+            unit = "ms/token" if p.metric == "tpot_ms" else "tok/s"
+            cells = (p.id, p.set, f"{_fmt(p.value, p.metric)} {unit}", _fmt(speed(p, x["fitted"]), p.metric),
+                     _fmt(speed(p, x["loo"]), p.metric), _err(ratio(p, x["fitted"])), _err(ratio(p, x["loo"])))
+            if markdown:
+                src = p.source.split(";")[-1].strip() if "http" in p.source else p.source.split(" (")[0]
+                out.append("| " + " | ".join(cells) + f" | {p.runtime} {p.version}, {p.date}; {src} |")
+            else:
+                flag = f"  [{', '.join(p.unstated)} not stated]" if p.unstated else ""
+                out.append(f"  {cells[0]:<40} {cells[1]:<9} {cells[2]:>16} {cells[3]:>10} {cells[4]:>10} "
+                           f"{cells[5]:>8} {cells[6]:>8}{flag}")
+        fitted = [x for x in res["rows"] if x["point"].set == "fit"]
+        held = [x for x in res["rows"] if x["point"].set == "held_out"]
+        out.append(f"  fit points in-fit: {summary(fitted, 'fitted')}")
+        out.append(f"  fit points leave-one-out: {summary(fitted, 'loo')}")
+        out.append(f"  held-out points: {summary(held, 'fitted')}")
     return out
 
 
-def _prefill_terms(seg, p: int):
-    from placer.simulate.cost import Terms
-    from placer.simulate.des import sum_min
-    kvb = sum(c.kv_bytes_per_token * (p if c.kv_window is None else min(p, c.kv_window)) for c in seg.costs)
-    kve = sum(c.kv_elements_per_token * sum_min(p, c.kv_window) for c in seg.costs)
-    flops = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p for c in seg.costs) + 2.0 * kve
-    nbytes = sum(c.weight_bytes_read(p) for c in seg.costs) + kvb + sum(2 * c.state_bytes for c in seg.costs)
-    return Terms(0.0, nbytes, flops)
+def families(points: list[Point]) -> list[Family]:
+    gpus = [p for p in points if not p.wafer]
+    wafers = [p for p in points if p.hardware == "wse-3"]
+    releases = sorted({p.release or CURRENT_RELEASE for p in wafers})
+    fams = [Family("GPUs (h100, h200, b200 constants; mi300x points held out)", GPU_PARAMS, gpus),
+            Family("WSE-3 wafers", ("layer_us",) + tuple(f"stage_us@{r}" for r in releases), wafers)]
+    for fam in fams:
+        keep = []
+        for p in fam.points:
+            try:
+                f, fixed, _n = features(p)
+            except SystemExit as exc:       # an excluded point may not be expressible at all
+                if p.set != "excluded":
+                    raise
+                print(f"  excluded {p.id}: cannot be set up ({exc})")
+                continue
+            fam.feats[p.id] = (f, fixed)
+            keep.append(p)
+        fam.points = keep
+    return fams
 
 
-def _measured_us(point) -> float:
-    *_, batch, _isl, osl, measured, metric, _src = point
-    if metric in ("decode_ms", "latency_ms"):
-        return measured * 1e3
-    return batch * osl / measured * 1e6
-
-
-def fit_gpus() -> dict:
-    """One set of constants for every GPU: per-layer overhead (us) and the fractions of peak HBM
-    bandwidth and of peak compute, by least squares on the relative error of every row."""
-    from scipy.optimize import lsq_linear
-
-    rows = np.array([gpu_terms(p) for p in GPU_POINTS])
-    meas = np.array([_measured_us(p) for p in GPU_POINTS])
-    a_mat = rows / meas[:, None]          # relative: model / measured - 1
-    res = lsq_linear(a_mat, np.ones(len(meas)), bounds=([0.0, 1.0, 1.0], [np.inf, np.inf, np.inf]))
-    a, x, y = res.x
-    return dict(fixed_overhead_us_per_layer=float(a), bandwidth_efficiency=float(1 / x),
-                compute_efficiency=float(1 / y), closed_form_error=(rows @ res.x) / meas - 1)
-
-
-def verify_gpus(perf: dict) -> list[dict]:
-    """Every row through the discrete-event simulator with ``perf``: simulated vs measured."""
+def check_des(fam: Family, x: np.ndarray) -> list[str]:
+    """The discrete-event simulator on each fitted wafer point with the written constants: its
+    one-user speed must be the closed form's (same cost model, batch 1)."""
     out = []
-    for point in GPU_POINTS:
-        label, gpu, model_name, bits, batch, isl, osl, measured, metric, source = point
-        inst, assignment = _gpu_instance(point, perf)
-        if metric == "decode_ms":
-            sim = simulate(inst, assignment, requests=1, output_tokens=osl, context=isl + osl)
-            value = sim.itl_p50_us / 1e3
-        else:
-            sim = simulate(inst, assignment, requests=batch, output_tokens=osl, context=isl + osl,
-                           max_batch=batch, prefill=True)
-            value = sim.aggregate_tokens_per_s if metric == "tokens_per_s" else sim.window_us / 1e3
-        out.append(dict(point=label, gpu=gpu, model=model_name, batch=batch, metric=metric, source=source,
-                        measured=measured, simulated=value, error=(value - measured) / measured))
+    for p in fam.points:
+        if p.set != "fit" or (p.release or CURRENT_RELEASE) != CURRENT_RELEASE:
+            continue
+        inst, assignment = setup(p, wafer_perf(x, fam.params))
+        sim = simulate(inst, assignment, requests=1, output_tokens=16, context=p.isl + p.osl // 2)
+        closed = 1e6 / fam.predict(x, p)
+        out.append(f"  discrete-event check {p.id}: {sim.per_user_tokens_per_s:,.1f} tok/s (closed form {closed:,.1f})")
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", action="store_true",
-                    help="write the perf blocks of wse-3, wse-3t, wse-2, h100, h200 and b200")
+    ap.add_argument("--write", action="store_true", help="write the perf blocks of the GPU and wafer specs")
+    ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args(argv)
-
-    f = fit()
-    a, eff = round(f["a"], 3), float(f"{f['bandwidth_efficiency']:.4g}")
-    print(f"fit on wse-3 (peak {f['peak_bw'] / 1e15:g} PB/s, compute efficiency {COMPUTE_EFFICIENCY}, "
-          f"context {CONTEXT}):")
-    for c in f["cases"]:
-        print(f"  {c['model']}: {c['wafers']} wafer(s), {c['nodes']:.0f} layers, {c['bytes'] / 1e9:.3f} GB read "
-              f"per token, {c['rest_us']:.2f} us of hops and FLOPs; published {c['published']:g} tok/s")
-    print(f"  fixed_overhead_us_per_layer = {f['a']:.4f} us")
-    print(f"  bandwidth_efficiency        = {f['bandwidth_efficiency']:.6f} "
-          f"(effective {f['bandwidth_efficiency'] * f['peak_bw'] / 1e12:.1f} TB/s)")
-    wse3 = dict(fixed_overhead_us_per_layer=a, fixed_overhead_us_per_stage=0.0, bandwidth_efficiency=eff,
-                compute_efficiency=COMPUTE_EFFICIENCY)
-    checks = verify("wse-3", wse3, [(m, w, s, 16) for m, w, s in POINTS])
-    print("simulated with the rounded constants (one request, discrete-event run):")
-    for r in checks:
-        print(f"  {r['model']} on {r['wafers']} wafer(s): {r['simulated']:.1f} tok/s vs {r['published']:g} "
-              f"published ({r['error']:+.3%})")
-    held = held_out(wse3)
-    for r in held:
-        print(f"  held out: {r['model']} ({r['weight_bits']}-bit) on {r['wafers']} wafers: {r['simulated']:.1f} "
-              f"tok/s vs {r['published']:g} published ({r['error']:+.1%}); {r['note']}")
-
-    # wse-3t: same per-layer overhead and bandwidth fraction (2.06x effective bandwidth)
-    wse3t = dict(wse3)
-    # wse-2: WaferLLM's 2,700 tok/s for Llama3-8B with wse-3's bandwidth fraction fixes the overhead
-    wse2_fleet = _fleet_with_perf("wse-2", dict(fixed_overhead_us_per_layer=0.0, bandwidth_efficiency=eff,
-                                                compute_efficiency=COMPUTE_EFFICIENCY))
-    inst, res = _placement("llama-3.1-8b", wse2_fleet, 1)
-    nodes, nbytes, rest = linear_terms(inst, res.assignment)
-    x2 = 1.0 / (wse2_fleet.available[0].type.memory_bandwidth * eff / 1e6)
-    a2 = round((1e6 / 2700.0 - rest - nbytes * x2) / nodes, 3)
-    wse2 = dict(wse3, fixed_overhead_us_per_layer=a2)
-    print(f"wse-3t (derived): {wse3t}")
-    print(f"wse-2 (WaferLLM point, wse-3 bandwidth fraction): {wse2}")
+    points = load_corpus(args.corpus)
+    fams = families(points)
+    results = {f.name: evaluate(f) for f in fams}
+    for line in report(fams, results, args.markdown):
+        print(line)
+    gfam, wfam = fams
+    gx, wx = results[gfam.name]["x"], results[wfam.name]["x"]
+    print(f"\nGPU perf block: {gpu_perf(gx)}")
+    print(f"WSE-3 perf block (release {CURRENT_RELEASE} onwards): {wafer_perf(wx, wfam.params)}")
+    print(f"WSE-3 launch release 2024-08 (superseded, not written): {wafer_perf(wx, wfam.params, '2024-08')}")
+    for line in check_des(wfam, wx):
+        print(line)
+    excluded = [p for p in points if p.set == "excluded"]
+    for p in excluded:
+        print(f"  excluded {p.id}: {p.note.split('.')[0]}.")
     if args.write:
-        err8, err70 = (r["error"] for r in checks)
-        common = [
-            "Simulator cost model (placer/simulate/cost.py): a stage visit costs the per-stage",
-            "overhead + fixed_overhead_us_per_layer per layer + bytes read / (bandwidth x",
-            "bandwidth_efficiency) + FLOPs / (compute x compute_efficiency).",
-        ]
-        write_perf("wse-3", perf_block(wse3, common + [
-            "Calibrated by benchmarks/calibrate_simulator.py against the published batch-1 speeds",
-            "(hardware reference section 3, V): Llama 3.1 8B 16-bit on 1 CS-3 at 1,800 tok/s and",
-            "Llama 3.1 70B 16-bit on 4 CS-3 at 450 tok/s, context 1,024, 3 us hops, per-stage",
-            "overhead held at 0 and compute efficiency at 0.5 (its term is < 0.1% here). Two points,",
-            f"two constants, exact solve: simulated {checks[0]['simulated']:.1f} and "
-            f"{checks[1]['simulated']:.1f} tok/s ({err8:+.2%}, {err70:+.2%}).",
-            f"Effective SRAM streaming: {eff * 21e15 / 1e12:.0f} TB/s ({eff:.3%} of 21 PB/s): decode on a",
-            "wafer is latency-bound, not bandwidth-bound (reference 7a).",
-        ] + [f"Held out: {r['model']} {r['weight_bits']}-bit on {r['wafers']} wafers simulates at "
-             f"{r['simulated']:.0f} tok/s vs {r['published']:g} ({r['error']:+.1%})." for r in held] + [
-            "The fit describes Cerebras' August-2024 software: later releases (405B at 969 tok/s,",
-            "70B at 2,100 with speculative decoding) run several times faster than it predicts.",
-        ]))
-        write_perf("wse-3t", perf_block(wse3t, common + [
-            "No CS-4 speed is published: derived from the wse-3 calibration (benchmarks/",
-            "calibrate_simulator.py) assuming the same per-layer overhead and the same fraction of",
-            "peak SRAM bandwidth, i.e. 43.2 / 21 = 2.06x the effective bandwidth of a CS-3 wafer.",
-            "A higher clock (U: ~2.8 GHz vs ~1.4) would also shrink the per-layer overhead; not assumed.",
-        ]))
-        write_perf("wse-2", perf_block(wse2, common + [
-            "Rough: WaferLLM runs Llama3-8B 16-bit on one WSE-2 at 2,700 tok/s (V: OSDI 2025). With the",
-            "wse-3 calibration's bandwidth fraction (benchmarks/calibrate_simulator.py), that speed",
-            "fixes the per-layer overhead. WaferLLM's kernels are not Cerebras' serving stack.",
-        ]))
-        print("wrote the perf blocks of hardware/wse-3.yaml, wse-3t.yaml and wse-2.yaml")
-
-    g = fit_gpus()
-    gpu = dict(fixed_overhead_us_per_layer=round(g["fixed_overhead_us_per_layer"], 3), fixed_overhead_us_per_stage=0.0,
-               bandwidth_efficiency=round(g["bandwidth_efficiency"], 4),
-               compute_efficiency=round(g["compute_efficiency"], 4))
-    print(f"GPU fit over {len(GPU_POINTS)} published measurements (least squares on relative time error): "
-          f"{gpu['fixed_overhead_us_per_layer']} us per layer, {gpu['bandwidth_efficiency']:.1%} of peak HBM "
-          f"bandwidth, {gpu['compute_efficiency']:.1%} of peak compute")
-    print("  devices outside the catalog (value, status, source):")
-    for name, fields in CAL_DEVICE_SOURCES.items():
-        for key, (value, status, src) in fields.items():
-            print(f"    {name} {key} = {value}: {status}; {src}")
-    rows = verify_gpus(gpu)
-    print(f"  {'point':<58} {'measured':>10} {'simulated':>10} {'error':>7}")
-    for r in rows:
-        unit = UNITS[r["metric"]]
-        print(f"  {r['point']:<58} {r['measured']:>10,.1f} {r['simulated']:>10,.1f} {r['error']:>+7.1%}  {unit}")
-    mae = float(np.mean([abs(r["error"]) for r in rows]))
-    worst = max(rows, key=lambda r: abs(r["error"]))
-    print(f"  mean absolute error {mae:.1%}; worst {worst['point']} ({worst['error']:+.1%})")
-    print("  sources:")
-    for src in dict.fromkeys(r["source"] for r in rows):
-        print(f"    - {src}")
-    if args.write:
-        comment = [
-            "Simulator cost model (placer/simulate/cost.py): a stage visit costs",
-            "fixed_overhead_us_per_layer per layer + bytes read / (HBM bandwidth x bandwidth_efficiency)",
-            "+ FLOPs / (compute x compute_efficiency), compute_fp8 for weights of 8 bits or fewer.",
-            "Fitted by benchmarks/calibrate_simulator.py, one set for every GPU (least squares on the",
-            "relative error) to published measured decode figures; simulated vs measured:",
-        ] + [f"  {r['point']}: {r['measured']:,.1f} vs {r['simulated']:,.1f} "
-             f"{UNITS[r['metric']]} ({r['error']:+.1%})" for r in rows] + [
-            f"  mean absolute error {mae:.1%}, worst {worst['point']} ({worst['error']:+.1%}).",
-            "Sources:",
-        ] + [f"  {s}" for s in dict.fromkeys(r["source"] for r in rows)] + [
-            "The rows run TensorRT-LLM 0.5-0.6.1 (2023); the per-layer overhead",
-            "absorbs that software's launch and synchronisation costs and is not re-measured for",
-            "newer runtimes; devices without a row of their own (b200) take the same fractions of peak.",
-        ]
-        for name in GPU_SPECS:
-            write_perf(name, perf_block(gpu, comment))
-        print(f"wrote the perf blocks of {', '.join(f'hardware/{n}.yaml' for n in GPU_SPECS)}")
+        write_specs(gx, wx, wfam.params, points, results)
     return 0
 
 
-def held_out(perf: dict) -> list[dict]:
-    """Out-of-sample points on wse-3 (not fitted): per-user speed vs the published figure."""
-    fleet = _fleet_with_perf("wse-3", perf)
-    out = []
-    for model_name, bits, published, note in [
-        ("kimi-k2", 4, 981.0, "K2.6, wafer count undisclosed: fewest wafers here"),
-        ("llama-3.1-405b", 16, 969.0, "after late-2024 kernel upgrades; wafer count undisclosed"),
-    ]:
-        try:
-            model = load_model(model_name)
-        except Exception as exc:  # the catalog may not ship it
-            print(f"  held out: {model_name} skipped ({exc})")
-            continue
-        wl = workload_for(model, context=CONTEXT, concurrency=1, weight_bits=bits)
-        inst = make_instance(model, fleet, wl, mode="contiguous")
-        res = place(inst, method="dp")
-        sim = simulate(inst, res.assignment, requests=1, output_tokens=16, context=CONTEXT)
-        out.append(dict(model=model_name, weight_bits=bits, wafers=res.devices_used, published=published,
-                        simulated=sim.per_user_tokens_per_s,
-                        error=(sim.per_user_tokens_per_s - published) / published, note=note))
-    return out
+def write_specs(gx, wx, wparams, points, results) -> None:
+    """Write the fitted constants into the perf blocks, each with where it comes from."""
+    gname = next(k for k in results if k.startswith("GPUs"))
+    wname = next(k for k in results if k.startswith("WSE"))
+    gfit = [x for x in results[gname]["rows"] if x["point"].set == "fit"]
+    wfit = [x for x in results[wname]["rows"] if x["point"].set == "fit"]
+    common = ["Cost-model constants (placer/simulate/cost.py; docs/cost_model.md), fitted by",
+              "benchmarks/calibrate_simulator.py to the measured corpus benchmarks/data/calibration.yaml",
+              "(every point's source, precision, layout, lengths and concurrency are there)."]
+    gpu_comment = common + [
+        "One set for every NVIDIA GPU (each keeps its own peaks), fitted to CUDA-graph-era runtimes",
+        "of 2025-26 (vLLM V1, SGLang 0.5): per layer, per layer and request, per MoE layer, dense and",
+        "routed-expert HBM efficiencies, compute efficiency, time per TP/EP collective.",
+        "compute_efficiency may sit at its bound (0.1): the FLOP term is the one that grows with the",
+        "batch and the prefill mixed into it, so it carries batch-growing costs the model does not",
+        "itemise (MLA's per-head attention FLOPs among them); it is no tensor-core efficiency.",
+        f"In-fit: {summary(gfit, 'fitted')}.",
+        f"Leave-one-out: {summary(gfit, 'loo')}.",
+    ]
+    for name in GPU_SPECS:
+        write_perf(name, perf_block(gpu_perf(gx), gpu_comment))
+    wafer_comment = common + [
+        "A wafer stage costs a per-wafer overhead + a per-layer cost + SRAM reads at the full",
+        "21 PB/s + FLOPs at half of peak; each hop adds the link latency and the activation over the",
+        "link. Constants of Cerebras' serving release of 2024-10 onwards (rewritten kernels,",
+        "asynchronous wafer I/O); the launch release (2024-08) paid",
+        f"{wafer_perf(wx, wparams, '2024-08')['fixed_overhead_us_per_stage']} us per wafer.",
+        f"In-fit: {summary(wfit, 'fitted')}.",
+        f"Leave-one-out: {summary(wfit, 'loo')}.",
+    ]
+    write_perf("wse-3", perf_block(wafer_perf(wx, wparams), wafer_comment))
+    write_perf("wse-3t", perf_block(wafer_perf(wx, wparams), common + [
+        "No CS-4 speed is published: the wse-3 fit's per-layer and per-wafer costs, SRAM at this",
+        "wafer's 43.2 PB/s. A higher clock (U: ~2.8 GHz vs ~1.4) would shrink both; not assumed."]))
+    w2 = wse2_perf(wx, wparams, points)
+    if w2 is not None:
+        write_perf("wse-2", perf_block(w2, common + [
+            "WaferLLM's Llama3-8B at 2,700 tok/s on one WSE-2 (V: OSDI 2025) with the wse-3 fit's",
+            "per-layer cost sets the per-wafer cost. WaferLLM's kernels are not Cerebras' serving stack."]))
+    print("wrote the perf blocks of " + ", ".join(f"hardware/{n}.yaml" for n in (*GPU_SPECS, "wse-3", "wse-3t", "wse-2")))
 
 
 if __name__ == "__main__":

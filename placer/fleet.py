@@ -46,6 +46,10 @@ class PerfSpec(StrictSpec):
     fixed_overhead_us_per_stage: _NonNegFloat = 0.0
     bandwidth_efficiency: _Fraction = 1.0
     compute_efficiency: _Fraction = 1.0
+    fixed_overhead_us_per_layer_per_request: _NonNegFloat = 0.0
+    fixed_overhead_us_per_moe_layer: _NonNegFloat = 0.0
+    expert_bandwidth_efficiency: _Fraction | None = None     # None: bandwidth_efficiency
+    collective_latency_us: _NonNegFloat | None = None        # None: link latency per ring step
 
 
 class DeviceTypeSpec(StrictSpec):
@@ -175,6 +179,10 @@ class DeviceType:
     bandwidth_efficiency: float = 1.0
     compute_efficiency: float = 1.0
     reserve: Reserve = NO_RESERVE     # held back for the runtime on every device of this type
+    fixed_overhead_us_per_layer_per_request: float = 0.0
+    fixed_overhead_us_per_moe_layer: float = 0.0
+    expert_bandwidth_efficiency: float | None = None
+    collective_latency_us: float | None = None
 
     @property
     def reserve_bytes(self) -> int:
@@ -381,7 +389,11 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
                       kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
                       fixed_overhead_us_per_stage=perf.fixed_overhead_us_per_stage,
                       bandwidth_efficiency=perf.bandwidth_efficiency,
-                      compute_efficiency=perf.compute_efficiency)
+                      compute_efficiency=perf.compute_efficiency,
+                      fixed_overhead_us_per_layer_per_request=perf.fixed_overhead_us_per_layer_per_request,
+                      fixed_overhead_us_per_moe_layer=perf.fixed_overhead_us_per_moe_layer,
+                      expert_bandwidth_efficiency=perf.expert_bandwidth_efficiency,
+                      collective_latency_us=perf.collective_latency_us)
 
 
 def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:

@@ -14,9 +14,9 @@ from placer.planning.speed import floor_from, layouts, plan_for_speed
 from placer.simulate import simulate_mapping
 
 CASES = [  # model, fleet, context, planned live requests, floor (tokens/s per user), degrees (None: default)
-    ("llama-3.1-70b", "h200", "8k", 64, 20.0, [1]),
+    ("llama-3.1-70b", "h200", "8k", 64, 15.0, [1]),
     ("llama-3.1-8b", "h100", "8k", 300, 30.0, [1]),
-    ("llama-3.1-70b", "h200", "8k", 64, 50.0, None),     # no pure pipeline reaches 50 (25 alone)
+    ("llama-3.1-70b", "h200", "8k", 64, 50.0, None),     # no pure pipeline reaches 50 (20 alone)
     ("llama-3.1-8b", "h100", "8k", 300, 120.0, None),
 ]
 

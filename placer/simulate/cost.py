@@ -4,31 +4,50 @@ A placement's route is cut into *segments*, maximal runs of consecutive nodes on
 contiguous placement has one per stage; a free placement that returns to a device has more).
 One decode step of a micro-batch of ``b`` requests with KV lengths ``c_1..c_b`` spends on a segment
 
-    t = O_stage + O_layer * L + sum over its nodes n of [ R_n / (BW * eta_bw) + F_n / (C * eta_c) ]
+    t = O_stage + (O_layer + O_req * b) * L + O_moe * L_moe
+        + sum over its nodes n of [ D_n / (BW * eta_bw) + X_n / (BW * eta_moe) + F_n / (C * eta_c) ]
         + sum over the segment's collectives of their time (device groups: TP all-reduce, EP all-to-all)
 
-with the device type's ``perf`` constants (``fixed_overhead_us_per_stage`` O_stage,
-``fixed_overhead_us_per_layer`` O_layer, ``bandwidth_efficiency`` eta_bw, ``compute_efficiency``
-eta_c; the hardware spec keeps them, calibrated in ``benchmarks/calibrate_simulator.py``),
-memory bandwidth BW and peak compute C (the dense 8-bit peak ``compute_fp8`` when the weights are
-8 bits or fewer and the spec gives it), and L the model layers the segment runs: parts of one
-layer (shards, mixer and expert groups after refining) on one device count once, a layer whose
-parts sit on two devices pays the overhead on each. The terms add (no overlap assumed):
+with the device type's ``perf`` constants (the hardware spec keeps them, fitted by
+``benchmarks/calibrate_simulator.py`` to the measured corpus ``benchmarks/data/calibration.yaml``;
+``docs/cost_model.md`` explains each term):
 
-* bytes read R_n = weights the micro-batch touches + KV read + state read and written:
-  weights: a dense node reads its active weights once per micro-batch (embedding: one row per
-  token); an MoE node reads its always-resident part plus the experts the micro-batch touches,
-  ``E (1 - (1 - k/E)^b)`` of them on average for uniform routing (a node that lost its expert
-  structure, such as a shard, reads ``min(all, b x active)``); KV: ``kv_bytes_per_token x
-  min(c_i, window)`` per request; state: twice the request's state bytes;
+* ``fixed_overhead_us_per_stage`` O_stage: what a device visit costs whatever it runs (on a wafer:
+  the per-wafer cost of getting a token's activation in, through and out of the wafer);
+* ``fixed_overhead_us_per_layer`` O_layer and ``fixed_overhead_us_per_layer_per_request`` O_req:
+  the per-layer cost of a step, growing with the batch (kernel launches replayed from a CUDA
+  graph, attention and norm kernels whose work grows with the requests; on a wafer the latency of
+  a layer's reductions across its region of cores);
+* ``fixed_overhead_us_per_moe_layer`` O_moe: what a routed-expert layer adds (router, top-k,
+  token permutation, the grouped GEMM's launch) over the L_moe MoE layers the segment runs;
+* ``bandwidth_efficiency`` eta_bw: the fraction of the memory bandwidth BW that dense weight, KV
+  and state reads reach; ``expert_bandwidth_efficiency`` eta_moe the fraction the routed experts'
+  reads reach (grouped GEMMs over a few tokens per expert; default eta_bw);
+* ``compute_efficiency`` eta_c against the peak compute C (the dense 8-bit peak ``compute_fp8``
+  when the weights are 8 bits or fewer and the spec gives it);
+* ``collective_latency_us``: the fixed time of one collective of a device group (a one-shot or
+  two-shot all-reduce kernel, an all-to-all launch); without it a collective pays the link latency
+  at every ring step (see :func:`collective_time_us`).
+
+L is the model layers the segment runs: parts of one layer (shards, mixer and expert groups after
+refining) on one device count once, a layer whose parts sit on two devices pays the overhead on
+each. The terms add (no overlap assumed):
+
+* bytes read: D_n = dense weights the micro-batch touches + KV read + state read and written;
+  X_n = the routed experts' weights: an MoE node reads its always-resident part (in D_n) plus the
+  experts the micro-batch touches, each once, ``E (1 - (1 - k/E)^b)`` of them on average for
+  uniform routing (a node that lost its expert structure, such as a shard, reads
+  ``min(all, b x active)`` as dense); a dense node reads its active weights once per micro-batch
+  (embedding: one row per token); KV: ``kv_bytes_per_token x min(c_i, window)`` per request;
+  state: twice the request's state bytes;
 * FLOPs F_n = ``2 x active params`` per request + 2 per cached KV element read (scores and
   values) + 4 per recurrent-state element (decay, update, read-out).
 
 A hop costs the link's latency plus the activation bytes of the micro-batch over the link's
-bandwidth (when the fleet gives one). A segment on a group of devices adds its collectives
-(:class:`Collective`, timed by :func:`collective_time_us`; :func:`tensor_parallel` and
-:func:`expert_parallel` build the usual ones); a segment on one device has none. Everything is
-in microseconds.
+bandwidth (when the fleet gives one): on wafers this is the wafer-to-wafer transfer of the
+activation. A segment on a group of devices adds its collectives (:class:`Collective`, timed by
+:func:`collective_time_us`; :func:`tensor_parallel` and :func:`expert_parallel` build the usual
+ones); a segment on one device has none. Everything is in microseconds.
 """
 
 from __future__ import annotations
@@ -74,6 +93,13 @@ class NodeCost:
             return float(min(self.weight_bytes, self.always_bytes + touched * self.expert_bytes))
         return float(min(self.weight_bytes, b * self.active_weight_bytes))
 
+    def expert_bytes_read(self, b: int) -> float:
+        """The routed experts' share of :meth:`weight_bytes_read` (0 for a node without experts):
+        every expert the micro-batch touches is read once, whatever the tokens routed to it."""
+        if b <= 0 or not (self.num_experts and self.experts_per_token):
+            return 0.0
+        return max(0.0, self.weight_bytes_read(b) - self.always_bytes)
+
 
 def node_cost(instance: Instance, i: int) -> NodeCost:
     layer, wl = instance.nodes[i], instance.workload
@@ -106,12 +132,15 @@ def node_cost(instance: Instance, i: int) -> NodeCost:
 @dataclass(frozen=True)
 class Terms:
     """A segment's step time split into its parts:
-    t = fixed_us + bytes / bw + flops / flops_rate + comm_us (collectives inside the device group)."""
+    t = fixed_us + bytes / bw + expert_bytes / expert_bw + flops / flops_rate + comm_us
+    (collectives inside the device group). ``bytes`` are the dense reads (weights, KV, state),
+    ``expert_bytes`` the routed experts' weights, read at the grouped-GEMM rate."""
 
     fixed_us: float
     bytes: float
     flops: float
     comm_us: float = 0.0
+    expert_bytes: float = 0.0
 
 
 COLLECTIVES = ("all_reduce", "all_to_all")
@@ -158,11 +187,19 @@ class Collective:
     count: int = 1
     latency_us: float = 0.0
     bandwidth_bytes_per_s: float | None = None
+    fixed_us: float | None = None      # one collective's fixed time (perf collective_latency_us)
 
     def time_us(self, b: int) -> float:
-        """All ``count`` collectives of a step with ``b`` requests (one token each)."""
-        return self.count * collective_time_us(self.kind, self.group_size, b * self.bytes_per_token,
-                                               self.latency_us, self.bandwidth_bytes_per_s)
+        """All ``count`` collectives of a step with ``b`` requests (one token each): with
+        ``fixed_us`` each costs that plus its bandwidth term (the runtime's one-shot and two-shot
+        kernels pay one launch and one synchronisation, not one per ring step), otherwise the ring
+        of :func:`collective_time_us` with the link latency at every step."""
+        if self.fixed_us is None:
+            return self.count * collective_time_us(self.kind, self.group_size, b * self.bytes_per_token,
+                                                   self.latency_us, self.bandwidth_bytes_per_s)
+        wire = collective_time_us(self.kind, self.group_size, b * self.bytes_per_token, 0.0,
+                                  self.bandwidth_bytes_per_s)
+        return self.count * ((self.fixed_us if self.group_size > 1 else 0.0) + wire)
 
 
 def tensor_parallel(group_size: int, hidden_bytes_per_token: float, layers: int, latency_us: float,
@@ -201,6 +238,10 @@ class Segment:
     out_activation_bytes: int = 0  # per token, crossing that link
     layers: int = 0                # distinct model layers among the nodes (parts of one layer count once)
     collectives: tuple[Collective, ...] = ()   # inside the segment's device group (none for one device)
+    overhead_layer_request_us: float = 0.0     # per layer and per request of the batch
+    overhead_moe_layer_us: float = 0.0         # per routed-expert layer
+    moe_layers: int = 0            # distinct model layers among the nodes that route to experts
+    expert_bytes_per_us: float = float("inf")  # memory_bandwidth x expert_bandwidth_efficiency / 1e6
 
     def terms(self, contexts: Sequence[int]) -> Terms:
         """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
@@ -230,22 +271,34 @@ class Segment:
         return {}
 
     def weight_bytes_read(self, b: int) -> float:
+        """All weight bytes a micro-batch of ``b`` reads here (dense and routed experts)."""
+        return sum(self._weights(b))
+
+    def _weights(self, b: int) -> tuple[float, float]:
+        """(dense weight bytes, routed-expert bytes) a micro-batch of ``b`` reads."""
         w = self._weights_read.get(b)
         if w is None:
-            w = self._weights_read[b] = float(sum(c.weight_bytes_read(b) for c in self.costs))
+            experts = float(sum(c.expert_bytes_read(b) for c in self.costs))
+            w = self._weights_read[b] = (float(sum(c.weight_bytes_read(b) for c in self.costs)) - experts, experts)
         return w
 
     def terms_for(self, b: int, cached: dict) -> Terms:
         """:meth:`terms` from the micro-batch size and ``cached[window]`` = sum over its requests of
         min(KV length, window) (``window`` None: the whole length), as :func:`cached_tokens` gives."""
         per_bytes, per_flops = self._per_request
-        nbytes = self.weight_bytes_read(b) + b * per_bytes
+        dense, experts = self._weights(b)
+        nbytes = dense + b * per_bytes
         flops = b * per_flops
         for w, (kb, ke) in self._kv.items():
             nbytes += kb * cached[w]
             flops += 2.0 * ke * cached[w]
-        fixed = self.overhead_stage_us + self.overhead_layer_us * self.layers
-        return Terms(fixed, nbytes, flops, sum(c.time_us(b) for c in self.collectives))
+        return Terms(self.fixed_us(b), nbytes, flops, sum(c.time_us(b) for c in self.collectives), experts)
+
+    def fixed_us(self, b: int) -> float:
+        """The step's fixed costs for a micro-batch of ``b``: per stage, per layer (growing with
+        the batch) and per routed-expert layer."""
+        return (self.overhead_stage_us + (self.overhead_layer_us + self.overhead_layer_request_us * max(b, 0))
+                * self.layers + self.overhead_moe_layer_us * self.moe_layers)
 
     def time_us(self, contexts: Sequence[int]) -> float:
         """Step time of a micro-batch whose requests hold ``contexts`` tokens of KV each."""
@@ -253,7 +306,8 @@ class Segment:
 
     def duration_us(self, t: Terms) -> float:
         """Microseconds the work ``t`` takes on this segment's device."""
-        return t.fixed_us + t.bytes / self.bytes_per_us + t.flops / self.flops_per_us + t.comm_us
+        return (t.fixed_us + t.bytes / self.bytes_per_us + t.expert_bytes / self.expert_bytes_per_us
+                + t.flops / self.flops_per_us + t.comm_us)
 
     def hop_time_us(self, b: int) -> float:
         """The hop after this segment for a micro-batch of ``b``: latency + serialisation."""
@@ -325,7 +379,13 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
                            layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run}),
-                           collectives=group_collectives(instance, d, run)))
+                           collectives=group_collectives(instance, d, run),
+                           overhead_layer_request_us=t.fixed_overhead_us_per_layer_per_request,
+                           overhead_moe_layer_us=t.fixed_overhead_us_per_moe_layer,
+                           moe_layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run
+                                           if costs[i].num_experts}),
+                           expert_bytes_per_us=_rate(t.memory_bandwidth,
+                                                     t.expert_bandwidth_efficiency or t.bandwidth_efficiency)))
     return out
 
 
@@ -337,7 +397,9 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
     a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). The
     counts are :func:`placer.groups.collectives_of`, the ones the solver's hop-latency level uses.
-    Latency and bandwidth are the node's link between the group's first two members.
+    Latency and bandwidth are the node's link between the group's first two members; a device
+    type whose perf gives ``collective_latency_us`` pays that per collective instead of the link
+    latency per ring step.
     """
     from ..groups import collectives_of
 
@@ -351,6 +413,7 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     link = graph.edges[a, b] if graph.has_edge(a, b) else {}
     latency = float(link.get("latency_us", 0.0))
     bandwidth = link.get("bandwidth")
+    fixed = instance.devices[device].type.collective_latency_us
     wl = instance.workload
     hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)
     layers = [instance.nodes[i] for i in nodes]
@@ -367,8 +430,10 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
             key = (d.get("latent_size") or instance.model.hidden_size, d["experts_per_token"])
             routed[key] = routed.get(key, 0) + 1
     for (width, k), n in sorted(routed.items()):
-        out.append(expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency, bandwidth))
+        c = expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency, bandwidth)
+        out.append(Collective(c.kind, c.group_size, c.bytes_per_token, c.count, c.latency_us,
+                              c.bandwidth_bytes_per_s, fixed))
     if reduces:
         out.insert(0, Collective("all_reduce", g, hidden, count=reduces, latency_us=latency,
-                                 bandwidth_bytes_per_s=bandwidth))
+                                 bandwidth_bytes_per_s=bandwidth, fixed_us=fixed))
     return tuple(out)
