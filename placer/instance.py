@@ -318,7 +318,7 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
     if mode == "split" and tp > 1:
         raise InvalidSpec(ARGUMENT, "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
                                         "or free mode")
-    why = model_refusal(model, tp, ep) or (stored_refusal(model, workload) if tp > 1 else None)
+    why = model_refusal(model, tp, ep) or stored_refusal(model, workload, tp, ep)
     if why is not None:
         raise InvalidSpec(ARGUMENT, "tp", f"{model.name} cannot run at tp {tp}: {why}")
     derived, members = group_fleet(fleet, tp)

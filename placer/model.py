@@ -71,6 +71,10 @@ class WeightGroup:
     label: str           # what it is, e.g. ``4-bit, g32 8-bit scales``
     params: int
     bytes: int
+    # the format itself and the tensors held in it (names of placer.layers' tensor lists), which
+    # tensor parallelism's per-rank rules split tensor by tensor; () for a group known by its count
+    fmt: WeightFormat | None = None
+    tensors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -382,7 +386,7 @@ class _Storage:
                 raise InvalidSpec(self.source, f"{where}.storage.{fmt}",
                                   f"unknown format (defined: {sorted(self.formats)})")
         used = {(fmt, pat): False for fmt, pats in storage.items() for pat in pats}
-        acc: dict[tuple[str, str], list[int]] = {}
+        acc: dict[tuple[str, str], list] = {}
         for t in tensors:
             fmt = self.spec.default
             if t.linear:
@@ -393,13 +397,15 @@ class _Storage:
                         used[(f, hit)] = True
                         break
             b = tensor_bytes(t.shape, self.formats[fmt], stacked=t.role == "experts")
-            g = acc.setdefault((t.role, fmt), [0, 0])
+            g = acc.setdefault((t.role, fmt), [0, 0, []])
             g[0] += t.numel
             g[1] += b
+            g[2].append(t.name)
         unused = [p for (f, p), hit in used.items() if not hit]
         if unused:
             raise InvalidSpec(self.source, f"{where}.storage", f"pattern {unused[0]!r} matches no linear weight")
-        return tuple(WeightGroup(role, fmt, self._label(fmt), p, b) for (role, fmt), (p, b) in acc.items())
+        return tuple(WeightGroup(role, fmt, self._label(fmt), p, b, self.formats[fmt], tuple(names))
+                     for (role, fmt), (p, b, names) in acc.items())
 
     def groups_of_params(self, role: str, params: int, fmt: str | None, where: str) -> tuple[WeightGroup, ...]:
         """One group of ``params`` weights (a tower known by its count, norms) in ``fmt`` (default if None)."""
@@ -409,7 +415,7 @@ class _Storage:
         if fmt not in self.formats:
             raise InvalidSpec(self.source, f"{where}.format", f"unknown format (defined: {sorted(self.formats)})")
         b = tensor_bytes((params,), self.formats[fmt])
-        return (WeightGroup(role, fmt, self._label(fmt), params, b),)
+        return (WeightGroup(role, fmt, self._label(fmt), params, b, self.formats[fmt]),)
 
     def embedding_groups(self, params: int, which: str) -> tuple[WeightGroup, ...]:
         fmt = getattr(self.spec, which, None) if self.spec is not None else None

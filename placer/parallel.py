@@ -35,17 +35,26 @@ Rules (``h`` hidden size, ``g`` the degree):
   Shared experts are tensor-split in both cases.
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
   has no tensors to split: it only runs at degree 1; so does a DSA indexer (no rule written yet).
-* Weights kept in the checkpoint's stored formats (mixed precisions per tensor group) have no
-  per-rank rule yet (:func:`stored_refusal`): such a model runs at degree 1 unless ``--weight-bits``
-  places every weight at one precision.
+* **Weights kept in the checkpoint's stored formats** (MXFP4 experts beside bf16 attention, NVFP4
+  with bf16 exceptions, fp8 blocks, int4 groups) split tensor by tensor with the rules above, each
+  rank holding its slice of the packed weights *and of their scales*: a rank's bytes are the stored
+  bytes of its slice (:func:`placer.precision.tensor_bytes` of the sliced shape), per-tensor scales
+  (NVFP4's global and input scales, per-tensor fp8 scales) whole on every rank, per-row scales of a
+  row-parallel slice whole. As vLLM's quantized linear layers require (``validate_fp8_block_shape``
+  for fp8 blocks; the input width of NVFP4 / MXFP4 / int4 groups), a slice must cut at a scale
+  boundary: a column-parallel slice's rows a multiple of the block's rows, a row-parallel slice's
+  columns a multiple of the group size or of the block's columns; a degree that cuts through a
+  group or a block is refused with the tensor named (:func:`stored_refusal`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from .layers import ffn_tensors, mixer_tensors
 from .memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
 from .model import Layer, LayerGraph
+from .precision import WeightFormat, tensor_bytes
 from .workload import Workload
 
 __all__ = [
@@ -57,6 +66,7 @@ __all__ = [
     "kv_elements_per_rank",
     "state_elements_per_rank",
     "weight_bytes_per_rank",
+    "stored_slices",
     "kv_bytes_per_token_per_rank",
     "kv_bytes_per_request_per_rank",
     "state_bytes_per_request_per_rank",
@@ -173,24 +183,33 @@ def model_refusal(model: LayerGraph, tp: int, ep: bool = False) -> str | None:
     return None
 
 
-def stored_refusal(model: LayerGraph, workload: Workload | None) -> str | None:
-    """Why ``model`` cannot run above degree 1 under ``workload``: its weights are kept in the
-    checkpoint's stored formats (``workload.weights_as_stored`` and some layer has weight groups),
-    for which no per-rank rule is written yet; None when it can (or no workload is given)."""
-    if workload is None or not workload.weights_as_stored or not any(x.weight_groups for x in model.layers):
+def stored_refusal(model: LayerGraph, workload: Workload | None, tp: int = 2, ep: bool = False) -> str | None:
+    """Why ``model``'s weights, kept in the checkpoint's stored formats under ``workload``, cannot be
+    sliced at degree ``tp``: the first tensor whose slice would cut through a scale group or block
+    (None when every slice is aligned, the weights are not kept as stored, or no workload is given)."""
+    if workload is None or tp == 1 or not workload.weights_as_stored:
         return None
-    return ("weights kept in the checkpoint's stored formats have no per-rank rule yet "
-            "(--weight-bits N places every weight at N bits and allows tensor parallelism)")
+    seen: set = set()
+    for layer in model.layers:
+        if not layer.weight_groups or not layer.mixer_dims:
+            continue
+        key = (layer.mixer_dims, layer.ffn_dims, tuple((g.format, g.tensors) for g in layer.weight_groups))
+        if key in seen or refusal(layer, model.hidden_size, tp, ep) is not None:
+            continue
+        seen.add(key)
+        for name, _full, _shard, why in stored_slices(layer, model.hidden_size, tp, ep):
+            if why is not None:
+                return f"{layer.name}: {name}: {_hint(name, why, ep)}"
+    return None
 
 
 def allowed_degrees(model: LayerGraph, candidates, ep: bool = False,
                     workload: Workload | None = None) -> tuple[list[int], dict[int, str]]:
     """(the degrees of ``candidates`` every layer allows, {refused degree: reason}); with
-    ``workload``, degrees above 1 are refused when :func:`stored_refusal` says so."""
+    ``workload``, a degree is also refused when :func:`stored_refusal` says so."""
     ok, refused = [], {}
-    stored = stored_refusal(model, workload)
     for g in sorted(set(candidates)):
-        why = model_refusal(model, g, ep) or (stored if g > 1 else None)
+        why = model_refusal(model, g, ep) or stored_refusal(model, workload, g, ep)
         if why is None:
             ok.append(g)
         else:
@@ -378,13 +397,134 @@ def state_elements_per_rank(layer: Layer, hidden: int, tp: int) -> tuple[int, in
 
 # ----------------------------------------------------------------------------- bytes
 def weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, tp: int, ep: bool = False) -> int:
-    """Weight bytes of the heaviest rank at ``wl.weight_bits`` (plus its group scales)."""
+    """Weight bytes of the heaviest rank: its slices in their stored formats (scales included) when
+    the layer keeps them and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (plus group scales)."""
     if tp == 1:
         return weight_bytes(layer, wl)
+    if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
+        return _stored_bytes_per_rank(layer, hidden, tp, ep)
     p = params_per_rank(layer, hidden, tp, ep)
     b = bits_to_bytes(p, wl.weight_bits)
     if wl.weight_group_size > 0:
         b += bits_to_bytes(_ceil(p, wl.weight_group_size), wl.weight_scale_bits)
+    return b
+
+
+# ----------------------------------------------------------------------------- stored formats, slice by slice
+# how each tensor of a decoder layer splits, by the end of its name: "out" (column-parallel: rows, or
+# the channels of a convolution or a per-head vector), "in" (row-parallel: columns), "kv" (rows by
+# KV head), "whole" (replicated); names not listed split "out"
+_WHOLE_ENDINGS = ("o_proj.bias", "q_a_proj.weight", "q_a_layernorm.weight", "kv_a_proj_with_mqa.weight",
+                  "kv_a_layernorm.weight", "f_a_proj.weight", "g_a_proj.weight", "o_norm.weight",
+                  "linear_attn.norm.weight", "out_proj.bias", "down_proj.bias", "mlp.shared_expert_gate.weight")
+_IN_ENDINGS = ("o_proj.weight", "out_proj.weight", "down_proj.weight", "x_proj.weight")
+
+
+def _split_of(name: str, mixer: dict, role: str) -> str:
+    t = mixer.get("type") if mixer else None
+    if role in ("norm", "router", "latent") or name.endswith(_WHOLE_ENDINGS):
+        return "whole"
+    if name.endswith(_IN_ENDINGS):
+        return "in"
+    if t in ("mha", "gqa", "sliding") and role == "mixer":
+        if name.startswith(("self_attn.k_proj.", "self_attn.v_proj.")):
+            return "kv"
+        if name.endswith(("q_norm.weight", "k_norm.weight")):
+            if mixer.get("qk_norm") != "full":
+                return "whole"
+            return "kv" if name.endswith("k_norm.weight") else "out"
+    if t == "mamba2" and role == "mixer" and name.startswith(("mamba.in_proj.", "mamba.conv1d.")):
+        return "mamba2_in" if name.startswith("mamba.in_proj.") else "mamba2_conv"
+    return "out"
+
+
+def _slice(shape: tuple[int, ...], split: str, mixer: dict, role: str, g: int, ep: bool, e: int) -> tuple[int, ...]:
+    """The shape one rank holds of a tensor of ``shape``."""
+    s = list(shape)
+    if role == "experts" and ep:
+        s[0] = _ceil(e, g)                                   # whole experts, ceil(E / g) on the heaviest rank
+        return tuple(s)
+    axis = 1 if role == "experts" and len(s) > 1 else 0      # stacked experts: (E, out, in)
+    if split == "whole":
+        return shape
+    if split == "in":
+        s[-1] //= g
+    elif split == "kv":
+        nkv = mixer.get("num_kv_heads") or mixer["num_heads"]
+        s[axis] = s[axis] * _kv_heads_per_rank(nkv, g) // nkv
+    elif split.startswith("mamba2"):
+        # x, z (in_proj only), B and C per group (one replicated group when they do not split), dt heads
+        nh, di, ng, ds = mixer["num_heads"], mixer["d_inner"], mixer.get("n_groups", 1), mixer["d_state"]
+        ngr = ng // g if ng % g == 0 else 1
+        s[0] = 2 * di // g + 2 * ngr * ds + nh // g if split == "mamba2_in" else di // g + 2 * ngr * ds
+    else:
+        s[axis] //= g
+    return tuple(s)
+
+
+def _cut_reason(fmt: WeightFormat, full: tuple[int, ...], part: tuple[int, ...], stacked: bool) -> str | None:
+    """Why slicing ``full`` to ``part`` cuts through ``fmt``'s scale groups or blocks (None: it does not)."""
+    if full == part or (fmt.bits >= 16 and not (fmt.group_size or fmt.block)):
+        return None
+    mat_full, mat_part = (full[1:], part[1:]) if stacked else (full, part)
+    if len(mat_full) < 2 or mat_full == mat_part:
+        return None                                          # a vector, or whole experts
+    rows, cols = mat_part[-2], mat_part[-1]
+    if fmt.block:
+        r, c = fmt.block
+        if rows != mat_full[-2] and rows % r:
+            return f"a slice of {rows} rows cuts its {r}x{c} scale blocks"
+        if cols != mat_full[-1] and cols % c:
+            return f"a slice of {cols} columns cuts its {r}x{c} scale blocks"
+    if fmt.group_size:
+        if fmt.flat_group and (rows * cols) % fmt.group_size:
+            return f"a slice of {rows * cols} weights cuts its flat groups of {fmt.group_size}"
+        if cols != mat_full[-1] and cols % fmt.group_size:
+            return f"a slice of {cols} columns cuts its groups of {fmt.group_size}"
+    return None
+
+
+def _hint(name: str, why: str, ep: bool) -> str:
+    return why + (" (--ep keeps experts whole)" if name.startswith("mlp.experts.") and not ep else "")
+
+
+def stored_slices(layer: Layer, hidden: int, tp: int, ep: bool = False):
+    """Each stored tensor of a decoder (or MTP) layer as one rank of a degree-``tp`` group holds it:
+    ``(name, full shape, slice shape, why the slice is not allowed or None)``."""
+    formats = {name: grp.fmt for grp in layer.weight_groups for name in grp.tensors}
+    mixer = _with_inner(dict(layer.mixer_dims), hidden) if layer.mixer_dims else {}
+    ffn = dict(layer.ffn_dims) if layer.ffn_dims else None
+    tensors = (mixer_tensors(mixer, hidden) if mixer else []) + ffn_tensors(ffn, hidden)
+    e = ffn["num_experts"] if ffn and ffn["type"] == "moe" else 1
+    out = []
+    for t in tensors:
+        if not t.numel:
+            continue
+        part = _slice(t.shape, _split_of(t.name, mixer, t.role), mixer, t.role, tp, ep, e)
+        fmt = formats.get(t.name)
+        why = None if fmt is None else _cut_reason(fmt, t.shape, part, t.role == "experts")
+        out.append((t.name, t.shape, part, why))
+    return out
+
+
+def _stored_bytes_per_rank(layer: Layer, hidden: int, tp: int, ep: bool) -> int:
+    if refusal(layer, hidden, tp, ep) is not None:
+        raise ValueError(refusal(layer, hidden, tp, ep))
+    if layer.kind in ("embedding", "lm_head"):
+        b = 0
+        for grp in layer.weight_groups:
+            if grp.role in ("embedding", "lm_head"):
+                b += tensor_bytes((_ceil(layer.vocab_size, tp), hidden), grp.fmt)    # vocabulary rows
+            else:
+                b += grp.bytes                                                     # the final norm: whole
+        return b
+    formats = {name: grp.fmt for grp in layer.weight_groups for name in grp.tensors}
+    # the layer's norms and what is known only by its count (an MTP block's own projection) are whole
+    b = sum(grp.bytes for grp in layer.weight_groups if grp.role == "norm" or not grp.tensors)
+    for name, _full, part, why in stored_slices(layer, hidden, tp, ep):
+        if why is not None:
+            raise ValueError(f"{layer.name}: {name}: {why}")
+        b += tensor_bytes(part, formats[name], stacked=name.startswith("mlp.experts."))
     return b
 
 
@@ -453,7 +593,7 @@ def shard_model(model: LayerGraph, wl: Workload, tp: int, ep: bool = False) -> L
     """``model`` with every layer as one rank of a degree-``tp`` group holds it (``tp = 1``: itself)."""
     if tp == 1:
         return model
-    why = model_refusal(model, tp, ep) or stored_refusal(model, wl)
+    why = model_refusal(model, tp, ep) or stored_refusal(model, wl, tp, ep)
     if why is not None:
         raise ValueError(why)
     layers = tuple(shard_layer(x, model.hidden_size, wl, tp, ep) for x in model.layers)

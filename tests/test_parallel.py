@@ -215,13 +215,100 @@ def test_kimi_k3_tp8_full_rank_gate_output_gate_and_latent_moe():
     assert P.experts_per_rank(kda, h, g, ep=True) == (112, 3 * 3584 * 3072, 2)
 
 
-def test_stored_formats_run_at_degree_one_unless_weight_bits_given():
+CORPUS = "tests/fixtures/hf_corpus/"
+
+
+def _nvfp4(rows: int, cols: int) -> int:
+    """One NVFP4 tensor: 4-bit weights, an fp8 scale per 16 of a row, fp32 global and input scales."""
+    return rows * cols // 2 + rows * (cols // 16) + 8
+
+
+def _fp8_block(rows: int, cols: int) -> int:
+    """One fp8 tensor with an fp32 scale per 128 x 128 block."""
+    return rows * cols + -(-rows // 128) * -(-cols // 128) * 4
+
+
+def _mxfp4(rows: int, cols: int) -> int:
+    """One MXFP4 tensor: 4-bit weights, a uint8 (e8m0) scale per 32 of a row."""
+    return rows * cols // 2 + rows * (cols // 32)
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_mxfp4_experts_beside_bf16_attention_per_rank_by_hand(g):
+    """Kimi K3's MLA layer: bf16 attention (q_a, kv_a and their norms whole; q_b, kv_b, o and the
+    output gate 1/g), the latent projections in MXFP4 whole, 896 MXFP4 experts 1/g of each."""
     from placer.workload import Workload
 
     m = load_model("kimi-k3-hf", text_only=True)
-    stored = Workload()                               # weights as the checkpoint stores them
-    ok, refused = P.allowed_degrees(m, [1, 2, 8], workload=stored)
-    assert ok == [1] and "stored formats" in refused[8]
-    assert P.allowed_degrees(m, [1, 2, 8], workload=Workload(weight_bits=4, weights_as_stored=False))[0] == [1, 2, 8]
-    with pytest.raises(ValueError, match="stored formats"):
-        P.shard_model(m, stored, 8)
+    x, h = _layer(m, "layers.3"), m.hidden_size
+    n, ql, kvr, dn, dr, dv = 96 // g, 1536, 512, 128, 64, 128
+    mla = h * ql + ql + ql * n * (dn + dr) + h * (kvr + dr) + kvr + kvr * n * (dn + dv) + n * dv * h + h * n * dv
+    e, i, lat = 896, 3072 // g, 3584
+    bf16 = 2 * (mla + e * h + e + lat + 3 * h * (2 * 3072) // g + 2 * h)   # + router, latent norm, shared, norms
+    latent = _mxfp4(lat, h) + _mxfp4(h, lat)
+    experts = e * (2 * _mxfp4(i, lat) + _mxfp4(lat, 3072 // g))
+    stored = Workload()
+    assert P.weight_bytes_per_rank(x, h, stored, g) == bf16 + latent + experts
+    ep_experts = -(-e // g) * (2 * _mxfp4(3072, lat) + _mxfp4(lat, 3072))
+    assert P.weight_bytes_per_rank(x, h, stored, g, ep=True) == bf16 + latent + ep_experts
+    assert P.allowed_degrees(m, [1, 2, 4, 8], workload=stored) == ([1, 2, 4, 8], {})
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_nvfp4_with_bf16_attention_per_rank_by_hand(g):
+    """MiniMax-M2.5-NVFP4: attention excluded (bf16; 8 KV heads, one per rank past 8; full-width
+    q/k norms follow their heads), router bf16 whole, 256 NVFP4 experts 1/g of each with each
+    slice keeping its tensor's global and input scales."""
+    from placer.workload import Workload
+
+    m = load_model(CORPUS + "nvidia--MiniMax-M2.5-NVFP4.json")
+    x, h = _layer(m, "layers.1"), m.hidden_size
+    nq, kv, d = 48 // g, max(1, 8 // g), 128
+    attn = h * nq * d + 2 * h * kv * d + nq * d * h + nq * d + kv * d
+    e, i = 256, 1536 // g
+    bf16 = 2 * (attn + e * h + e + 2 * h)
+    experts = e * (2 * _nvfp4(i, h) + _nvfp4(h, i))
+    assert P.weight_bytes_per_rank(x, h, Workload(), g) == bf16 + experts
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_fp8_block_per_rank_by_hand(g):
+    """DeepSeek-V3's MoE layer in fp8 with 128 x 128 blocks: q_a and kv_a whole (with their
+    scales), q_b / kv_b by head rows, o by columns; experts and the shared expert 1/g, their scale
+    blocks split with them; norms and router bf16."""
+    from placer.workload import Workload
+
+    m = load_model(CORPUS + "deepseek-ai--DeepSeek-V3.json")
+    x, h = _layer(m, "layers.3"), m.hidden_size
+    n = 128 // g
+    mla = (_fp8_block(1536, h) + _fp8_block(n * 192, 1536) + _fp8_block(576, h) + _fp8_block(n * 256, 512)
+           + _fp8_block(h, n * 128))
+    i = 2048 // g
+    mlp = 257 * (2 * _fp8_block(i, h) + _fp8_block(h, i))     # 256 routed experts and 1 shared
+    bf16 = 2 * (1536 + 512 + 256 * h + 256 + 2 * h)
+    assert P.weight_bytes_per_rank(x, h, Workload(), g) == mla + mlp + bf16
+
+
+def test_stored_slices_that_cut_a_scale_block_are_refused():
+    """At tp 32 DeepSeek-V3's dense MLP (width 18432) would hold 576 rows per rank, 4.5 blocks of
+    128: refused (vLLM's fp8 block check refuses it too); --weight-bits flattens the formats and plans it."""
+    from placer.workload import Workload
+
+    m = load_model(CORPUS + "deepseek-ai--DeepSeek-V3.json")
+    ok, refused = P.allowed_degrees(m, [8, 16, 32], workload=Workload())
+    assert ok == [8, 16]
+    assert refused[32] == "layers.0: mlp.gate_proj.weight: a slice of 576 rows cuts its 128x128 scale blocks"
+    flat = Workload(weight_bits=8, weights_as_stored=False)
+    assert P.allowed_degrees(m, [32], workload=flat)[0] == [32]
+    with pytest.raises(ValueError, match="scale blocks"):
+        P.shard_model(m, Workload(), 32)
+
+
+def test_mxfp4_expert_slices_inside_a_group_point_to_expert_parallelism():
+    """gpt-oss-120b: 2880-wide experts at tp 4 leave 720 columns per rank, 22.5 groups of 32."""
+    from placer.workload import Workload
+
+    m = load_model(CORPUS + "openai--gpt-oss-120b.json")
+    ok, refused = P.allowed_degrees(m, [2, 4], workload=Workload())
+    assert ok == [2] and refused[4].endswith("a slice of 720 columns cuts its groups of 32 (--ep keeps experts whole)")
+    assert P.allowed_degrees(m, [4], ep=True, workload=Workload())[0] == [4]

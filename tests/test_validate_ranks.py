@@ -140,8 +140,13 @@ def test_kimi_k3_latent_moe_by_hand_at_tp8():
            + 128 + proj * h)                                  # o_norm whole, o_proj
     assert V.rank_params(x, h, 8) == kda + ffn + x.params_other == P.params_per_rank(x, h, 8)
     wl = workload_for(m)
-    assert V.stored_formats_refusal(m.layers, wl) is not None     # as stored: no per-rank rule
-    assert V.stored_formats_refusal(m.layers, wl.replace(weights_as_stored=False)) is None
+    assert V.stored_formats_refusal(m.layers, wl, h, 8) is None    # as stored: every slice on a group boundary
+    # as stored, by hand: bf16 everywhere but the latent projections and experts (MXFP4: 4 bits and
+    # one uint8 scale per 32 weights of a row), each of the 896 experts 384 of 3072 wide per rank
+    mx = 17 / 32                                                  # bytes per MXFP4 weight with its scale
+    stored = 2 * (kda + ffn + x.params_other - 2 * h * latent - e * 3 * latent * (i // 8)) \
+        + int(2 * h * latent * mx) + int(e * 3 * latent * (i // 8) * mx)
+    assert V.rank_weight_bytes(x, h, wl, 8) == stored == P.weight_bytes_per_rank(x, h, wl, 8)
 
 
 # ----------------------------------------------------------------------------- mappings
@@ -252,3 +257,30 @@ def test_the_validator_shares_no_code_with_the_solver_path():
         found = _imports(PLACER / name)
         assert not any(i.startswith(".algorithms") for i in found), name
         assert not found & solver, (name, found & solver)
+
+
+CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
+STORED = ["deepseek-ai--DeepSeek-V3", "moonshotai--Kimi-K2.5", "nvidia--Qwen3-235B-A22B-NVFP4",
+          "nvidia--MiniMax-M2.5-NVFP4", "nvidia--Llama-3.1-70B-Instruct-FP8", "openai--gpt-oss-120b",
+          "zai-org--GLM-4.5-Air", "Qwen--Qwen3-32B-FP8"]
+
+
+@pytest.mark.parametrize("stem", STORED)
+def test_stored_formats_per_rank_agree_with_the_solver(stem):
+    """The validator's slices (its own rules by tensor name) give the solver's per-rank bytes and
+    refuse the same degrees, for checkpoints in fp8 blocks, NVFP4, MXFP4 and int4 groups."""
+    from placer.workload import Workload
+
+    m = load_model(CORPUS / f"{stem}.json", text_only=True)
+    h, wl = m.hidden_size, Workload()
+    for g in (2, 4, 8):
+        for ep in (False, True):
+            if P.model_refusal(m, g, ep):
+                continue
+            solver, mine = P.stored_refusal(m, wl, g, ep), V.stored_formats_refusal(m.layers, wl, h, g, ep)
+            assert (solver is None) == (mine is None), (g, ep, solver, mine)
+            if solver is not None:
+                continue
+            for x in m.layers:
+                if V.rank_refusal(x, h, g, ep) is None:
+                    assert V.rank_weight_bytes(x, h, wl, g, ep) == P.weight_bytes_per_rank(x, h, wl, g, ep), (x.name, g)

@@ -25,8 +25,10 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
 
 A degree that some split dimension does not divide is refused with the reason; so is a layer
 given as totals (no tensors to split) and a refined node. Weights kept in a checkpoint's stored
-formats have no per-rank rule (:func:`stored_formats_refusal`): above degree 1 they count at
-``--weight-bits``, and a plan that keeps them as stored is refused.
+formats are sliced with the same tensor rules, and a rank holds the stored bytes of its slices
+(:func:`placer.precision.tensor_bytes` of the sliced shape: packed weights with their share of the
+group or block scales, per-tensor scales whole); a slice that cuts through a scale group or block
+(vLLM refuses such a checkpoint at that degree) is refused by :func:`stored_formats_refusal`.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from __future__ import annotations
 from ..layers import ffn_tensors, mixer_tensors
 from ..memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
 from ..model import Layer
+from ..precision import tensor_bytes
 
-__all__ = ["rank_refusal", "stored_formats_refusal", "rank_params", "rank_kv_elements", "rank_state_elements", "rank_weight_bytes",
+__all__ = ["rank_refusal", "stored_formats_refusal", "rank_params", "rank_stored_weight_bytes", "rank_kv_elements", "rank_state_elements", "rank_weight_bytes",
            "rank_kv_bytes_per_request", "rank_state_bytes_per_request", "collective_link_latencies"]
 
 
@@ -96,10 +99,36 @@ def _ffn_refusal(d: dict, g: int, ep: bool) -> str | None:
     return None if ep else _need("expert width", d["moe_intermediate_size"], g)
 
 
-def stored_formats_refusal(layers, wl) -> str | None:
-    """Why a plan above degree 1 cannot keep ``layers``' weights in their stored formats, or None."""
-    if wl.weights_as_stored and any(x.weight_groups for x in layers):
-        return "weights kept in the checkpoint's stored formats have no per-rank rule"
+def stored_formats_refusal(layers, wl, hidden: int = 0, g: int = 2, ep: bool = False) -> str | None:
+    """Why a plan at degree ``g`` cannot keep ``layers``' weights in their stored formats: the first
+    slice that cuts through a scale group or block, or None."""
+    if not wl.weights_as_stored or g == 1:
+        return None
+    for x in layers:
+        if not x.weight_groups or not x.mixer_dims or rank_refusal(x, hidden, g, ep) is not None:
+            continue
+        for name, shape, fmt in _stored_tensors(x, hidden):
+            why = _cuts(fmt, shape, _tensor_shard(x, name, shape, hidden, g, ep), name.startswith("mlp.experts."))
+            if why:
+                return f"{x.name}: {name}: {why}"
+    return None
+
+
+def _cuts(fmt, whole: tuple, shard: tuple, stacked: bool) -> str | None:
+    """Whether a shard of a tensor stored in ``fmt`` starts or ends inside one of its scale groups or blocks."""
+    if stacked:
+        whole, shard = whole[1:], shard[1:]
+    if len(whole) < 2 or whole == shard:
+        return None
+    (r0, c0), (r, c) = whole[-2:], shard[-2:]
+    if fmt.block:
+        br, bc = fmt.block
+        if (r != r0 and r % br) or (c != c0 and c % bc):
+            return f"its {r} x {c} shard does not fall on the {br} x {bc} scale blocks"
+    if fmt.group_size and fmt.flat_group and (r * c) % fmt.group_size:
+        return f"its {r} x {c} shard does not hold whole flat groups of {fmt.group_size}"
+    if fmt.group_size and c != c0 and c % fmt.group_size:
+        return f"its {c} input columns per rank do not hold whole groups of {fmt.group_size}"
     return None
 
 
@@ -124,64 +153,105 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
     return why
 
 
-# ----------------------------------------------------------------------------- per-tensor shares
-def _mixer_share(name: str, numel: int, d: dict, g: int) -> int:
-    """Elements of the mixer tensor ``name`` one rank holds."""
+# ----------------------------------------------------------------------------- per-tensor shards
+_ROW_PARALLEL = ("o_proj.weight", "out_proj.weight", "down_proj.weight", "x_proj.weight")
+
+
+def _cut(shape: tuple, axis: int, keep: int, of: int) -> tuple:
+    """``shape`` with dimension ``axis`` cut to ``keep / of`` of itself."""
+    s = list(shape)
+    s[axis] = s[axis] * keep // of
+    return tuple(s)
+
+
+def _mixer_shard(name: str, shape: tuple, d: dict, g: int) -> tuple:
+    """The shape of the mixer tensor ``name`` one rank holds."""
     t = d["type"]
     leaf = name.split(".", 1)[1]
+    if leaf.endswith(_ROW_PARALLEL):
+        return _cut(shape, len(shape) - 1, 1, g)             # row-parallel: input columns
     if t in ("mha", "gqa", "sliding"):
         nq = d["num_heads"]
         held, nkv = _kv_share(d.get("num_kv_heads") or nq, g)
         if leaf.startswith(("k_proj.", "v_proj.")):
-            return numel * held // nkv
+            return _cut(shape, 0, held, nkv)
         if leaf == "o_proj.bias":
-            return numel
+            return shape
         if leaf in ("q_norm.weight", "k_norm.weight"):
             if d.get("qk_norm") != "full":
-                return numel                                   # one head_dim vector, replicated
-            return numel // g if leaf == "q_norm.weight" else numel * held // nkv
-        return numel // g                                      # q, o, output gate, sinks
+                return shape                                   # one head_dim vector, replicated
+            return _cut(shape, 0, 1, g) if leaf == "q_norm.weight" else _cut(shape, 0, held, nkv)
+        return _cut(shape, 0, 1, g)                            # q, output gate, sinks
     if t == "mla":
         if leaf.startswith(("q_a_", "kv_a_", "indexer.")):
-            return numel
-        return numel // g                                      # q_b (or q), kv_b, o, output gate
+            return shape
+        return _cut(shape, 0, 1, g)                            # q_b (or q), kv_b, output gate
     if t == "kda":
         if leaf in ("f_a_proj.weight", "g_a_proj.weight", "o_norm.weight"):
-            return numel
-        return numel // g
+            return shape
+        return _cut(shape, 0, 1, g)
     if t == "gated_deltanet":
-        return numel if leaf == "norm.weight" else numel // g
+        return shape if leaf == "norm.weight" else _cut(shape, 0, 1, g)
     if t in ("lightning", "mamba"):
-        return numel // g
+        return _cut(shape, 0, 1, g)
     if t == "mamba2":
         di, ds, nh = d["d_inner"], d["d_state"], d["num_heads"]
         ng = d.get("n_groups", 1)
         groups = ng // g if ng % g == 0 else 1
+        rows = list(shape)
         if leaf.startswith("in_proj."):
-            width = 2 * di // g + 2 * groups * ds + nh // g   # x and z, B and C per group, dt
-            return width * (numel // (2 * di + 2 * ng * ds + nh))
+            rows[0] = 2 * di // g + 2 * groups * ds + nh // g  # x and z, B and C per group, dt
+            return tuple(rows)
         if leaf.startswith("conv1d."):
-            return (di // g + 2 * groups * ds) * (numel // (di + 2 * ng * ds))
+            rows[0] = di // g + 2 * groups * ds
+            return tuple(rows)
         if leaf == "out_proj.bias":
-            return numel
-        return numel // g                                      # dt_bias, A_log, D, norm, out_proj
+            return shape
+        return _cut(shape, 0, 1, g)                            # dt_bias, A_log, D, norm
     raise ValueError(f"mixer {t!r}: no per-rank rule")
 
 
-def _ffn_share(name: str, numel: int, d: dict, g: int, ep: bool) -> int:
-    """Elements of the FFN tensor ``name`` one rank holds."""
+def _ffn_shard(name: str, shape: tuple, d: dict, g: int, ep: bool) -> tuple:
+    """The shape of the FFN tensor ``name`` one rank holds."""
     if d["type"] == "dense":
-        return numel if name == "mlp.down_proj.bias" else numel // g
+        if name == "mlp.down_proj.bias":
+            return shape
+        return _cut(shape, len(shape) - 1, 1, g) if name.endswith(_ROW_PARALLEL) else _cut(shape, 0, 1, g)
     if name.startswith(("mlp.gate.", "mlp.latent_")) or name == "mlp.shared_expert_gate.weight":
-        return numel                                           # router, latent projections and norm, shared gate
+        return shape                                           # router, latent projections and norm, shared gate
     if name.startswith("mlp.experts."):
         e = d["num_experts"]
         if ep:
-            return numel // e * _ceil(e, g)                    # whole experts on the heaviest rank
-        return numel if name == "mlp.experts.down_proj.bias" else numel // g
+            return (_ceil(e, g),) + tuple(shape[1:])           # whole experts on the heaviest rank
+        if name == "mlp.experts.down_proj.bias":
+            return shape
+        return _cut(shape, len(shape) - 1, 1, g) if name.endswith(_ROW_PARALLEL) else _cut(shape, 1, 1, g)
     if name.startswith("mlp.shared_experts."):
-        return numel // g
+        return _cut(shape, len(shape) - 1, 1, g) if name.endswith(_ROW_PARALLEL) else _cut(shape, 0, 1, g)
     raise ValueError(f"FFN tensor {name!r}: no per-rank rule")
+
+
+def _tensor_shard(layer: Layer, name: str, shape: tuple, hidden: int, g: int, ep: bool) -> tuple:
+    if name.startswith("mlp."):
+        return _ffn_shard(name, shape, dict(layer.ffn_dims), g, ep)
+    return _mixer_shard(name, shape, _mixer(layer, hidden), g)
+
+
+def _stored_tensors(layer: Layer, hidden: int):
+    """(name, shape, stored format) of every linear-layer tensor of a decoder layer kept as stored."""
+    fmt = {}
+    for grp in layer.weight_groups:
+        fmt.update(dict.fromkeys(grp.tensors, grp.fmt))
+    tensors = mixer_tensors(_mixer(layer, hidden), hidden) + (ffn_tensors(dict(layer.ffn_dims), hidden)
+                                                              if layer.ffn_dims else [])
+    return [(x.name, x.shape, fmt[x.name]) for x in tensors if x.numel]
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
 
 
 def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
@@ -201,14 +271,34 @@ def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
     tensors = mixer_tensors(d, hidden)
     if sum(x.numel for x in tensors) != layer.params_mixer:
         raise ValueError(f"{layer.name}: its mixer count is not that of its dimensions")
-    p = sum(_mixer_share(x.name, x.numel, d, g) for x in tensors)
+    p = sum(_numel(_mixer_shard(x.name, x.shape, d, g)) for x in tensors)
     if layer.ffn_dims:
         f = dict(layer.ffn_dims)
         ft = ffn_tensors(f, hidden)
         if sum(x.numel for x in ft) != layer.params_ffn:
             raise ValueError(f"{layer.name}: its FFN count is not that of its dimensions")
-        p += sum(_ffn_share(x.name, x.numel, f, g, ep) for x in ft)
+        p += sum(_numel(_ffn_shard(x.name, x.shape, f, g, ep)) for x in ft)
     return p + layer.params_other                              # the layer's own norms: replicated
+
+
+def rank_stored_weight_bytes(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
+    """Bytes the heaviest rank holds of ``layer``'s weights in their stored formats on a group of ``g``."""
+    why = rank_refusal(layer, hidden, g, ep)
+    if why is not None:
+        raise ValueError(f"{layer.name}: {why}")
+    if layer.kind in ("embedding", "lm_head"):
+        rows = _ceil(layer.vocab_size, g)
+        return sum(tensor_bytes((rows, hidden), grp.fmt) if grp.role in ("embedding", "lm_head") else grp.bytes
+                   for grp in layer.weight_groups)
+    total = 0
+    for name, shape, fmt in _stored_tensors(layer, hidden):
+        shard = _tensor_shard(layer, name, shape, hidden, g, ep)
+        why = _cuts(fmt, shape, shard, name.startswith("mlp.experts."))
+        if why:
+            raise ValueError(f"{layer.name}: {name}: {why}")
+        total += tensor_bytes(shard, fmt, stacked=name.startswith("mlp.experts."))
+    # norms, and what a spec gives only as a count (an MTP block's own projection), stay whole
+    return total + sum(grp.bytes for grp in layer.weight_groups if grp.role == "norm" or not grp.tensors)
 
 
 def rank_kv_elements(layer: Layer, hidden: int, g: int) -> int:
@@ -239,6 +329,8 @@ def rank_state_elements(layer: Layer, hidden: int, g: int) -> tuple[int, int]:
 def rank_weight_bytes(layer: Layer, hidden: int, wl, g: int, ep: bool = False) -> int:
     if g == 1:
         return weight_bytes(layer, wl)
+    if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
+        return rank_stored_weight_bytes(layer, hidden, g, ep)
     p = rank_params(layer, hidden, g, ep)
     b = bits_to_bytes(p, wl.weight_bits)
     if wl.weight_group_size > 0:

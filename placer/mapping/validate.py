@@ -197,7 +197,7 @@ class Reading:
                 why = ranks.rank_refusal(x, self.graph.hidden_size, g, self.ep)
                 if why is not None:
                     return f"{x.name}: {why}"
-            return ranks.stored_formats_refusal(self.graph.layers, self.wl)
+            return ranks.stored_formats_refusal(self.graph.layers, self.wl, self.graph.hidden_size, g, self.ep)
 
         return {g: refusal_at(g) for g in self.degrees}
 
