@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import InvalidSpec
 from .units import parse_tokens
@@ -37,12 +37,16 @@ class Workload:
     weight_scale_bits: int = 16
     # layers that know their checkpoint's stored formats use them; false once --weight-bits is given
     weights_as_stored: bool = True
+    # the stored formats in use (their names, for output), when the model keeps some; not part of a mapping
+    stored_formats: str = field(default="", compare=False)
 
     def __post_init__(self):
         if not isinstance(self.weights_as_stored, bool):
             raise InvalidSpec("<workload>", "weights_as_stored", f"expected true or false, got {self.weights_as_stored!r}")
+        if not isinstance(self.stored_formats, str):
+            raise InvalidSpec("<workload>", "stored_formats", f"expected a string, got {self.stored_formats!r}")
         for f in fields(self):
-            if f.name == "weights_as_stored":
+            if f.name in ("weights_as_stored", "stored_formats"):
                 continue
             v = getattr(self, f.name)
             if not isinstance(v, int) or isinstance(v, bool):
@@ -67,6 +71,7 @@ class Workload:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        del d["stored_formats"]
         if d["weights_as_stored"]:
             # the default: left out, so mappings written before stored formats existed read the same
             del d["weights_as_stored"]
@@ -89,4 +94,7 @@ def workload_for(model, *, context=None, concurrency=None, weight_bits=None, kv_
     d.update({k: v for k, v in given.items() if v is not None})
     if weight_bits is not None:
         d["weights_as_stored"] = False
+    if d.get("weights_as_stored", True):
+        used = {g.format for x in getattr(model, "layers", ()) for g in x.weight_groups}
+        d["stored_formats"] = ", ".join(sorted(used))
     return Workload(**d)

@@ -279,9 +279,11 @@ def workload_text(wl: Workload | dict, *, per_row: tuple[str, ...] = (), concurr
 
     group = f", one scale per {wl.weight_group_size} weights" if wl.weight_group_size else ""
     context = field("context", f"{format_tokens(wl.context_tokens)} ({wl.context_tokens:,} tokens)")
+    weights = f"as stored ({wl.stored_formats})" if wl.weights_as_stored and wl.stored_formats else \
+        f"{field('weight_bits', f'{wl.weight_bits}-bit')}{group}"
     return (f"workload: context {context}, "
             f"concurrency {concurrency or field('concurrency', str(wl.concurrency))}, "
-            f"weights {field('weight_bits', f'{wl.weight_bits}-bit')}{group}, "
+            f"weights {weights}, "
             f"KV {field('kv_bits', f'{wl.kv_bits}-bit')}, "
             f"state {wl.state_bits}-bit (conv {wl.conv_state_bits}-bit), activations {wl.activation_bits}-bit, "
             f"micro-batch {wl.micro_batch}; runtime reserve {reserve_text(fleet, reserve)}")

@@ -38,19 +38,61 @@ def _refuse(top: Config, text: Config, arch, model_type, reason: str) -> Invalid
                        f"family {model_type or arch!r} is not one the interpreter lists ({listed}); {reason}")
 
 
-def _build(text: Config, model_type: str):
+def _registered_type(model_type: str, archs) -> str | None:
+    """The model type transformers registers for ``model_type``, or, for a type it does not know
+    (SGLang's ``deepseek_ref`` re-releases of DeepSeek-V4), the type whose causal-LM class is
+    ``architectures[0]``; None when neither names one."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if model_type in CONFIG_MAPPING:
+        return model_type
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
+        return None
+    types = [t for t, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if cls == archs[0] and t in CONFIG_MAPPING]
+    named = [t for t in types if archs[0].lower().startswith(t.replace("_", "").replace("-", ""))]
+    return (named or types or [None])[0]
+
+
+def _build(text: Config, model_type: str, top: Config | None = None):
+    """(transformers config, module tree on the meta device) of the text model; a text config no
+    auto class builds (Step-3.7's) is built inside the wrapper class ``architectures[0]`` names."""
     import torch
     import transformers
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+    resolved = _registered_type(model_type, text.data.get("architectures") or (top.data.get("architectures")
+                                                                              if top is not None else None))
+    if resolved is None:
+        raise ValueError(f"transformers {transformers.__version__} registers no model type {model_type!r} "
+                         "and no causal-LM class of the config's architectures")
     data = {k: v for k, v in text.data.items() if k not in ("quantization_config", "auto_map", "architectures")}
-    cfg = AutoConfig.for_model(model_type, **{k: v for k, v in data.items() if k != "model_type"})
+    cfg = AutoConfig.for_model(resolved, **{k: v for k, v in data.items() if k != "model_type"})
     transformers.logging.set_verbosity_error()
     with torch.device("meta"), contextlib.redirect_stderr(io.StringIO()):
         try:
             return cfg, AutoModelForCausalLM.from_config(cfg)
         except ValueError:
+            pass
+        try:
             return cfg, AutoModel.from_config(cfg)
+        except ValueError:
+            wrapper = _wrapper_class(top) if top is not None and top is not text else None
+            if wrapper is None:
+                raise
+            from transformers import CONFIG_MAPPING
+            full = {k: v for k, v in top.data.items() if k not in ("quantization_config", "auto_map")}
+            return cfg, wrapper._from_config(CONFIG_MAPPING[top.data["model_type"]].from_dict(full))
+
+
+def _wrapper_class(top: Config):
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    archs, mt = top.data.get("architectures"), top.data.get("model_type")
+    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)) or mt not in CONFIG_MAPPING:
+        return None
+    return getattr(transformers, archs[0], None)
 
 
 def _decoder_layers(model, n: int):
@@ -73,7 +115,7 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
         raise _refuse(top, text, arch, model_type, "and the config names no model_type to build")
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
-        cfg, model = _build(text, model_type)
+        cfg, model = _build(text, model_type, top)
     except Exception as exc:   # transformers raises many kinds; any of them means it cannot build this config
         raise _refuse(top, text, arch, model_type,
                       f"transformers cannot build it on the meta device ({type(exc).__name__}: "

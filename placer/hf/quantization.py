@@ -10,7 +10,10 @@ Methods read, with what each stores beside the packed weights (see :mod:`placer.
   group / channel / tensor / block / tensor_group, ``group_size``, ``symmetric``, ``scale_dtype``);
   ``pack-quantized`` int4/int8 stores a 2-int64 ``weight_shape`` per tensor; asymmetric groups store
   packed zero points; ``nvfp4`` adds a global fp32 scale; static input activations an input scale.
-* ``modelopt`` NVFP4 (4-bit, fp8 scale per 16, fp32 global and input scales) and FP8 (per tensor).
+* ``modelopt``: NVFP4 (4-bit, fp8 scale per 16, fp32 global and input scales), W4A16_NVFP4 (no
+  input scale), FP8 per tensor, per channel (``FP8_PER_CHANNEL_PER_TOKEN``) or in 128 x 128 blocks
+  (``FP8_PB_WO`` / ``FP8_BLOCK_SCALES``), MXFP8 (e8m0 scale per 32); ``MIXED_PRECISION`` gives each
+  module of ``quantized_layers`` its own algorithm (a module not listed keeps the checkpoint dtype).
 * ``awq`` (packed qweight, fp16 scales and packed zeros per group) and ``gptq`` (also one int32
   ``g_idx`` per input column), ``bits`` and ``group_size`` (-1: per output channel).
 * ``bitsandbytes``: 4-bit (nf4/fp4) blocks of 64 with fp32 absmax, or 8-bit absmax plus fp32 per
@@ -56,6 +59,7 @@ class _Rule:
     targets: list[str] | None = None      # None: every linear weight (subject to ignore)
     experts_only: bool = False
     lm_head: bool = False                 # whether the method converts the LM head
+    style: str = "ct"                     # how targets match: "ct" (compressed-tensors), "module" (a module and what it holds)
 
 
 @dataclass
@@ -86,12 +90,14 @@ class Quantization:
                 continue
             if lm_head and not r.lm_head:
                 continue
-            if r.targets is None or any(_matches(t, n, "ct") for t in r.targets for n in names):
+            if r.targets is None or any(_matches(t, n, r.style) for t in r.targets for n in names):
                 return r.name
         return self.dtype
 
 
 def _matches(pattern: str, name: str, style: str) -> bool:
+    if style == "module":
+        return name == pattern or name.startswith(pattern + ".")
     if pattern == "Linear":
         return True
     if pattern.startswith("re:"):
@@ -173,18 +179,62 @@ def _compressed_tensors(q: Config, dtype: int, dtype_name: str) -> Quantization:
     return Quantization("compressed-tensors", dtype_name, formats, rules, list(ignore), "ct")
 
 
+# ModelOpt's per-tensor algorithms (``quant_algo``) and what each stores beside the packed weights
+# (vLLM's ``modelopt.py`` reads the same names): name -> (format name, format) for a group size
+def _modelopt_format(algo: str, group: int | None) -> tuple[str, dict] | None:
+    if algo == "NVFP4":               # fp8 scale per 16, fp32 global scale and static input scale
+        g = group or 16
+        return f"nvfp4-g{g}", {"bits": 4, "group_size": g, "scale_bits": 8, "tensor_scale_bits": 64,
+                               "method": "modelopt NVFP4"}
+    if algo == "W4A16_NVFP4":         # weight-only: no input scale
+        g = group or 16
+        return f"nvfp4-w4a16-g{g}", {"bits": 4, "group_size": g, "scale_bits": 8, "tensor_scale_bits": 32,
+                                     "method": "modelopt W4A16_NVFP4"}
+    if algo in ("FP8", "FP8_PER_TENSOR"):   # fp32 weight and input scales per tensor
+        return "fp8", {"bits": 8, "tensor_scale_bits": 64, "method": "modelopt FP8"}
+    if algo == "FP8_PER_CHANNEL_PER_TOKEN":  # fp32 scale per output channel, activations dynamic
+        return "fp8-channel", {"bits": 8, "row_scale_bits": 32, "method": "modelopt FP8_PER_CHANNEL_PER_TOKEN"}
+    if algo in ("FP8_PB_WO", "FP8_BLOCK_SCALES"):   # fp32 scale per square block, weight only
+        b = group or 128
+        return f"fp8-block{b}x{b}", {"bits": 8, "block": [b, b], "scale_bits": 32, "method": f"modelopt {algo}"}
+    if algo == "MXFP8":               # e8m0 scale per 32
+        return "mxfp8", {"bits": 8, "group_size": 32, "scale_bits": 8, "method": "modelopt MXFP8"}
+    return None
+
+
+_MODELOPT_LAYER_ALGOS = "NVFP4, W4A16_NVFP4, FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, FP8_BLOCK_SCALES, MXFP8"
+_MODELOPT_READ = _MODELOPT_LAYER_ALGOS + ", MIXED_PRECISION"
+
+
 def _modelopt(q: Config, dtype_name: str) -> Quantization:
     algo = (q.text("quant_algo", None) or "").upper()
     excl = q.data.get("exclude_modules") or q.data.get("ignore") or q.data.get("modules_to_not_convert") or []
-    if algo == "NVFP4":
-        g = q.integer("group_size", 16)
-        fmt = {"bits": 4, "group_size": g, "scale_bits": 8, "tensor_scale_bits": 64, "method": "modelopt NVFP4"}
-        return Quantization("modelopt", dtype_name, {f"nvfp4-g{g}": fmt}, [_Rule(f"nvfp4-g{g}", fmt, lm_head=True)],
-                            list(excl))
-    if algo in ("FP8", "FP8_PER_TENSOR"):
-        fmt = {"bits": 8, "tensor_scale_bits": 64, "method": "modelopt FP8"}
-        return Quantization("modelopt", dtype_name, {"fp8": fmt}, [_Rule("fp8", fmt, lm_head=True)], list(excl))
-    raise q.fail("quant_algo", f"unsupported modelopt algorithm {algo!r} (read: NVFP4, FP8)")
+    if algo == "MIXED_PRECISION":
+        return _modelopt_mixed(q, dtype_name, list(excl))
+    found = _modelopt_format(algo, q.integer("group_size", None))
+    if found is None:
+        raise q.fail("quant_algo", f"unsupported modelopt algorithm {algo!r} (read: {_MODELOPT_READ})")
+    name, fmt = found
+    return Quantization("modelopt", dtype_name, {name: fmt}, [_Rule(name, fmt, lm_head=True)], list(excl))
+
+
+def _modelopt_mixed(q: Config, dtype_name: str, excl: list[str]) -> Quantization:
+    """``MIXED_PRECISION``: ``quantized_layers`` names each quantized module (a whole ``mlp.experts``
+    module or one projection) with its own algorithm; a module not listed keeps the checkpoint dtype."""
+    layers = q.section("quantized_layers")
+    formats: dict[str, dict] = {}
+    targets: dict[str, list[str]] = {}
+    for module, entry in layers.data.items():
+        e = layers.section(module)
+        algo = (e.text("quant_algo") or "").upper()
+        found = _modelopt_format(algo, e.integer("group_size", None))
+        if found is None:
+            raise e.fail("quant_algo", f"unsupported modelopt algorithm {algo!r} (read: {_MODELOPT_LAYER_ALGOS})")
+        name, fmt = found
+        formats[name] = fmt
+        targets.setdefault(name, []).append(module)
+    rules = [_Rule(name, formats[name], mods, lm_head=True, style="module") for name, mods in targets.items()]
+    return Quantization("modelopt", dtype_name, formats, rules, excl)
 
 
 def read_quantization(text: Config, top: Config, sibling: dict | None, source_sibling: str | None) -> Quantization | None:
@@ -207,7 +257,9 @@ def read_quantization(text: Config, top: Config, sibling: dict | None, source_si
     if method is None:
         raise q.fail("quant_method", "required key is missing")
     method = method.lower()
-    if method == "modelopt" and not q.has("quant_algo") and sibling is not None:
+    if method == "modelopt" and sibling is not None and isinstance(sibling.get("quantization"), dict) and (
+            not q.has("quant_algo") or (str(q.data.get("quant_algo")).upper() == "MIXED_PRECISION"
+                                        and not q.has("quantized_layers"))):
         sc = Config(sibling, source_sibling or "hf_quant_config.json")
         q = sc.section("quantization")
     plain_ignore = list(q.data.get("modules_to_not_convert") or q.data.get("ignored_layers") or [])

@@ -70,7 +70,10 @@ FAMILIES: tuple[Family, ...] = (
            names=(("shared_experts.", "shared_expert."),)),
     Family(("qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"), "hf_corpus/Qwen--Qwen3.5-35B-A3B",
            qk_norm="head", gated_attention=True, shared_expert_gate=True,
-           names=(("shared_experts.", "shared_expert."),)),
+           # the checkpoint splits the fused projections (in_proj_qkv + in_proj_z, in_proj_b + in_proj_a):
+           # each fused tensor takes the format of its first part
+           names=(("shared_experts.", "shared_expert."), ("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv"),
+                  ("linear_attn.in_proj_ba", "linear_attn.in_proj_b"))),
     Family(("mixtral",), "hf_corpus/mistralai--Mixtral-8x7B-v0.1", names=_MIXTRAL_NAMES, defaults={"num_key_value_heads": 8}),
     Family(("phi3",), "hf_families/phi3", notes="fused qkv_proj and gate_up_proj: same parameters"),
     Family(("deepseek_v3", "kimi_k2"), "hf_corpus/deepseek-ai--DeepSeek-V3", router_bias=True),
