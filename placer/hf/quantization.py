@@ -224,7 +224,7 @@ def _modelopt_mixed(q: Config, dtype_name: str, excl: list[str]) -> Quantization
     layers = q.section("quantized_layers")
     formats: dict[str, dict] = {}
     targets: dict[str, list[str]] = {}
-    for module, entry in layers.data.items():
+    for module in layers.data:
         e = layers.section(module)
         algo = (e.text("quant_algo") or "").upper()
         found = _modelopt_format(algo, e.integer("group_size", None))
