@@ -249,6 +249,10 @@ def load_model(ref: str | Path, *, fold_embeddings: bool | None = None, mtp: boo
     from .catalog import resolve_model
 
     path = resolve_model(ref)
+    if path.is_dir():                     # a Hugging Face snapshot directory
+        data = spec_from_hf_file(path)
+        return model_from_dict(data, source=str(path), sha256=spec_sha256(data), fold_embeddings=fold_embeddings,
+                               mtp=mtp, text_only=text_only)
     data, _ = load_yaml_or_json(path) if path.suffix != ".json" else (None, "")
     if data is None:
         data = load_config_json(path)
@@ -279,7 +283,7 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     h = spec.hidden_size or 0
     layers: list[Layer] = []
     wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
-    notes = [spec.workload_notes] if spec.workload_notes else []
+    notes = [f"warning: {w}" for w in spec.import_warnings] + ([spec.workload_notes] if spec.workload_notes else [])
     if spec.vision_tower is not None:
         if text_only:
             notes.append("vision/audio tower dropped (--text-only)")

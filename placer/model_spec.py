@@ -247,6 +247,8 @@ class ModelSpec(StrictSpec):
     vision_tower: ExtraNodeSpec | None = None
     mtp: ExtraNodeSpec | None = None
     workload_notes: str | None = None
+    # what an import could not read as the checkpoint stores it (printed as warnings)
+    import_warnings: list[str] = Field(default_factory=list)
     # the longest context the model was trained for (config.json's key); longer contexts are
     # planned as asked, with a warning
     max_position_embeddings: PosInt | None = None

@@ -218,7 +218,9 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
         warn(note)
     for note in model.notes:
         # what the model's spec says about itself (an import's workload defaults, a tower, MTP layers)
-        if not (note.startswith("imported workload defaults") and kw.get("context") is not None
+        if note.startswith("warning: "):
+            warn(f"{model.name}: {note.removeprefix('warning: ')}")
+        elif not (note.startswith("imported workload defaults") and kw.get("context") is not None
                 and kw.get("concurrency") is not None):
             click.echo(f"note: {model.name}: {note}", err=True)
     return model, fleet, wl

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import json
 import re
+from glob import escape as glob_escape
 from pathlib import Path
 
 import yaml
 
 from ..errors import InvalidSpec
+from ..spec_io import load_json
 from ..layers import ffn_tensors, mixer_tensors
 from .config import Config, load_config_json
 from .interpret import Interpretation, LayerPlan, interpret
 from .pattern import compress_pattern
-from .quantization import Quantization, dtype_bits, read_quantization
+from .quantization import Quantization, dtype_bits, index_modules, read_quantization
 from .quirks import FAMILIES, Family, family_of
 from .vision import vision_params
 
@@ -195,12 +197,15 @@ def _unknown_family(text: Config, arch: str | None, model_type, top: Config, sib
 
 
 def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = None,
-                        sibling_source: str | None = None) -> dict:
+                        sibling_source: str | None = None, index: dict | None = None) -> dict:
     """A compact-form model spec (see :class:`placer.model.ModelSpec`) from a Hugging Face ``config.json``.
 
-    ``sibling`` is the parsed ``hf_quant_config.json`` beside it, if any. Raises
-    :class:`InvalidSpec` for a family neither the interpreter nor (with ``placer[hf]``) the
+    ``sibling`` is the parsed ``hf_quant_config.json`` beside it, if any; ``index`` the parsed
+    ``model.safetensors.index.json``, whose tensor list says which modules are stored with scales.
+    Raises :class:`InvalidSpec` for a family neither the interpreter nor (with ``placer[hf]``) the
     meta-device path can read, or a missing or ill-typed key (named, dotted for nested ones).
+    A config that says its checkpoint is quantized while no stored format is read gets a warning
+    (``import_warnings``): its weights then count at ``--weight-bits``.
     """
     if not isinstance(config, dict):
         raise InvalidSpec(source, "-", "expected a JSON object")
@@ -212,13 +217,23 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
     fam = family_of(model_type if isinstance(model_type, str) else None)
     if fam is None and wrapped:
         fam = family_of(top.data.get("model_type"))
+    modules = index_modules(index) if index is not None else None
+    said = _says_quantized(top, text, sibling, modules)
+    warnings = []
     if fam is None:
         spec = _unknown_family(text, arch, model_type, top, sibling, sibling_source)
         path = "meta"
+        if said:
+            warnings.append(f"the checkpoint is quantized ({said}) but the meta-device path counts parameters, "
+                            "not stored formats: weights count at --weight-bits (16 unless given)")
     else:
         interp = interpret(text, fam)
         interp.dtype_bits = dtype_bits(text, top)
-        q = read_quantization(text, top, sibling, sibling_source)
+        q = read_quantization(text, top, sibling, sibling_source, modules)
+        if q is None and said:
+            warnings.append(f"the config says the checkpoint is quantized ({said}) but no stored format could be "
+                            "read (no quantization_config, no hf_quant_config.json): weights count at "
+                            "--weight-bits (16 unless given)")
         spec = _assemble(interp, q, fam, wrapped)
         spec.update(_storage_section(q, interp, fam, wrapped))
         spec.update(_workload(interp, q))
@@ -229,6 +244,8 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
                               "transformers module tree on the meta device") + ")",
             "source": source, "architecture": arch or str(model_type)}
     spec = {**head, **spec}
+    if warnings:
+        spec["import_warnings"] = warnings
     mp = text.data.get("max_position_embeddings")
     if isinstance(mp, int) and not isinstance(mp, bool) and 0 < mp <= 10**18:
         spec["max_position_embeddings"] = mp
@@ -245,6 +262,29 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
             spec["notes"] = "vision/audio tower counted from its config by the ViT formula (placer/hf/vision.py)"
         break
     return spec
+
+
+_QUANT_WORDS = re.compile(r"(?<![A-Za-z0-9])(NVFP4|MXFP4|FP8|FP4|INT4|INT8|AWQ|GPTQ|W4A16|W4A8|W8A8|W8A16|BNB|4bit|8bit)"
+                          r"(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _says_quantized(top: Config, text: Config, sibling: dict | None, modules) -> str:
+    """What says the checkpoint is quantized (empty when nothing does)."""
+    if any(isinstance(c.data.get("quantization_config"), dict) for c in (top, text)):
+        return "quantization_config"
+    if sibling is not None:
+        return "hf_quant_config.json"
+    if modules is not None and modules[1]:
+        return f"the safetensors index stores scales for {len(modules[1]):,} modules"
+    for c in (top, text):
+        raw = c.data.get("_name_or_path")
+        if isinstance(raw, str):
+            hit = _QUANT_WORDS.search(raw.rsplit("/", 1)[-1])
+            if hit:
+                return f"its name says {hit.group(1)}"
+    hit = _QUANT_WORDS.search(Path(top.source).parent.name if Path(top.source).name == "config.json"
+                              else Path(top.source).stem)
+    return f"its name says {hit.group(1)}" if hit else ""
 
 
 def _storage_section(q: Quantization | None, interp: Interpretation, fam: Family, wrapped: bool) -> dict:
@@ -275,16 +315,71 @@ def _workload(interp: Interpretation, q: Quantization | None) -> dict:
 
 
 def spec_from_hf_file(path: str | Path, data: dict | None = None) -> dict:
-    """The spec of the ``config.json`` at ``path`` (reading a sibling ``hf_quant_config.json``);
-    ``data`` is its content when already read."""
+    """The spec of the ``config.json`` at ``path``, or of a Hugging Face snapshot directory (its
+    ``config.json``); ``data`` is the config's content when already read.
+
+    Beside the config it reads ``hf_quant_config.json`` (``<stem>.hf_quant_config.json`` for a config
+    saved under another name); failing that, the one JSON file there whose name says ``quant`` and
+    that holds a quantization config (several such files: a warning, none read); and the
+    safetensors index (``model.safetensors.index.json``, ``<stem>.safetensors.index.json``), whose
+    tensor list decides which modules are stored with scales.
+    """
     path = Path(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InvalidSpec(str(path), "config.json", "a Hugging Face snapshot directory holds a config.json; "
+                                                        "there is none here")
+        path, data = path / "config.json", None
     data = load_config_json(path) if data is None else data
-    # beside a config.json as Hugging Face snapshots lay it out, or as <name>.hf_quant_config.json
-    sibling_path = next((p for p in (path.parent / "hf_quant_config.json",
-                                     path.with_name(f"{path.stem}.hf_quant_config.json"))
-                         if p.is_file() and p != path), None)
+    snapshot = path.name == "config.json"
+    named = [path.parent / "hf_quant_config.json"] if snapshot else []
+    named.append(path.with_name(f"{path.stem}.hf_quant_config.json"))
+    sibling_path = next((p for p in named if p.is_file() and p != path), None)
+    notes = []
     sibling = load_config_json(sibling_path) if sibling_path is not None else None
-    return spec_from_hf_config(data, str(path), sibling=sibling, sibling_source=str(sibling_path))
+    if sibling_path is None and not _has_quantization(data):
+        sibling_path, sibling, data, notes = _other_quant_file(path, data, snapshot)
+    index_path = next((p for p in ([path.parent / "model.safetensors.index.json"] if snapshot else [])
+                       + [path.with_name(f"{path.stem}.safetensors.index.json")] if p.is_file()), None)
+    index = load_json(index_path)[0] if index_path is not None else None
+    spec = spec_from_hf_config(data, str(path), sibling=sibling, sibling_source=str(sibling_path), index=index)
+    if notes:
+        spec["import_warnings"] = notes + spec.get("import_warnings", [])
+    return spec
+
+
+def _has_quantization(data: dict) -> bool:
+    return isinstance(data, dict) and any(isinstance(c.get("quantization_config"), dict)
+                                          for c in [data] + [data[k] for k in _WRAPPERS if isinstance(data.get(k), dict)])
+
+
+def _other_quant_file(path: Path, data: dict, snapshot: bool):
+    """(path, sibling, config data, warnings) for a quantization file beside the config under another
+    name: any ``*quant*.json`` in a snapshot directory, ``<stem>*quant*.json`` beside a renamed config."""
+    pattern = "*quant*.json" if snapshot else f"{glob_escape(path.stem)}*quant*.json"
+    found = []
+    for p in sorted(path.parent.glob(pattern)):
+        if p == path or p.name.endswith(".safetensors.index.json") or not p.is_file():
+            continue
+        try:
+            doc = load_config_json(p)
+        except InvalidSpec:
+            continue
+        if isinstance(doc.get("quantization"), dict) or "quant_algo" in doc or "quant_method" in doc:
+            found.append((p, doc))
+    if not found:
+        return None, None, data, []
+    if len(found) > 1:
+        names = ", ".join(p.name for p, _ in found)
+        return None, None, data, [f"several quantization files beside the config ({names}): none read; "
+                                  "name the checkpoint's one hf_quant_config.json"]
+    p, doc = found[0]
+    note = f"quantization read from {p.name} (beside the config under another name)"
+    if isinstance(doc.get("quantization"), dict):
+        return p, doc, data, [note]
+    if "quant_method" not in doc:                      # a bare ModelOpt section
+        return p, {"quantization": doc}, data, [note]
+    return None, None, {**data, "quantization_config": doc}, [note]
 
 
 def spec_to_yaml(spec: dict, header: str = "") -> str:

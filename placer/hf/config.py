@@ -96,10 +96,14 @@ class Config:
             out.append(x)
         return out
 
-    def texts(self, key: str, length: int | None = None) -> list[str]:
+    def texts(self, key: str, length: int | None = None, extra: int = 0) -> list[str]:
+        """A list of strings, one per decoder layer when ``length`` is given; with ``extra``, the list may
+        also carry that many entries after them (MTP layers listed beside the decoder's), left out."""
         value = self._raw(key, REQUIRED)
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             raise self.fail(key, "expected a list of strings")
+        if length is not None and extra and len(value) == length + extra:
+            return value[:length]
         if length is not None and len(value) != length:
             raise self.fail(key, f"has {len(value)} entries but num_hidden_layers is {length}")
         return value

@@ -83,11 +83,13 @@ def _layer_kinds(c: Config, n: int, fam: Family) -> list[str]:
         return ["kda" if i + 1 in ks else full for i in range(n)]
     types_key = c.first("layer_types", "layers_block_type", "layer_type")
     if types_key is not None:
-        types = c.texts(types_key, n)
+        types = c.texts(types_key, n, extra=_mtp_count(c))
         table = {"full_attention": full, "attention": full, "global": full, "sliding_attention": "sliding",
                  "sliding": "sliding", "local": "sliding", "chunked_attention": "chunked",
                  "linear_attention": None, "mamba": "mamba2" if fam.norms == 1 else "mamba", "mamba2": "mamba2",
-                 "hybrid": None, "moe": "none", "mlp": "none", "indexed_attention": full}
+                 "hybrid": None, "moe": "none", "mlp": "none", "indexed_attention": full,
+                 # GLM-5.2 / 5.3: MLA with the DSA indexer on every such layer (the indexer comes from index_*)
+                 "deepseek_sparse_attention": full}
         out = []
         for i, t in enumerate(types):
             if t not in table:
@@ -139,6 +141,13 @@ def _linear_kind(c: Config, fam: Family) -> str:
         return fam.linear_kind
     raise c.fail("layer_types", "names linear layers but the config has no linear-attention dimensions "
                                 "(linear_num_value_heads, linear_attn_config, mamba_*)")
+
+
+def _mtp_count(c: Config) -> int:
+    """MTP layers the config declares; a per-layer list may carry theirs after the decoder's."""
+    key = c.first(*MTP)
+    value = c.data.get(key) if key else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 64 else 0
 
 
 # ----------------------------------------------------------------------------- mixers
@@ -263,7 +272,7 @@ def _moe_layers(c: Config, n: int, kinds: list[str]) -> list[bool]:
     if isinstance(c.data.get("layers_block_type"), list) and "moe" in c.data["layers_block_type"]:
         return [t == "moe" for t in c.texts("layers_block_type", n)]
     if c.has("mlp_layer_types"):
-        types = c.texts("mlp_layer_types", n)
+        types = c.texts("mlp_layer_types", n, extra=_mtp_count(c))
         return [t in ("sparse", "moe") for t in types]
     if c.has("interleave_moe_layer_step"):
         step = c.integer("interleave_moe_layer_step")

@@ -32,7 +32,7 @@ from fnmatch import fnmatchcase
 
 from .config import Config
 
-__all__ = ["Quantization", "read_quantization", "dtype_bits"]
+__all__ = ["Quantization", "read_quantization", "dtype_bits", "index_modules"]
 
 _DTYPE_BITS = {"bfloat16": 16, "float16": 16, "half": 16, "float32": 32, "float": 32, "float8_e4m3fn": 8,
                "float8_e5m2": 8, "uint8": 8, "int8": 8, "float8_e8m0fnu": 8}
@@ -73,6 +73,9 @@ class Quantization:
     ignore: list[str] = field(default_factory=list)
     ignore_style: str = "plain"           # "ct": compressed-tensors (re: prefixes); "plain": names / globs
     notes: list[str] = field(default_factory=list)
+    # (every module, the modules stored with scales) from the checkpoint's safetensors index: where it
+    # names a module, it says whether that module is quantized, whatever the ignore lists say
+    index: tuple[frozenset, frozenset] | None = None
 
     def _ignored(self, names: list[str]) -> bool:
         for pat in self.ignore:
@@ -83,8 +86,20 @@ class Quantization:
 
     def format_of(self, names: list[str], *, expert: bool, lm_head: bool = False) -> str:
         """The format name of the linear module known by ``names`` (its candidate full names)."""
+        listed = [n for n in names if self.index is not None and n in self.index[0]]
+        if listed:
+            if not any(n in self.index[1] for n in listed):
+                return self.dtype                 # stored without scales: at the checkpoint dtype
+            found = self._rule(names, expert, lm_head)
+            if found != self.dtype:
+                return found
+            # stored with scales though the ignore lists keep it: the method's first format that applies
+            return next((r.name for r in self.rules if expert or not r.experts_only), self.dtype)
         if self._ignored(names):
             return self.dtype
+        return self._rule(names, expert, lm_head)
+
+    def _rule(self, names: list[str], expert: bool, lm_head: bool) -> str:
         for r in self.rules:
             if r.experts_only and not expert:
                 continue
@@ -237,7 +252,33 @@ def _modelopt_mixed(q: Config, dtype_name: str, excl: list[str]) -> Quantization
     return Quantization("modelopt", dtype_name, formats, rules, excl)
 
 
-def read_quantization(text: Config, top: Config, sibling: dict | None, source_sibling: str | None) -> Quantization | None:
+# tensors a quantized checkpoint stores beside (or instead of) a module's ``weight``
+_SCALE_LEAVES = ("weight_scale", "weight_scale_inv", "weight_scale_2", "weight_packed", "weight_global_scale",
+                 "qweight", "qzeros", "scales", "SCB", "weight_zero_point", "blocks")
+
+
+def index_modules(index: dict) -> tuple[frozenset, frozenset]:
+    """(every module, the quantized ones) named by a ``model.safetensors.index.json``'s ``weight_map``:
+    a module is quantized when it stores a scale or packed weight (``weight_scale``, ``weight_packed``,
+    ``qweight``, bitsandbytes' ``weight.absmax``, ...)."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    modules, quantized = set(), set()
+    for key in weight_map if isinstance(weight_map, dict) else ():
+        if not isinstance(key, str) or "." not in key:
+            continue
+        if ".weight." in key:                      # bitsandbytes: <module>.weight.absmax, .quant_state...
+            module = key.split(".weight.", 1)[0]
+            quantized.add(module)
+        else:
+            module, leaf = key.rsplit(".", 1)
+            if leaf in _SCALE_LEAVES or leaf.endswith(("_blocks", "_scales")):
+                quantized.add(module)
+        modules.add(module)
+    return frozenset(modules), frozenset(quantized)
+
+
+def read_quantization(text: Config, top: Config, sibling: dict | None, source_sibling: str | None,
+                      index: tuple[frozenset, frozenset] | None = None) -> Quantization | None:
     """The checkpoint's stored formats, or None when the weights are stored plainly at the dtype."""
     dtype = dtype_bits(text, top)
     dtype_name = {16: "bf16", 32: "fp32", 8: "fp8"}.get(dtype, f"{dtype}bit")
@@ -318,4 +359,5 @@ def read_quantization(text: Config, top: Config, sibling: dict | None, source_si
         raise q.fail("quant_method", f"unsupported quantization method {method!r} (read: fp8, mxfp4, "
                                      "compressed-tensors, modelopt, awq, gptq, bitsandbytes)")
     out.formats = {out.dtype: {"bits": dtype, "method": "checkpoint dtype"}, **out.formats}
+    out.index = index if index is not None and index[1] else None
     return out
