@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import InvalidSpec
-from ..spec_io import load_json
 from ..layers import ffn_tensors, mixer_tensors
+from ..spec_io import load_json
 from .config import Config, load_config_json
 from .interpret import Interpretation, LayerPlan, interpret
 from .pattern import compress_pattern
