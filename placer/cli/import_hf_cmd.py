@@ -11,7 +11,7 @@ from .common import output_file
 @click.option("-o", "--output", default=None, metavar="PATH", type=output_file,
               help="Write the model spec here (atomically) instead of printing it.")
 def import_hf_command(config, output):
-    """Turn a Hugging Face CONFIG.json into a placer model spec (YAML).
+    """Turn a Hugging Face CONFIG.json (or a snapshot directory holding one) into a placer model spec (YAML).
 
     Families the interpreter reads are listed in the README (`placer import-hf --help`); others are
     read from transformers' module tree on the meta device with the optional extra placer[hf].
