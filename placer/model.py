@@ -249,7 +249,7 @@ def load_model(ref: str | Path, *, fold_embeddings: bool | None = None, mtp: boo
     from .catalog import resolve_model
 
     path = resolve_model(ref)
-    if path.is_dir():                     # a Hugging Face snapshot directory
+    if path.is_dir() and path.suffix not in (".yaml", ".yml", ".json"):   # a Hugging Face snapshot directory
         data = spec_from_hf_file(path)
         return model_from_dict(data, source=str(path), sha256=spec_sha256(data), fold_embeddings=fold_embeddings,
                                mtp=mtp, text_only=text_only)

@@ -421,6 +421,7 @@ _IN_ENDINGS = ("o_proj.weight", "out_proj.weight", "down_proj.weight", "x_proj.w
 
 
 def _split_of(name: str, mixer: dict, role: str) -> str:
+    """How the tensor ``name`` (of ``role``, in a layer whose mixer is ``mixer``) splits across ranks."""
     t = mixer.get("type") if mixer else None
     if role in ("norm", "router", "latent") or name.endswith(_WHOLE_ENDINGS):
         return "whole"
@@ -508,8 +509,10 @@ def stored_slices(layer: Layer, hidden: int, tp: int, ep: bool = False):
 
 
 def _stored_bytes_per_rank(layer: Layer, hidden: int, tp: int, ep: bool) -> int:
-    if refusal(layer, hidden, tp, ep) is not None:
-        raise ValueError(refusal(layer, hidden, tp, ep))
+    """The heaviest rank's bytes of ``layer``'s stored tensors: each slice at its format, scales included."""
+    why = refusal(layer, hidden, tp, ep)
+    if why is not None:
+        raise ValueError(why)
     if layer.kind in ("embedding", "lm_head"):
         b = 0
         for grp in layer.weight_groups:

@@ -325,7 +325,7 @@ def spec_from_hf_file(path: str | Path, data: dict | None = None) -> dict:
     tensor list decides which modules are stored with scales.
     """
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and path.suffix not in (".yaml", ".yml", ".json"):
         if not (path / "config.json").is_file():
             raise InvalidSpec(str(path), "config.json", "a Hugging Face snapshot directory holds a config.json; "
                                                         "there is none here")
