@@ -284,3 +284,21 @@ def test_stored_formats_per_rank_agree_with_the_solver(stem):
             for x in m.layers:
                 if V.rank_refusal(x, h, g, ep) is None:
                     assert V.rank_weight_bytes(x, h, wl, g, ep) == P.weight_bytes_per_rank(x, h, wl, g, ep), (x.name, g)
+
+
+def test_stored_format_plan_at_tp_validates_and_a_solver_that_drops_scales_is_caught(monkeypatch):
+    """An NVFP4 checkpoint planned at tp 4 as stored validates; a solver that forgot the slices'
+    fp8 scales (4 bits per weight only) is refused by the validator's own slicing."""
+    m = load_model(CORPUS / "nvidia--MiniMax-M2.5-NVFP4.json")
+    fleet = load_fleet("h100", racks=1)
+    wl = workload_for(m, context="8k", concurrency=8)
+    honest = solve(m, fleet, wl, tp=4, time_limit=10, workers=1)
+    assert validate_mapping(honest.mapping, model=m, fleet=fleet) == []
+    real = P.tensor_bytes
+    monkeypatch.setattr(P, "tensor_bytes", lambda shape, fmt, stacked=False: real(
+        shape, fmt.__class__(bits=fmt.bits), stacked=stacked))
+    broken = solve(m, fleet, wl, tp=4, time_limit=10, workers=1)
+    found = validate_mapping(broken.mapping, model=m, fleet=fleet)
+    assert found[0].kind == "bytes_mismatch" and "weights states 30,163,441,664, recomputed 33,674,455,040" \
+        in found[0].message
+    assert {v.kind for v in found} <= {"bytes_mismatch", "concurrency_overstated"}
