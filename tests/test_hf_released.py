@@ -188,3 +188,21 @@ def test_workload_line_says_weights_as_stored(command, run_cli):
     assert "weights as stored (bf16, nvfp4-g16)" in line and "weights 16-bit" not in line
     code, out, _ = run_cli([command[0], model, *command[1:], "--context", "8k", "--weight-bits", "8"])
     assert "weights 8-bit" in next(x for x in out.splitlines() if x.startswith("workload:"))
+
+
+def test_a_large_index_is_read_and_a_broken_one_is_said(tmp_path):
+    """An index beyond a spec file's 8 MiB (Qwen3-235B's experts alone: 144,000 tensors) is read; an unreadable
+    one is named in a warning and the configs alone decide."""
+    snap = _snapshot(tmp_path, "nvidia--Qwen3-235B-A22B-NVFP4")
+    weights = {f"model.layers.{i}.mlp.experts.{e}.{p}.{leaf}": "model-00001-of-00099.safetensors"
+               for i in range(94) for e in range(128) for p in ("gate_proj", "up_proj", "down_proj")
+               for leaf in ("weight", "weight_scale", "weight_scale_2", "input_scale")}
+    weights["model.layers.0.self_attn.o_proj.weight"] = "model-00001-of-00099.safetensors"
+    text = json.dumps({"metadata": {}, "weight_map": weights})
+    assert len(text) > 8 * 2**20
+    (snap / "model.safetensors.index.json").write_text(text)
+    m = load_model(snap)
+    assert any("self_attn.o_proj.weight" in g.tensors and g.format == "bf16" for g in m.layers[1].weight_groups)
+    (snap / "model.safetensors.index.json").write_text("{")
+    broken = load_model(snap)
+    assert any(n.startswith("warning: model.safetensors.index.json not read (JSONDecodeError)") for n in broken.notes)

@@ -24,7 +24,6 @@ import yaml
 
 from ..errors import InvalidSpec
 from ..layers import ffn_tensors, mixer_tensors
-from ..spec_io import load_json
 from .config import Config, load_config_json
 from .interpret import Interpretation, LayerPlan, interpret
 from .pattern import compress_pattern
@@ -341,11 +340,32 @@ def spec_from_hf_file(path: str | Path, data: dict | None = None) -> dict:
         sibling_path, sibling, data, notes = _other_quant_file(path, data, snapshot)
     index_path = next((p for p in ([path.parent / "model.safetensors.index.json"] if snapshot else [])
                        + [path.with_name(f"{path.stem}.safetensors.index.json")] if p.is_file()), None)
-    index = load_json(index_path)[0] if index_path is not None else None
+    index = None
+    if index_path is not None:
+        index, why = _read_index(index_path)
+        if why:
+            notes.append(f"{index_path.name} not read ({why}): stored formats follow the configs alone")
     spec = spec_from_hf_config(data, str(path), sibling=sibling, sibling_source=str(sibling_path), index=index)
     if notes:
         spec["import_warnings"] = notes + spec.get("import_warnings", [])
     return spec
+
+
+_MAX_INDEX_BYTES = 256 * 2**20   # a safetensors index of a trillion-parameter checkpoint is ~10 MB
+
+
+def _read_index(path: Path) -> tuple[dict | None, str]:
+    """(the parsed safetensors index, "") or (None, why it could not be read); its size is beyond a
+    spec file's limit, so it is read here with its own."""
+    try:
+        if path.stat().st_size > _MAX_INDEX_BYTES:
+            return None, f"larger than {_MAX_INDEX_BYTES // 2**20} MiB"
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, type(exc).__name__
+    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
+        return None, "no weight_map"
+    return doc, ""
 
 
 def _has_quantization(data: dict) -> bool:
