@@ -25,13 +25,27 @@ from .reserve import Reserve
 from .workload import Workload
 
 __all__ = ["Pin", "Layout", "Instance", "make_instance", "group_instance", "per_stage_instance", "parse_pin", "MODES",
-           "REQUIREMENTS"]
+           "REQUIREMENTS", "REQUIREMENT_HELP", "ORDERED_REQUIREMENTS", "check_requirements"]
 
 MODES = ("contiguous", "free", "split")
-# constraints a user may ask for on top of the mode's: "attention-per-stage" = every used device
-# holds at least one full-attention layer (runtimes such as vLLM need one per pipeline rank on
-# hybrid models, vllm-project/vllm#51752)
-REQUIREMENTS = ("attention-per-stage",)
+# constraints a user may ask for on top of the mode's (a runtime's rules are a set of them,
+# placer.runtime_rules); each is honoured by every exact method and checked by the validator
+REQUIREMENT_HELP = {
+    # runtimes such as vLLM need one per pipeline rank on hybrid models (vllm-project/vllm#51752)
+    "attention-per-stage": "every stage holds a full-attention layer",
+    # vLLM and SGLang build no rank of only the embedding or only the LM head
+    "decoder-per-stage": "every stage holds a decoder layer (or a part of one)",
+    # pipeline runtimes build the embedding on the first rank and the LM head on the last
+    "embedding-first-head-last": "the embedding (with what comes before it) is on the first stage, the LM "
+                                 "head (with what comes after it) on the last",
+    # runtimes take one --tensor-parallel-size for every pipeline rank
+    "uniform-degree": "every stage runs at one tensor- and expert-parallel degree",
+}
+REQUIREMENTS = tuple(REQUIREMENT_HELP)
+# requirements that need a pipeline order (free placements have none)
+ORDERED_REQUIREMENTS = ("embedding-first-head-last",)
+# the requirements the per-stage solver (placer.perstage) models
+PER_STAGE_REQUIREMENTS = ("attention-per-stage", "uniform-degree")
 
 
 @dataclass(frozen=True)
@@ -74,11 +88,9 @@ class Instance:
     layout: Layout | None = field(default=None, compare=False)
 
     def __post_init__(self):
-        for r in self.require:
-            if r not in REQUIREMENTS:
-                raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
         if self.mode not in MODES:
             raise InvalidSpec(ARGUMENT, "mode", f"must be one of {', '.join(MODES)}")
+        check_requirements(self.require, self.mode)
         ids = {d.id for d in self.devices}
         for pin in self.pins:
             if pin.device is not None and pin.device not in ids:
@@ -122,6 +134,43 @@ class Instance:
     def attention_nodes(self) -> tuple[int, ...]:
         """Nodes that are (or hold the KV cache of) a full-attention layer."""
         return tuple(i for i, x in enumerate(self.nodes) if x.kind == "attention" and x.has_kv)
+
+    @cached_property
+    def decoder_nodes(self) -> tuple[int, ...]:
+        """Nodes that are (or are a part of) a decoder layer."""
+        return tuple(i for i, x in enumerate(self.nodes) if x.index is not None)
+
+    @cached_property
+    def cover_sets(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(requirement, nodes) for every requirement of the form "each used device holds one of
+        these nodes": ``attention-per-stage`` (full-attention nodes), ``decoder-per-stage``."""
+        out = []
+        if "attention-per-stage" in self.require:
+            out.append(("attention-per-stage", self.attention_nodes))
+        if "decoder-per-stage" in self.require:
+            out.append(("decoder-per-stage", self.decoder_nodes))
+        return tuple(out)
+
+    @cached_property
+    def end_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Node groups that must share one device under ``embedding-first-head-last``: every source
+        of the graph with the embedding (so its device is the first stage of every pipeline
+        order), every sink with the LM head (the last stage); groups of one node left out."""
+        if "embedding-first-head-last" not in self.require:
+            return ()
+        n = self.n_nodes
+        has_in, has_out = [False] * n, [False] * n
+        for u, v in self.edges:
+            has_out[u] = has_in[v] = True
+        groups = []
+        for kind, ends in (("embedding", [i for i in range(n) if not has_in[i]]),
+                           ("lm_head", [i for i in range(n) if not has_out[i]])):
+            marked = [i for i, x in enumerate(self.nodes) if x.kind == kind]
+            if marked:
+                group = tuple(sorted(set(marked) | set(ends)))
+                if len(group) > 1:
+                    groups.append(group)
+        return tuple(groups)
 
     @cached_property
     def demand_bytes(self) -> tuple[int, ...]:
@@ -243,6 +292,17 @@ class Instance:
                         None if lay is None else Layout(lay.tp, lay.ep, lay.reserve))
 
 
+def check_requirements(require, mode: str) -> None:
+    """:class:`InvalidSpec` (field ``require``) for an unknown requirement or one the mode cannot
+    have (a free placement has no first or last stage)."""
+    for r in require:
+        if r not in REQUIREMENTS:
+            raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {r!r} (one of {', '.join(REQUIREMENTS)})")
+        if r in ORDERED_REQUIREMENTS and mode == "free":
+            raise InvalidSpec(ARGUMENT, "require", f"{r} needs a pipeline order; a free placement has none "
+                                                   "(use --mode contiguous)")
+
+
 def parse_pin(text: str, model: LayerGraph) -> Pin:
     """``"0=r0w1"`` / ``"layers.0=r0w1"`` (node on device) or ``"10-20"`` (layers on one device)."""
     names = {x.name: i for i, x in enumerate(model.layers)}
@@ -354,6 +414,13 @@ def per_stage_instance(model: LayerGraph, fleet: Fleet, workload: Workload, grou
     derived = fleet_of_groups(fleet, groups)
     tp = max(len(g) for g in groups)
     per_stage = len({len(g) for g in groups}) > 1
+    unmodelled = [r for r in require if r not in PER_STAGE_REQUIREMENTS]
+    if unmodelled:
+        raise InvalidSpec(ARGUMENT, "require", f"per-stage degrees model {', '.join(PER_STAGE_REQUIREMENTS)} only, "
+                                               f"not {', '.join(unmodelled)}; solve at one degree for it")
+    if per_stage and "uniform-degree" in require:
+        raise InvalidSpec(ARGUMENT, "require", f"uniform-degree asks for one degree on every stage; this plan's "
+                                               f"stages run at {', '.join(map(str, sorted({len(g) for g in groups})))}")
     layout = Layout(tp=tp, ep=ep, reserve=reserve, groups=tuple(tuple(g) for g in groups), base_fleet=fleet,
                     per_stage=per_stage)
     return Instance(sharded, derived, workload, "contiguous", (), base_model=model, require=tuple(require),

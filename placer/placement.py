@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from time import perf_counter
 
 from .instance import Instance
+from .units import LEVEL_UNITS
 
-__all__ = ["Status", "Level", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate", "unplaced"]
+__all__ = ["Status", "Level", "LEVEL_UNITS", "levels_doc", "Result", "Stage", "route", "stages_of", "hops_of", "evaluate", "unplaced"]
 
 
 class Status(StrEnum):
@@ -33,16 +35,56 @@ class Level:
 
     ``name``: ``devices`` (count; bound is a lower bound), ``concurrency`` (the smallest stage's
     live-request ceiling; bound is an upper bound), ``latency`` (hop latency in us; lower bound),
-    ``bottleneck`` (largest weight bytes on a device; lower bound)."""
+    ``bottleneck`` (largest weight bytes on a device; lower bound). ``cap``: the level's search
+    stopped at this value, the most a workload states (:data:`placer.workload.MAX_CONCURRENCY`
+    live requests); the optimum may lie above it (None: the search was not capped)."""
 
     name: str
     value: float | int | None
     bound: float | int | None
     proven: bool
+    cap: int | None = None
 
     def __post_init__(self):
         if self.proven and self.value is not None and self.bound is not None and self.bound != self.value:
             raise ValueError(f"level {self.name}: proven with value {self.value} != bound {self.bound}")
+
+    @property
+    def unit(self) -> str:
+        """The unit of ``value`` and ``bound``."""
+        return LEVEL_UNITS.get(self.name, "")
+
+    def describe(self) -> str:
+        """One line: ``"concurrency 37 live requests (bound 40 live requests, not proven)"``, saying
+        when the search was capped; exact values (``repr`` of a float, never rounded)."""
+        unit = f" {self.unit}" if self.unit and self.name != "devices" else ""
+        capped = "" if self.cap is None else f"searched up to the workload limit of {self.cap:,}{unit}, "
+        if self.proven:
+            return f"{self.name} {_exact(self.value)}{unit} ({capped}proven)"
+        if self.bound is None:
+            return f"{self.name} {_exact(self.value)}{unit} ({capped}not proven)"
+        return f"{self.name} {_exact(self.value)}{unit} ({capped}bound {_exact(self.bound)}{unit}, not proven)"
+
+    def to_dict(self) -> dict:
+        """The level as JSON: name, exact value and bound in ``unit``, proven, and ``cap`` when the
+        search was capped (a float is written as Python's shortest exact repr, never rounded)."""
+        doc = dict(name=self.name, value=_json_number(self.value), unit=self.unit, bound=_json_number(self.bound),
+                   proven=bool(self.proven))
+        if self.cap is not None:
+            doc["cap"] = self.cap
+        return doc
+
+
+def _exact(x) -> str:
+    return "-" if x is None else repr(float(x)) if isinstance(x, float) else str(x)
+
+
+def _json_number(x):
+    """``x`` for JSON: ints stay ints, a float with an integer value stays a float, inf and nan
+    become None (JSON has neither)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 @dataclass(frozen=True)
@@ -99,6 +141,19 @@ class Result:
 
     def replace(self, **changes) -> Result:
         return replace(self, **changes)
+
+
+def levels_doc(result: Result) -> list[dict]:
+    """Every level of ``result`` as JSON (:meth:`Level.to_dict`), in the order solved. A method
+    that states no levels gets its device count as the one level, proven only when it meets the
+    proven lower bound; no placement, no levels."""
+    if result.levels:
+        return [lv.to_dict() for lv in result.levels]
+    if result.devices_used is None:
+        return []
+    lb = result.lower_bound_devices
+    proven = lb is not None and result.devices_used <= lb
+    return [Level("devices", result.devices_used, result.devices_used if proven else lb, proven).to_dict()]
 
 
 def route(instance: Instance, assignment) -> list[int]:

@@ -22,7 +22,11 @@ __all__ = [
     "format_bytes",
     "format_tokens",
     "format_duration_us",
+    "LEVEL_UNITS",
 ]
+
+# the unit of each objective level's value and bound (placer.placement.Level, the mapping's summary)
+LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
 
 _BYTE_UNITS = {
     "": 1, "b": 1, "B": 1,

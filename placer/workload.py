@@ -7,7 +7,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .errors import InvalidSpec
 from .units import parse_tokens
 
-__all__ = ["Workload", "workload_for"]
+__all__ = ["Workload", "workload_for", "MAX_CONCURRENCY"]
+
+# the most live requests a workload states (searches for a largest concurrency stop here)
+MAX_CONCURRENCY = 10**9
 
 _DEFAULTS = dict(context_tokens=8192, concurrency=1, weight_bits=16, kv_bits=16, state_bits=32,
                  conv_state_bits=16, activation_bits=16, micro_batch=1, weight_group_size=0,
@@ -55,7 +58,7 @@ class Workload:
             raise InvalidSpec("<workload>", "context_tokens", "must be at least 1 token")
         if self.context_tokens > 2**40:
             raise InvalidSpec("<workload>", "context_tokens", "beyond 2^40 tokens")
-        if not 0 <= self.concurrency <= 10**9:
+        if not 0 <= self.concurrency <= MAX_CONCURRENCY:
             raise InvalidSpec("<workload>", "concurrency", "must be between 0 and 1e9")
         for name in ("weight_bits", "kv_bits", "state_bits", "conv_state_bits", "activation_bits",
                      "weight_scale_bits"):

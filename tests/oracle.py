@@ -102,8 +102,13 @@ def demands(layers: list[dict], concurrency: int, context: int) -> tuple[list[in
 
 def solve(layers: list[dict], fleet_spec: dict, *, mode: str, concurrency: int = 0, context: int = 1,
           pins: dict[int, str] | None = None, together: list[tuple[int, ...]] = (),
-          attention_per_stage: bool = False) -> Optimum:
-    """Fewest devices, then least hop latency, by enumeration (chains only)."""
+          attention_per_stage: bool = False, decoder_per_stage: bool = False,
+          embedding_first_head_last: bool = False) -> Optimum:
+    """Fewest devices, then least hop latency, by enumeration (chains only).
+
+    ``decoder_per_stage``: every used device holds a layer of kind attention or linear_attention;
+    ``embedding_first_head_last``: the embedding's device holds the chain's first node and the LM
+    head's its last node."""
     alive, memory, direct = fleet_devices(fleet_spec)
     cost = hop_costs(alive, direct)
     demand, per_request = demands(layers, concurrency, context)
@@ -135,6 +140,13 @@ def solve(layers: list[dict], fleet_spec: dict, *, mode: str, concurrency: int =
             held.setdefault(d, []).append(i)
         if attention_per_stage and any(not any(layers[i]["kind"] == "attention" for i in nodes)
                                        for nodes in held.values()):
+            continue
+        if decoder_per_stage and any(not any(layers[i]["kind"] in ("attention", "linear_attention") for i in nodes)
+                                     for nodes in held.values()):
+            continue
+        if embedding_first_head_last and any(
+                assign[i] != assign[end] for i, x in enumerate(layers)
+                for kind, end in (("embedding", 0), ("lm_head", n - 1)) if x["kind"] == kind):
             continue
         lat = Fraction(0)
         ok = True

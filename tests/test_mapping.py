@@ -54,7 +54,7 @@ def test_stage_bytes_computed_by_hand(contiguous):
 
 def test_identity_and_workload(contiguous, tmp_path):
     _, doc = contiguous
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     assert doc["parallel"] == dict(tp=1, ep=1, reserve=None)
     assert doc["model"]["name"] == "toy-hybrid" and doc["model"]["granularity"] == "layer"
     assert doc["model"]["source"] == str(tmp_path / "toy.yaml")
@@ -186,13 +186,13 @@ def test_schema_errors_name_the_json_pointer(contiguous, tmp_path, edit, pointer
 
 def test_other_schema_version_gets_a_clear_message(contiguous):
     _, doc = contiguous
-    doc["schema_version"] = 3
+    doc["schema_version"] = 4
     doc["stages"] = "whatever a later version writes"
     with pytest.raises(InvalidSpec) as err:
         check_mapping(doc, "old.json")
     assert err.value.field == "/schema_version"
-    assert err.value.message == ("written by a different placer version (schema_version 3; "
-                                 "this placer reads 1 and 2)")
+    assert err.value.message == ("written by a different placer version (schema_version 4; "
+                                 "this placer reads 1, 2 and 3)")
 
 
 @pytest.mark.parametrize("content, words", [

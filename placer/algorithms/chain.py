@@ -28,7 +28,7 @@ import numpy as np
 from .packing import packs
 
 __all__ = ["prefix_sums", "ChainPins", "NO_PINS", "Runs", "next_fit_ends", "next_fit", "fixed_order_ends",
-           "bottleneck_ends", "segment_lower_bound", "prefix_bounds", "chain_min_devices", "min_group_runs",
+           "bottleneck_ends", "covered_ends", "covered_bottleneck_ends", "segment_lower_bound", "prefix_bounds", "chain_min_devices", "min_group_runs",
            "fewest_packed_runs"]
 
 
@@ -245,6 +245,83 @@ def bottleneck_ends(prefix: list[int], capacity, stages: int, *, load_prefix: li
         mid = (lo + hi) // 2
         ends = probe(mid)
         if ends is None:
+            lo = mid
+        else:
+            hi, best = mid, ends
+    return best
+
+
+def covered_ends(prefix: list[int], capacity: int, covers, *, pins: ChainPins | None = None) -> list[int] | None:
+    """Fewest stages on devices of ``capacity`` bytes when every stage must also hold a node of each
+    list in ``covers`` (sorted node indices): end positions, or None when no partition exists.
+
+    Holding a node of a list is not hereditary (a shortened run can lose it), so next-fit is not
+    exact; a dynamic program over stage ends is. A run ``[s, j)`` is a stage when it fits, its ends
+    are allowed cuts, it holds nodes pinned to one device at most, and ``s`` is at most the last
+    node of every list before ``j``. The starts allowed for ``j`` form a window whose both ends
+    move right as ``j`` grows, so a monotone queue gives the best start: O(n) overall.
+    """
+    runs = Runs(prefix, pins)
+    n = runs.n
+    if n == 0:
+        return []
+    last_before = [[-1] * (n + 1) for _ in covers]
+    for k, nodes in enumerate(covers):
+        members = set(nodes)
+        row = last_before[k]
+        for j in range(1, n + 1):
+            row[j] = j - 1 if j - 1 in members else row[j - 1]
+    inf = n + 1
+    best = [inf] * (n + 1)
+    parent = [-1] * (n + 1)
+    best[0] = 0
+    window: list[int] = []          # allowed starts, best[] increasing (a monotone queue)
+    head = 0
+    pushed = 0                      # starts below this were offered to the queue
+    max_end = runs.max_end
+    for j in range(1, n + 1):
+        hi = min((row[j] for row in last_before), default=j - 1)
+        while pushed <= hi:
+            s = pushed
+            pushed += 1
+            if runs.floor(s) != s or best[s] >= inf:
+                continue
+            while len(window) > head and best[window[-1]] >= best[s]:
+                window.pop()
+            window.append(s)
+        if runs.floor(j) != j:
+            continue
+        lo = bisect_left(prefix, prefix[j] - capacity, 0, j + 1)
+        while head < len(window) and (window[head] < lo or (max_end is not None and max_end[window[head]] < j)):
+            head += 1
+        if head < len(window):
+            s = window[head]
+            best[j], parent[j] = best[s] + 1, s
+    if best[n] >= inf:
+        return None
+    ends, j = [], n
+    while j > 0:
+        ends.append(j)
+        j = parent[j]
+    return ends[::-1]
+
+
+def covered_bottleneck_ends(prefix: list[int], capacity: int, stages: int, covers, *,
+                            pins: ChainPins | None = None) -> list[int] | None:
+    """Among partitions of :func:`covered_ends` into at most ``stages`` stages, one whose largest stage
+    demand is smallest (binary search on the bottleneck with the exact count as the probe)."""
+    n = len(prefix) - 1
+    if n == 0:
+        return []
+    best = covered_ends(prefix, capacity, covers, pins=pins)
+    if best is None or len(best) > stages:
+        return None
+    lo = max(max(prefix[i + 1] - prefix[i] for i in range(n)), -(-prefix[n] // stages)) - 1
+    hi = capacity
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ends = covered_ends(prefix, mid, covers, pins=pins)
+        if ends is None or len(ends) > stages:
             lo = mid
         else:
             hi, best = mid, ends

@@ -107,14 +107,29 @@ def fits_bytes(instance: Instance, assignment) -> bool:
     return not overloaded(instance, assignment) and pin_violation(instance, assignment) is None
 
 
+_COVER_WORDS = {"attention-per-stage": "full-attention layer", "decoder-per-stage": "decoder layer"}
+
+
 def requirement_violation(instance: Instance, assignment) -> str | None:
     """What the first requirement (``instance.require``) ``assignment`` breaks says, or None."""
-    if "attention-per-stage" in instance.require:
-        held = set(assignment[i] for i in instance.attention_nodes)
-        bare = sorted(d for d in set(assignment) if d not in held)
+    used = set(assignment)
+    for name, nodes in instance.cover_sets:
+        held = set(assignment[i] for i in nodes)
+        bare = sorted(d for d in used if d not in held)
         if bare:
-            return (f"{len(bare)} stage(s) hold no full-attention layer ({instance.devices[bare[0]].id} "
-                    "first); attention-per-stage asks for one on every stage")
+            return (f"{len(bare)} stage(s) hold no {_COVER_WORDS[name]} ({instance.devices[bare[0]].id} "
+                    f"first); {name} asks for one on every stage")
+    for group in instance.end_groups:
+        on = {assignment[i] for i in group}
+        if len(on) > 1:
+            what = "embedding" if any(instance.nodes[i].kind == "embedding" for i in group) else "LM head"
+            return (f"the {what} is not on the {'first' if what == 'embedding' else 'last'} stage "
+                    f"({', '.join(instance.nodes[i].name for i in group)} on {len(on)} devices); "
+                    "embedding-first-head-last asks for it")
+    if "uniform-degree" in instance.require and instance.layout is not None and instance.layout.per_stage:
+        sizes = sorted({len(instance.members(d)) for d in used})
+        if len(sizes) > 1:
+            return f"stages run at degrees {', '.join(map(str, sizes))}; uniform-degree asks for one"
     return None
 
 

@@ -21,6 +21,12 @@ device order (a walk preferring large devices), proven only when they meet the l
 that order does not place the chain either, the answer is UNKNOWN (never infeasible), and
 INFEASIBLE only when no cover fits the devices in any order.
 
+With requirements that every stage hold a layer of a kind (``attention-per-stage``,
+``decoder-per-stage``) a stage is no longer hereditary; on identical devices a dynamic program over
+stage ends (:func:`~placer.algorithms.chain.covered_ends`) gives the fewest such stages and the
+bottleneck search runs on it; on different devices dp answers unknown (cpsat models them).
+``embedding-first-head-last`` keeps nodes together as a pin does.
+
 The result states two levels (:class:`~placer.placement.Level`): devices, and the hop latency of
 the path, proven when the device count is and the path search was exhaustive on a chain with no
 device pins (pins fix stage positions that other cuts could move). Its status (``optimal``) and
@@ -34,7 +40,15 @@ from time import perf_counter
 
 from ..instance import Instance
 from ..placement import Level, Result, Status, evaluate
-from .chain import bottleneck_ends, chain_min_devices, fixed_order_ends, next_fit_ends, prefix_sums
+from .chain import (
+    bottleneck_ends,
+    chain_min_devices,
+    covered_bottleneck_ends,
+    covered_ends,
+    fixed_order_ends,
+    next_fit_ends,
+    prefix_sums,
+)
 from .opening import open_method
 from .paths import find_path, walk
 from .pins import ChainPins, chain_pins
@@ -78,16 +92,28 @@ def dp(instance: Instance, *, lower_bound: int | None = None) -> Result:
     def unknown(msg: str) -> Result:
         return give_up(msg, stats=stats)
 
+    covers = [list(nodes) for _, nodes in instance.cover_sets]
+    if covers and not identical:
+        return unknown("dp models a stage that must hold a layer of a kind (" +
+                       ", ".join(name for name, _ in instance.cover_sets) + ") on identical devices only; use cpsat")
     if identical:
         cap = caps[0]
-        ends = next_fit_ends(prefix, cap, pins=pins)
+        ends = covered_ends(prefix, cap, covers, pins=pins) if covers else next_fit_ends(prefix, cap, pins=pins)
         if ends is None:
+            if covers:
+                # every stage must hold one node of each list: a chain is then refused in bytes
+                if not chain:
+                    return unknown("no cut of the nodes in pipeline order gives every stage the layers required")
+                return give_up("no contiguous stages hold the layers every stage requires ("
+                               + ", ".join(name for name, _ in instance.cover_sets) + ") within a device",
+                               Status.INFEASIBLE, stats=stats)
             # every node fits (checked before any method), so only a pinned run can overflow
             if not chain:
                 return unknown("a pinned run of nodes (in pipeline order) does not fit on one device")
             return give_up("a pinned run of nodes does not fit on one device", Status.INFEASIBLE, stats=stats)
         stages = len(ends)
-        ends = bottleneck_ends(prefix, cap, stages, pins=pins)
+        ends = covered_bottleneck_ends(prefix, cap, stages, covers, pins=pins) if covers else \
+            bottleneck_ends(prefix, cap, stages, pins=pins)
         fixed = _fixed_positions(ends, pins)
         found = find_path(instance, stages, fixed=fixed)
         if found.path is None:

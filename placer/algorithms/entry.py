@@ -17,6 +17,7 @@ from dataclasses import replace
 from ..errors import ARGUMENT, InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
+from ..workload import MAX_CONCURRENCY
 from .bound import bounds
 from .check import PlacementBug, check_placement, requirement_violation
 from .deadline import Deadline, interrupt_scope, interrupted
@@ -183,7 +184,10 @@ def largest_feasible_concurrency(instance: Instance, method: str | None = None, 
         ok = decide(0)
         return (None, True) if ok else (-1, ok is False)
     ceiling = max(min(per_node), 0)   # beyond it some node fits no device on its own
-    value, proven = largest_true(decide, 0, ceiling)
+    # no workload states more than MAX_CONCURRENCY live requests: past it, a lower bound only
+    value, proven = largest_true(decide, 0, min(ceiling, MAX_CONCURRENCY))
+    if value == MAX_CONCURRENCY < ceiling:
+        proven = False
     return (-1 if value is None else value), proven
 
 

@@ -21,8 +21,8 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     not fit, so lowering the concurrency cannot help. Cheap: per-node and per-pin checks, then the
     lower bound (``named``: :func:`placer.algorithms.bound.bounds`, when already computed) against
     the fleet size, then the pieces of a fleet cut by unavailable devices
-    (:func:`placer.algorithms.reach.reachability_infeasibility`), and, with ``attention-per-stage``,
-    the lower bound against the attention layers.
+    (:func:`placer.algorithms.reach.reachability_infeasibility`), and, with ``attention-per-stage``
+    or ``decoder-per-stage``, the lower bound against the layers every stage must hold one of.
     """
     caps = instance.capacity_bytes
     cmax = max(caps)
@@ -60,10 +60,11 @@ def infeasibility(instance: Instance, named: dict[str, int] | None = None) -> tu
     cut = reachability_infeasibility(instance, infeasibility)
     if cut is not None:
         return cut, False
-    if "attention-per-stage" in instance.require:
-        stages = len(instance.attention_nodes)
+    for name, nodes in instance.cover_sets:
+        stages = len(nodes)
         if lb > stages:
             which = max(named, key=named.get)
+            what = "full-attention" if name == "attention-per-stage" else "decoder"
             return (f"at least {instance.count_words(lb)} are needed ({which} bound), but the model has {stages} "
-                    f"full-attention layers, one for each stage at most (attention-per-stage)", False)
+                    f"{what} layers, one for each stage at most ({name})", False)
     return None

@@ -1,4 +1,4 @@
-"""User pins as constraints every method can read.
+"""User pins, and the node groups a requirement keeps together, as constraints every method can read.
 
 A pin says "these nodes on device X" or "these nodes on one device". Pins that share a node or a
 device merge into one :class:`PinGroup`. In contiguous and split modes a device holds one run of
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..instance import Instance
+from ..instance import Instance, Pin
 from .chain import NO_PINS, ChainPins
 
 __all__ = ["PinGroup", "PinConflict", "pin_groups", "ChainPins", "chain_pins"]
@@ -39,7 +39,7 @@ def pin_groups(instance: Instance, *, contiguous: bool | None = None) -> list[Pi
 
     Raises :class:`PinConflict` when a merged group is pinned to two different devices.
     """
-    if not instance.pins:
+    if not instance.pins and not instance.end_groups:
         return []
     if contiguous is None:
         contiguous = instance.mode != "free"
@@ -59,7 +59,9 @@ def pin_groups(instance: Instance, *, contiguous: bool | None = None) -> list[Pi
 
     device_of: dict[int, int] = {}     # node -> pinned device index
     first_on: dict[int, int] = {}      # device index -> a node pinned there
-    for pin in instance.pins:
+    # embedding-first-head-last: the embedding shares a device with the graph's sources, the head
+    # with its sinks (Instance.end_groups), as an unpinned "together" pin does
+    for pin in (*instance.pins, *(Pin(g) for g in instance.end_groups)):
         nodes = list(pin.nodes)
         for n in nodes:
             find(n)

@@ -69,6 +69,8 @@ def build_mapping(instance, result) -> dict:
     requests the stage holds (``null``: unbounded, the stage keeps no per-request memory; ``-1``:
     its weights alone overflow). Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
     """
+    from ..placement import levels_doc  # not at import: the validator reads mappings without it
+
     if result.assignment is None:
         raise InfeasiblePlacement(result.message or f"no placement to write (status {result.status})",
                                   max_concurrency=result.max_concurrency)
@@ -152,8 +154,11 @@ def build_mapping(instance, result) -> dict:
             objective=_finite(result.objective),
             bound=_finite(result.bound),
             gap=_finite(result.gap),
-            solve_seconds=_finite(float(result.seconds)) or 0.0),
+            solve_seconds=_finite(float(result.seconds)) or 0.0,
+            levels=levels_doc(result)),
     }
+    if instance.require:
+        doc["require"] = list(instance.require)
     if instance.pins:
         doc["pins"] = [dict(layers=[model.layers[i].name for i in p.nodes], device=p.device)
                        for p in instance.pins]

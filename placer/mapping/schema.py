@@ -8,22 +8,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidSpec
+from ..instance import REQUIREMENTS
+from ..units import LEVEL_UNITS
 
 if TYPE_CHECKING:   # jsonschema loads on the first check (a solve that writes nothing never needs it)
     from jsonschema import Draft202012Validator
 
 __all__ = ["SCHEMA_VERSION", "READS_VERSIONS", "mapping_schema", "check_mapping"]
 
-SCHEMA_VERSION = 2
-READS_VERSIONS = (1, 2)   # version 1: no groups (one device per stage) and no reserve
+SCHEMA_VERSION = 3
+# version 1: no groups (one device per stage) and no reserve; 2: no summary levels, no requirements
+READS_VERSIONS = (1, 2, 3)
 _STATUSES = ("optimal", "feasible", "infeasible", "unknown", "heuristic")
 _WORKLOAD_REQUIRED = ("context_tokens", "concurrency", "weight_bits", "kv_bits", "state_bits", "micro_batch")
 
 
 # ----------------------------------------------------------------------------- schema
 def mapping_schema() -> dict:
-    """JSON Schema (draft 2020-12) of a stage mapping, ``schema_version`` 2 (1 still reads: no
-    ``parallel``, stage ``group`` or ``bytes.reserve``)."""
+    """JSON Schema (draft 2020-12) of a stage mapping, ``schema_version`` 3 (2 still reads: no
+    summary ``levels`` and no ``require``; 1 as well: no ``parallel``, stage ``group`` or
+    ``bytes.reserve``)."""
     count = {"type": "integer", "minimum": 0}
     opt_count = {"type": ["integer", "null"], "minimum": 0}
     concurrency = {"type": ["integer", "null"], "minimum": -1,
@@ -36,7 +40,7 @@ def mapping_schema() -> dict:
     bits = {"type": "integer", "minimum": 1, "maximum": 64}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "urn:placer:stage-mapping:2",
+        "$id": "urn:placer:stage-mapping:3",
         "title": "placer stage mapping",
         "description": "Where each layer of a model sits on a fleet, stage by stage, with exact bytes.",
         "type": "object",
@@ -95,6 +99,8 @@ def mapping_schema() -> dict:
             "stages": {"type": "array", "minItems": 1, "items": _stage_schema(count, concurrency, name)},
             "route": {"type": "array", "items": name},
             "summary": _summary_schema(count, opt_count, opt_number, concurrency, name),
+            "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
+                        "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
             "pins": {
                 "type": "array",
                 "items": {
@@ -103,6 +109,26 @@ def mapping_schema() -> dict:
                                    "device": {"type": ["string", "null"]}},
                 },
             },
+        },
+        # from version 3 the summary states every level
+        "if": {"properties": {"schema_version": {"const": 3}}, "required": ["schema_version"]},
+        "then": {"properties": {"summary": {"required": ["levels"]}}},
+    }
+
+
+def _level_schema() -> dict:
+    number = {"type": ["number", "null"]}
+    return {
+        "type": "object", "required": ["name", "value", "unit", "bound", "proven"], "additionalProperties": False,
+        "properties": {
+            "name": {"enum": list(LEVEL_UNITS)},
+            "value": number,
+            "unit": {"enum": sorted(set(LEVEL_UNITS.values()))},
+            "bound": {**number, "description": "valid for the exact problem: a lower bound (an upper bound for "
+                                               "concurrency); null: none known"},
+            "proven": {"type": "boolean", "description": "value proven optimal in exact bytes and latencies"},
+            "cap": {"type": "integer", "minimum": 0,
+                    "description": "the level's search stopped at this value (the workload's limit)"},
         },
     }
 
@@ -137,7 +163,7 @@ def _stage_schema(count: dict, concurrency: dict, name: dict) -> dict:
 
 
 def _summary_schema(count: dict, opt_count: dict, opt_number: dict, concurrency: dict, name: dict) -> dict:
-    """The mapping's summary: devices, hops, latency, ceiling, bound, method, status and proof."""
+    """The mapping's summary: devices, hops, latency, ceiling, bound, method, status, proof and levels."""
     return {
         "type": "object",
         "required": ["devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
@@ -156,6 +182,9 @@ def _summary_schema(count: dict, opt_count: dict, opt_number: dict, concurrency:
             "proven_optimal": {"type": "boolean"},
             "objective": opt_number, "bound": opt_number, "gap": opt_number,
             "solve_seconds": {"type": "number", "minimum": 0},
+            "levels": {"type": "array", "items": _level_schema(),
+                       "description": "every objective level in the order solved, exact (required from "
+                                      "schema_version 3)"},
         },
     }
 
@@ -187,7 +216,7 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
     if version not in READS_VERSIONS and isinstance(version, int) and not isinstance(version, bool):
         raise InvalidSpec(source, "/schema_version",
                           f"written by a different placer version (schema_version {version}; "
-                          f"this placer reads {' and '.join(map(str, READS_VERSIONS))})")
+                          f"this placer reads {', '.join(map(str, READS_VERSIONS[:-1]))} and {READS_VERSIONS[-1]})")
     from jsonschema.exceptions import best_match
 
     error = best_match(_validator().iter_errors(doc))

@@ -28,6 +28,7 @@ from ..algorithms.deadline import Deadline
 from ..algorithms.search import largest_true
 from ..instance import Instance
 from ..units import format_tokens
+from ..workload import MAX_CONCURRENCY
 
 __all__ = ["Explanation", "diagnose", "explain_infeasible", "largest_feasible"]
 
@@ -379,7 +380,7 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
         else:
             cmax = max(instance.capacity_bytes)
             ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
-            hi = min(ceiling, max(asked_c - 1, 0)) if asked_c > 0 else ceiling
+            hi = min(ceiling, max(asked_c - 1, 0)) if asked_c > 0 else min(ceiling, MAX_CONCURRENCY)
             found, max_c_proven = largest_feasible(lambda c: decide(instance.with_concurrency(c)), 0, hi)
             # nothing found: "none fits" only when every probe was decided, else unknown (None)
             max_c = found if found is not None else (-1 if max_c_proven else None)

@@ -42,6 +42,12 @@ def contiguous(run: Run) -> Result:
     dp_segments = None
     # the path walk first: a placement within a second on any fleet graph, kept as the incumbent
     walked = walk_paths(instance, deadline=run.deadline) if prob.is_chain and not run.pins_any else None
+    if walked is not None and not acceptable(instance, walked.assignment(instance.n_nodes)):
+        # a requirement the walk does not model: its count still bounds the optimum from below
+        # when proven (the requirement only removes placements), its placement is no incumbent
+        if walked.proven:
+            bound_bytes = max(bound_bytes, len(walked.order))
+        walked = None
     if walked is not None:
         used = len(walked.order)
         proven = walked.proven or used <= run.lower     # proven: a path- or cycle-shaped fleet

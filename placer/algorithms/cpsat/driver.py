@@ -47,6 +47,7 @@ import time
 
 from ...instance import Instance
 from ...placement import Level, Result, Status, evaluate
+from ...workload import MAX_CONCURRENCY
 from ..bound import lower_bound as device_lower_bound
 from ..deadline import Deadline, DeadlineReached, note_interrupt
 from ..guards import infeasibility
@@ -209,7 +210,9 @@ def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, worker
 
     cmax = max(instance.capacity_bytes)
     ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
-    c_star, proven = largest_true(decide, base, max(ceiling, base))
+    # no workload states more than MAX_CONCURRENCY live requests: the search stops there
+    top = min(max(ceiling, base), MAX_CONCURRENCY)
+    c_star, proven = largest_true(decide, base, top)
     if c_star is None:           # not even the base concurrency: the first solve says why
         return first if first is not None else sub(instance, after, left(), hint, lower_bound)
     start = probes[c_star].assignment if c_star in probes else best[0]
@@ -223,8 +226,14 @@ def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, worker
     result = _attach(instance, final, order, None)
     value = result.concurrency_ceiling
     sure = proven and not stopped[0]
-    level = Level("concurrency", value, value if sure and value == c_star else max(upper, value or 0),
-                  bool(sure and value == c_star))
+    if c_star == top < ceiling:
+        # capped: every probe up to the limit fits; the placement's own ceiling (at least the
+        # limit) is the optimum only when it meets the per-node upper bound
+        met = sure and value is not None and value >= upper
+        level = Level("concurrency", value, value if met else max(upper, value or 0), bool(met), cap=top)
+    else:
+        level = Level("concurrency", value, value if sure and value == c_star else max(upper, value or 0),
+                      bool(sure and value == c_star))
     return _attach(instance, final, order, level)
 
 
@@ -250,11 +259,4 @@ def _attach(instance: Instance, r: Result, order, level: Level | None) -> Result
 
 
 def _describe(lv: Level) -> str:
-    unit = {"latency": " us", "bottleneck": " B", "concurrency": " live requests"}.get(lv.name, "")
-    value = f"{lv.value:g}" if isinstance(lv.value, float) else f"{lv.value}"
-    if lv.proven:
-        return f"{lv.name} {value}{unit} (proven)"
-    if lv.bound is None:
-        return f"{lv.name} {value}{unit} (not proven)"
-    b = f"{lv.bound:g}" if isinstance(lv.bound, float) else f"{lv.bound}"
-    return f"{lv.name} {value}{unit} (bound {b}{unit}, not proven)"
+    return lv.describe()

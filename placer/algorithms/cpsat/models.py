@@ -47,7 +47,8 @@ class Problem:
     view: object = None                # FleetView
     pins_to: dict[int, int] = field(default_factory=dict)          # node -> device
     pins_same: list[list[int]] = field(default_factory=list)       # node groups on one device
-    attention: list[int] | None = None   # attention-per-stage: every used device holds one of these
+    # attention-per-stage, decoder-per-stage: every used device holds one node of each of these lists
+    cover: list[list[int]] = field(default_factory=list)
     groups: list[list[int]] = field(default_factory=list)          # racks
     deadline: object = None            # Deadline: large per-edge tables stop building past it
 
@@ -348,9 +349,9 @@ class _Placement:
                     m.add(target == 1 if target is not None else False).only_enforce_if(lit)
                 self.pin_lits.append(lit)
                 self.pin_names.append(("device", dev, sorted(nodes)))
-        if p.attention is not None:
+        for nodes in p.cover:
             for d in range(p.d):
-                held = [self.x[node, d] for node in p.attention if (node, d) in self.x]
+                held = [self.x[node, d] for node in nodes if (node, d) in self.x]
                 if held:
                     m.add_bool_or(held).only_enforce_if(used[d])
                 else:

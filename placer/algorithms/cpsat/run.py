@@ -111,7 +111,7 @@ def build_problem(instance: Instance) -> tuple[Problem, Quantization]:
         demand_bytes=list(instance.demand_bytes), capacity_bytes=list(instance.capacity_bytes),
         view=FleetView(instance, exclude=pinned_devices), pins_to=pins_to, pins_same=same,
         groups=rack_groups(instance),
-        attention=list(instance.attention_nodes) if "attention-per-stage" in instance.require else None)
+        cover=[list(nodes) for _, nodes in instance.cover_sets])
     return prob, quant
 
 
