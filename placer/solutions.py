@@ -10,12 +10,19 @@ the mapping with the independent validator and writes it atomically to
 ``<out>/<model>__<hardware>__<mode>.json``. A mode with no placement is skipped with its reason; a
 mapping that fails validation is not written and the command exits 1. With ``--stale`` only the
 mappings that are missing or no longer validate (a spec changed since) are solved again.
+
+Contiguous solutions are exported to every runtime (vLLM, SGLang, Megatron-LM, torch), so they are
+solved under the rules of all of them (:func:`exported_requirements`, recorded in the mapping's
+``require``). When those rules hold fewer live requests than the model's default workload (a rank
+of only the LM head is what the default would need), the solution is made at the largest
+concurrency that fits under them, proven, and the log says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from .algorithms.objectives import DEFAULT_OBJECTIVE
@@ -25,9 +32,10 @@ from .fleet import load_fleet
 from .mapping import read_mapping, write_mapping
 from .mapping.validate import validate_mapping
 from .model import load_model
+from .runtime_rules import RUNTIMES, runtime_requirements
 from .workload import workload_for
 
-__all__ = ["NATURAL_HARDWARE", "MODES", "natural_hardware", "regenerate"]
+__all__ = ["NATURAL_HARDWARE", "MODES", "EXPORTED_TO", "natural_hardware", "exported_requirements", "regenerate"]
 
 # Wafers unless a model sits naturally on a few GPUs: at its default workload gpt-oss-120b needs
 # ~213 GB (58 GB of 4-bit weights + 32 requests x 4.8 GB of KV) and kimi-linear-48b ~132 GB, a few
@@ -41,8 +49,20 @@ MODES = ("contiguous", "free", "split")
 SPLIT_GRANULARITY = "shards:4"
 
 
+# the runtimes each mode's solutions are exported to (tests/test_solutions.py exports them)
+EXPORTED_TO = {"contiguous": RUNTIMES}
+
+
 def natural_hardware(model_name: str) -> str:
     return NATURAL_HARDWARE.get(model_name, DEFAULT_HARDWARE)
+
+
+def exported_requirements(model, mode: str) -> tuple[str, ...]:
+    """The requirement kinds of every runtime ``mode``'s solutions of ``model`` are exported to."""
+    kinds: list[str] = []
+    for runtime in EXPORTED_TO.get(mode, ()):
+        kinds += [k for k in runtime_requirements(runtime, model) if k not in kinds]
+    return tuple(sorted(kinds))
 
 
 def _say(text: str) -> None:
@@ -80,13 +100,23 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                 log(f"keep  {path}: up to date")
                 report["current"].append(str(path))
                 continue
-            solved = solve(model, fleet, wl, mode=mode, method="cpsat",
-                           granularity=SPLIT_GRANULARITY if mode == "split" else None,
-                           time_limit=time_limit, workers=workers, seed=seed, objective=objective)
-            r, doc = solved.result, solved.mapping
+            require = exported_requirements(model, mode)
+            attempt = partial(solve, model, fleet, mode=mode, method="cpsat",
+                              granularity=SPLIT_GRANULARITY if mode == "split" else None, require=require,
+                              time_limit=time_limit, workers=workers, seed=seed, objective=objective)
+            solved = attempt(wl)
+            r = solved.result
+            label = f"{model.name} on {hw}, {mode}"
+            fits = r.max_concurrency
+            if require and r.status == "infeasible" and fits is not None and fits < wl.concurrency \
+                    and "or more" not in r.message:
+                log(f"note  {label}: the runtimes' rules ({', '.join(require)}) hold at most {fits} live "
+                    f"requests (the default workload asks for {wl.concurrency}); solved at {fits}")
+                solved = attempt(wl.replace(concurrency=fits))
+                r = solved.result
+            doc = solved.mapping
             if r.interrupted:   # Ctrl-C: a best-so-far placement is no committed solution; stop here
                 raise KeyboardInterrupt
-            label = f"{model.name} on {hw}, {mode}"
             if doc is None:
                 log(f"skip  {label}: {r.status}: {r.message}")
                 report["skipped"].append((model.name, hw, mode, f"{r.status}: {r.message}"))

@@ -168,7 +168,8 @@ def test_broken_copy_is_reported_with_its_kind(run_cli, tmp_path, good, name, ed
 
 def test_the_broken_copies_cover_every_kind_but_the_ones_tested_below():
     covered = {b[0].split()[0] for b in BROKEN}
-    below = {"over_capacity", "concurrency_exceeded", "non_contiguous", "no_link", "pin_violated"}
+    below = {"over_capacity", "concurrency_exceeded", "non_contiguous", "no_link", "pin_violated",
+             "requirement_violated"}
     assert covered | below == set(KINDS)
 
 
@@ -361,3 +362,33 @@ def test_the_validator_does_not_load_the_placement_methods():
             "print(sorted(m for m in sys.modules if m.startswith(('placer.algorithms', 'placer.placement'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_recorded_requirements_are_checked_on_the_stages(tmp_path):
+    """The LM head alone on r0w2 and layers 0..5 on two devices: stage 2 holds neither a decoder nor
+    a full-attention layer, so both kinds are broken there (the other stages hold both); the
+    mapping states the kinds it was solved under and the validator checks them from the node kinds."""
+    from dataclasses import replace
+
+    inst = toy_instance(tmp_path, memory=6000)
+    lone_head = [0, 0, 0, 0, 1, 1, 1, 2]
+    doc = build_mapping(replace(inst, require=("attention-per-stage", "decoder-per-stage")), by_hand(inst, lone_head))
+    assert doc["require"] == ["attention-per-stage", "decoder-per-stage"]
+    found = validate_mapping(doc)
+    assert [(v.kind, v.message) for v in found] == [
+        ("requirement_violated", "attention-per-stage: stage(s) 2 hold no full-attention layer"),
+        ("requirement_violated", "decoder-per-stage: stage(s) 2 hold no decoder layer")]
+    doc = build_mapping(replace(inst, require=("embedding-first-head-last", "uniform-degree")),
+                        by_hand(inst, lone_head))
+    assert validate_mapping(doc) == []
+    doc["stages"][0]["layers"].remove("embedding")
+    doc["stages"][1]["layers"].insert(0, "embedding")
+    assert ("requirement_violated", "embedding-first-head-last: embedding is on stage 1, not the first stage (0)") \
+        in [(v.kind, v.message) for v in validate_mapping(doc)]
+
+
+def test_a_level_stated_proven_must_meet_its_bound(good):
+    doc = copy.deepcopy(good)
+    doc["summary"]["levels"] = [{"name": "devices", "value": 3, "unit": "devices", "bound": 2, "proven": True}]
+    assert [(v.kind, v.message) for v in validate_mapping(doc)] == [
+        ("proof_mismatch", "level devices is stated proven with value 3 but bound 2")]

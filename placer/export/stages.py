@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidSpec
 from ..model import Layer, LayerGraph
+from ..runtime_rules import is_hybrid
 
 __all__ = ["RankStage", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
            "require_layers_per_rank", "ranks_without_full_attention", "uniform_degree"]
@@ -41,12 +42,6 @@ class RankStage:
     @property
     def count(self) -> int:
         return len(self.decoder)
-
-
-def is_hybrid(model: LayerGraph) -> bool:
-    """True when the model mixes full-attention and linear-attention (or Mamba) decoder layers."""
-    kinds = {x.kind for x in model.layers if x.index is not None}
-    return "linear_attention" in kinds and "attention" in kinds
 
 
 def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<mapping>") -> list[RankStage]:

@@ -56,6 +56,7 @@ KINDS = {
     "proof_mismatch": "proven_optimal is true while the status is not optimal",
     "pin_violated": "a recorded pin is not honoured",
     "group_mismatch": "a stage's group is not tp available devices of its node, or the model refuses the degree",
+    "requirement_violated": "a requirement the mapping was solved under (require) does not hold on its stages",
 }
 
 _TOL_US = 1e-6
@@ -504,6 +505,10 @@ def check_summary(r: Reading) -> list[Violation]:
         out += _hop_violations(r)
     if summary["proven_optimal"] and summary["status"] != "optimal":
         out.append(Violation("proof_mismatch", f"proven_optimal is true but the status is {summary['status']!r}"))
+    for level in summary.get("levels", ()):
+        if level["proven"] and level["bound"] != level["value"]:
+            out.append(Violation("proof_mismatch", f"level {level['name']} is stated proven with value "
+                                                   f"{level['value']} but bound {level['bound']}"))
     return out
 
 
@@ -561,9 +566,39 @@ def check_pins(r: Reading) -> list[Violation]:
     return out
 
 
+def check_requirements(r: Reading) -> list[Violation]:
+    """The requirements the mapping records (placer.instance.REQUIREMENTS) on its stages, from the node kinds."""
+    out = []
+    require = r.doc.get("require", ())
+    held: dict[int, list[int]] = {k: [] for k in range(len(r.stages))}
+    for i, k in r.stage_of.items():
+        held[k].append(i)
+    wanted = {"attention-per-stage": ("full-attention layer", lambda x: x.kind == "attention" and x.has_kv),
+              "decoder-per-stage": ("decoder layer", lambda x: x.index is not None)}
+    for name, (what, holds) in wanted.items():
+        if name in require:
+            bare = [k for k, ns in held.items() if ns and not any(holds(r.nodes[i]) for i in ns)]
+            if bare:
+                out.append(Violation("requirement_violated", f"{name}: stage(s) {', '.join(map(str, bare[:5]))} "
+                                                             f"hold no {what}"))
+    if "embedding-first-head-last" in require:
+        for kind, where, want in (("embedding", "first", 0), ("lm_head", "last", len(r.stages) - 1)):
+            for i, x in enumerate(r.nodes):
+                if x.kind == kind and i in r.stage_of and r.stage_of[i] != want:
+                    out.append(Violation("requirement_violated", f"embedding-first-head-last: {x.name} is on stage "
+                                                                 f"{r.stage_of[i]}, not the {where} stage ({want})"))
+    if "uniform-degree" in require:
+        degrees = sorted({r.degree_of(st) for st in r.stages})
+        if len(degrees) > 1:
+            out.append(Violation("requirement_violated", f"uniform-degree: the stages run at degrees "
+                                                         f"{', '.join(map(str, degrees))}"))
+    return out
+
+
 # the checks, in the order their violations are reported
 CHECKS = (check_specs, check_degrees, check_stage_devices, check_nodes_placed, check_stage_bytes,
-          check_shared_devices, check_concurrency, check_pipeline_order, check_route, check_summary, check_pins)
+          check_shared_devices, check_concurrency, check_pipeline_order, check_route, check_summary, check_pins,
+          check_requirements)
 
 
 def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
