@@ -17,7 +17,8 @@ from placer.export.vllm import parse_partition
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
 from placer.model import load_model
-from placer.solutions import MODES, natural_hardware
+from placer.runtime_rules import runtime_requirements
+from placer.solutions import EXPORTED_TO, MODES, natural_hardware
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 FILES = sorted(SOLUTIONS.glob("*.json"))
@@ -45,6 +46,7 @@ REFUSED = {
     ("jamba-1.5-large", "sglang"): "has no JambaForCausalLM model class",
     ("minimax-text-01", "megatron"): "has no lightning attention layer",
     ("kimi-k3", "megatron"): "has no Kimi Delta Attention (KDA) layer",
+    ("kimi-k3-hf", "megatron"): "has no Kimi Delta Attention (KDA) layer",
     ("kimi-linear-48b", "megatron"): "has no Kimi Delta Attention (KDA) layer",
     ("jamba-1.5-large", "megatron"): "has no Mamba-1 layer",
 }
@@ -54,9 +56,17 @@ def _flags(text: str) -> list[str]:
     return shlex.split("\n".join(x for x in text.splitlines() if not x.startswith("#")).replace("\\\n", " "))
 
 
-# kimi-k3-hf at 182 live requests: its last MLA layer and KV reserve fill a wafer to within 23 MB,
-# so the 2.35 GB LM head takes a wafer of its own, a rank the runtimes cannot build (they refuse it).
-HEAD_ONLY_RANK = {"kimi-k3-hf"}
+@needs_files
+@pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
+def test_contiguous_solution_is_solved_under_the_rules_of_its_runtimes(path):
+    """Every contiguous solution records the requirement kinds of every runtime it is exported to,
+    and its levels are proven (the rules are constraints of the model, proven like any other)."""
+    doc = read_mapping(path)
+    model = load_model(doc["model"]["source"])
+    assert set(doc.get("require", ())) >= {k for rt in EXPORTED_TO["contiguous"]
+                                           for k in runtime_requirements(rt, model)}
+    assert doc["summary"]["proven_optimal"] and all(lv["proven"] for lv in doc["summary"]["levels"])
+    assert all(any(n.startswith("layers.") for n in st["layers"]) for st in doc["stages"])
 
 
 @needs_files
@@ -64,11 +74,6 @@ HEAD_ONLY_RANK = {"kimi-k3-hf"}
 def test_contiguous_solution_exports_in_every_format(path):
     doc = read_mapping(path)
     name = doc["model"]["name"]
-    if name in HEAD_ONLY_RANK:
-        for fmt in ("vllm", "sglang"):
-            with pytest.raises(ExportRefused, match="holds no decoder layer \\(only the LM head\\)"):
-                export_mapping(doc, fmt, options=ExportOptions(bare=True, force=True))
-        return
     pp = len(doc["stages"])
     layers = load_model(doc["model"]["source"]).num_hidden_layers
     bare = ExportOptions(bare=True, force=True)

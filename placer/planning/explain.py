@@ -361,6 +361,9 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
         cut = _reach_culprit(instance)
         if cut is not None:
             culprits.append(cut)
+    if not culprits and instance.require and decide(replace(instance, require=())):
+        culprits.append(f"the requirements ({', '.join(instance.require)}) are what no placement meets: without "
+                        "them one exists")
     if not culprits and decide(instance):
         return Explanation(headline=f"a placement of {instance.model.name} on {instance.fleet.name} exists "
                                     f"({instance.mode} mode); nothing to explain", feasible=True)
