@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..placement import Level, Status
+from ..workload import MAX_CONCURRENCY
 from .check import PlacementBug
 from .deadline import Deadline, DeadlineReached, note_interrupt
 
@@ -465,14 +466,15 @@ class _LevelSearch:
         """The guaranteed concurrency by search over c; False when no plan was found."""
         from .search import largest_true
 
-        c_star, proven, upper = _largest_concurrency(self.prob, self.found, self.model_at, self.solve_level, share,
-                                                     self.deadline, largest_true, self.record)
+        c_star, proven, upper, cap = _largest_concurrency(self.prob, self.found, self.model_at, self.solve_level,
+                                                          share, self.deadline, largest_true, self.record)
         if c_star is None:
             return False
         self.c = c_star
         value = plan_value(self.prob, _allocate(self.prob, self.plan()))["concurrency"]
-        bound = value if proven and value == c_star else max(upper, value)
-        self.levels.append(Level("concurrency", value, bound, bool(proven and value == c_star)))
+        # capped: the plan's own ceiling is the optimum only when it meets the upper bound
+        met = proven and (value >= upper if cap is not None else value == c_star)
+        self.levels.append(Level("concurrency", value, value if met else max(upper, value), bool(met), cap=cap))
         return True
 
     def devices_start(self, model):
@@ -595,6 +597,8 @@ def _largest_concurrency(prob, found, model_at, run, share, deadline, largest_tr
         if ceilings and all(x is not None for x in ceilings):
             top = max(ceilings) if top is None else min(top, max(ceilings))
     top = max(base, top if top is not None else base)
+    # no workload states more than MAX_CONCURRENCY live requests: the search stops there
+    searched = min(top, MAX_CONCURRENCY)
 
     def decide(c: int) -> bool | None:
         if c == base and found:
@@ -620,6 +624,6 @@ def _largest_concurrency(prob, found, model_at, run, share, deadline, largest_tr
             return True
         return None
 
-    c_star, proven = largest_true(decide, base, top)
+    c_star, proven = largest_true(decide, base, searched)
     upper = min(ruled_out) - 1 if ruled_out else top
-    return c_star, proven, upper
+    return c_star, proven, upper, (searched if c_star == searched < top else None)
