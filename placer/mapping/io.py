@@ -142,7 +142,8 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     inst = make_instance(m, fleet, wl, mode=doc["mode"],
                          granularity=granularity if doc["mode"] == "split" else "layer",
                          pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
-                         reserve=None if reserve is None else Reserve.from_dict(reserve))
+                         reserve=None if reserve is None else Reserve.from_dict(reserve),
+                         require=tuple(doc.get("require", ())))
     return m, fleet, wl, inst
 
 

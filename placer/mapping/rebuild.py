@@ -28,7 +28,7 @@ __all__ = ["Rebuilt", "rebuild_mapping", "read_stages"]
 
 # the summary fields that are a method's claims about its placement, not facts about the stages
 CLAIMS = ("method", "status", "proven_optimal", "objective", "bound", "gap", "solve_seconds",
-          "lower_bound_devices")
+          "lower_bound_devices", "levels")
 
 
 @dataclass(frozen=True)
@@ -129,4 +129,10 @@ def rebuild_mapping(doc: dict, *, model=None, hardware=None) -> Rebuilt:
     if not changed and old:
         # the same placement: the method's claims about it still hold
         rebuilt["summary"].update({k: old[k] for k in CLAIMS if k in old})
+        if "levels" not in old:
+            # written before mappings stated levels: the device count, against the recorded bound
+            from ..placement import levels_doc
+            lb = old.get("lower_bound_devices")
+            rebuilt["summary"]["levels"] = levels_doc(result.replace(devices_used=rebuilt["summary"]["devices_used"],
+                                                                     lower_bound_devices=lb))
     return Rebuilt(rebuilt, (), changed)

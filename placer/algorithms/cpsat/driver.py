@@ -121,7 +121,9 @@ def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit:
         if instance.mode == "free":
             return free(run)
         identical = len(set(instance.capacity_bytes)) == 1
-        if instance.model.is_chain and identical and not run.pins_any and not instance.require:
+        # requirements the next-fit cut does not model: a stage holding a kind of layer (together
+        # groups are pins, so pins_any covers them; uniform-degree holds at one degree)
+        if instance.model.is_chain and identical and not run.pins_any and not instance.cover_sets:
             return identical_chain(run)
         return contiguous(run)
     except KeyboardInterrupt:     # outside a CP-SAT search (which the adapter stops itself)
