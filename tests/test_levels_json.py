@@ -114,3 +114,17 @@ def test_the_concurrency_search_stays_inside_the_workload_limit(run_cli, write):
     assert level["bound"] == (400 * 10**12 - 330 * 10**12 - act) // 8 and level["proven"] is False
     code, text, err = run_cli(["solve", m, "-H", h, "--concurrency", "0", "--context", "8", "--time-limit", "20"])
     assert code == 0 and "must be between 0 and 1e9" not in err
+
+
+def test_compare_rows_state_every_level(run_cli, write):
+    m, h = write("three.yaml", MODEL), write("pair.yaml", HARDWARE)
+    code, out, err = run_cli(["compare", m, "-H", h, "--context", "1k", "--json", "--time-limit", "5", "-q"])
+    assert code == 0, err
+    rows = {(r["method"], r["mode"]): r for r in json.loads(out)["rows"]}
+    exact = [{"name": "devices", "value": 2, "unit": "devices", "bound": 2, "proven": True},
+             {"name": "latency", "value": 4.2376, "unit": "us", "bound": 4.2376, "proven": True}]
+    assert rows["cpsat", "contiguous"]["levels"] == rows["dp", "contiguous"]["levels"] == exact
+    # typepack keeps each attention layer alone: 3 devices against the bound of 2, not proven
+    assert rows["typepack", "free"]["levels"] == [{"name": "devices", "value": 3, "unit": "devices", "bound": 2,
+                                                    "proven": False}]
+    assert rows["bound", "contiguous"]["levels"] == []

@@ -16,7 +16,7 @@ from ..algorithms.deadline import interrupt_scope, interrupted
 from ..fleet import Fleet
 from ..instance import Instance
 from ..model import LayerGraph
-from ..placement import Result
+from ..placement import Result, levels_doc
 from ..reserve import Reserve
 from ..workload import Workload
 from .layouts import Layouts, device_layouts
@@ -101,6 +101,7 @@ def row_of(result: Result, **extra) -> dict:
     row["gap"] = result.gap
     row["devices_proven"] = devices_proven(result)
     row["message"] = result.message
+    row["levels"] = levels_doc(result)      # every level, exact (name, value, unit, bound, proven)
     row.update(extra)
     return row
 
@@ -163,7 +164,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
                stages=r.stats.get("groups_used", r.devices_used) if r.feasible else None,
                devices_proven=devices_proven(r), concurrency_ceiling=r.concurrency_ceiling,
                hop_latency_us=r.hop_latency_us, proven_optimal=r.proven_optimal, status=str(r.status),
-               seconds=round(float(r.seconds), 3), message=r.message)
+               seconds=round(float(r.seconds), 3), message=r.message, levels=levels_doc(r))
     if not r.feasible:
         return row
     ceiling = r.concurrency_ceiling
