@@ -144,3 +144,41 @@ def test_the_old_plan_module_still_plans():
     m, fleet, wl = _specs()
     assert module(m, fleet, wl).devices == 2         # the old module, called, is placer.plan()
     assert placer.plan(m, fleet, wl).devices == 2
+
+
+# a 4-layer chain with its embedding and head on devices that hold two layers, or a layer and the
+# embedding or the head: the unconstrained optimum may leave the head alone on the last device
+RT_MODEL = {"name": "rt-chain", "hidden_size": 8, "vocab_size": 8, "tie_word_embeddings": False, "layers": [
+    {"kind": "attention", "weight_bytes": 400, "kv_bytes_per_token": 1} for _ in range(4)]}
+
+
+def test_a_runtime_s_rules_reach_every_placement():
+    """--runtime vllm: every stage holds a decoder layer and the embedding and head sit with the
+    first and last; the rules are constraints of the instance (checked on the mapping here)."""
+    m = model_from_dict(RT_MODEL)
+    fleet, wl = fleet_from_dict(WAFERS), Workload(context_tokens=16, concurrency=1)
+    p = plan(m, fleet, wl, Requirements(runtime="vllm"), SolverSettings(time_limit=5, threads=1))
+    assert p.feasible and p.instance.mode == "contiguous"
+    assert set(p.instance.require) >= {"decoder-per-stage", "embedding-first-head-last", "uniform-degree"}
+    for stage in p.mapping["stages"]:
+        assert any(name.startswith("layers.") for name in stage["layers"]), stage["layers"]
+    with pytest.raises(InvalidSpec) as exc:
+        Requirements(runtime="vllm", mode="free")
+    assert exc.value.field == "mode"
+    with pytest.raises(InvalidSpec) as exc:
+        Requirements(runtime="torch", degrees=(2,))
+    assert exc.value.field == "tp"
+
+
+def test_runtime_through_the_command_line(run_cli, tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps(RT_MODEL))
+    (tmp_path / "h.json").write_text(json.dumps(WAFERS))
+    code, out, err = run_cli(["solve", tmp_path / "m.json", "-H", tmp_path / "h.json", "--context", "16",
+                              "--concurrency", "1", "--runtime", "vllm", "--json", "-q", "--time-limit", "5"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert set(doc["require"]) >= {"decoder-per-stage", "embedding-first-head-last"}
+    assert all(any(n.startswith("layers.") for n in s["layers"]) for s in doc["stages"])
+    code, _, err = run_cli(["solve", tmp_path / "m.json", "-H", tmp_path / "h.json", "--runtime", "vllm",
+                            "--mode", "free"])
+    assert code == 2 and err.startswith("error: --mode: mode: vLLM runs contiguous stages")

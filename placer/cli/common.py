@@ -393,3 +393,14 @@ def write_mapping_if_asked(output, doc, *, what: str = "") -> str:
         write_mapping(output, doc)
         return f"wrote {output}{what}"
     return "mapping not written (-o FILE writes it)"
+
+
+def runtime_option(fn):
+    """``--runtime vllm|sglang|megatron|torch``: plan what that runtime runs as written (its rules are
+    constraints of the model, proven like any other; placer.runtime_rules)."""
+    from ..runtime_rules import RUNTIMES
+
+    return click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
+                        help="Plan for this runtime: its rules (a decoder layer on every pipeline rank, the "
+                             "embedding first and the head last, one degree for every stage, contiguous "
+                             "stages) become constraints of the model, proven like any other.")(fn)

@@ -15,6 +15,7 @@ from .common import (
     quiet_option,
     renamed,
     reserve_of,
+    runtime_option,
     stopped,
     threads_option,
     time_limit_option,
@@ -54,16 +55,20 @@ def _cell(value) -> str:
 @click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens each simulated request decodes (per-degree table).")
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
+@runtime_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...], "degrees": [...]}.')
 @quiet_option
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
-                    output_tokens, degrees_only, as_json, quiet, **kw):
+                    output_tokens, degrees_only, as_json, quiet, runtime=None, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
     expert parallelism on MoE models): the proven fewest GPUs, the guaranteed concurrency and the
-    simulated speed of one user alone and of the workload's concurrency."""
+    simulated speed of one user alone and of the workload's concurrency. With --runtime only the
+    per-degree rows, each solved under the runtime's rules (the methods' table compares the
+    published rule and the heuristics, which know no runtime)."""
     threads = renamed("--threads", threads, workers_deprecated, default=2)
+    degrees_only = degrees_only or runtime is not None
     m, fleet, wl = load_inputs(model, hardware, **kw)
     degrees = parse_degrees(tp)
     reserve = reserve_of(reserve)
@@ -71,7 +76,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
         doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                       as_json) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
+                       as_json, runtime) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
                                                               threads, quiet, as_json)
     else:
         doc = _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json)
@@ -138,7 +143,8 @@ def _print_methods(m, fleet, wl, doc) -> None:
         click.echo(note)
 
 
-def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json) -> dict:
+def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json,
+             runtime=None) -> dict:
     with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
         started = []
 
@@ -152,7 +158,8 @@ def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, outp
                 click.echo(f"solving {label} ...", err=True)
 
         doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
-                              seed=seed, workers=threads, output_tokens=output_tokens, progress=progress)
+                              seed=seed, workers=threads, output_tokens=output_tokens, progress=progress,
+                              runtime=runtime)
         bar.step()
     return doc
 

@@ -21,6 +21,7 @@ from .common import (
     quiet_option,
     renamed,
     reserve_of,
+    runtime_option,
     threads_option,
     time_limit_option,
     workload_doc,
@@ -119,12 +120,14 @@ def print_progress(info) -> None:
                    "every node size the model allows), for fleets of mixed GPU types and runtimes that allow it "
                    "(vLLM and SGLang do not). Contiguous mode, no pins.")
 @click.option("--require", "require", multiple=True, type=click.Choice(list(REQUIREMENTS)),
-              help="A constraint on every placement: attention-per-stage (each stage holds a full-attention "
-                   "layer, as vLLM needs on hybrid models); repeatable.")
+              help="A constraint on every placement, proven like the levels: attention-per-stage (each stage "
+                   "holds a full-attention layer), decoder-per-stage (each holds a decoder layer), "
+                   "embedding-first-head-last, uniform-degree; repeatable (--runtime adds a runtime's own).")
+@runtime_option
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
-                  tp, ep, reserve, per_stage_tp=False, **kw):
+                  tp, ep, reserve, per_stage_tp=False, runtime=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -145,7 +148,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
                        pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
-                       objective=None if floor else objective)
+                       objective=None if floor else objective, runtime=runtime)
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
@@ -203,9 +206,10 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                f"hop latency {format_duration_us(sm['hop_latency_us'])} over {sm['hops']} hops")
     click.echo(f"status {sm['status']} ({proven}{gap}), {format_duration_us(sm['solve_seconds'] * 1e6)}")
     for level in levels:
+        capped = "" if getattr(level, "cap", None) is None else f", searched up to the workload limit of {level.cap:,}"
         click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
                    f"bound {_level_value(level.name, level.bound, 'none')}, "
-                   f"{'proven' if level.proven else 'not proven'}")
+                   f"{'proven' if level.proven else 'not proven'}{capped}")
     if len(planned.tried) > 1 or inst.tp > 1:
         over = "proven over every degree" if planned.devices_proven else "not proven over every degree"
         click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''} "

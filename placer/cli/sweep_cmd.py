@@ -21,6 +21,7 @@ from .common import (
     output_file,
     quiet_option,
     renamed,
+    runtime_option,
     time_limit_option,
     warn,
     workload_doc,
@@ -99,10 +100,11 @@ def _modes(text):
 @click.option("--reference", "references", multiple=True, metavar="LABEL=N",
               help="A labelled device count drawn on the --plot figure (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@runtime_option
 @quiet_option
 def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, replicas, simulate,
-                  sim_tokens, retry_failed, out, plot_path, references, as_json, quiet):
+                  sim_tokens, retry_failed, out, plot_path, references, as_json, quiet, runtime=None):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
     m, fleet, base = load_inputs(model, hardware, racks=racks)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
@@ -117,7 +119,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
                              granularity=granularity_for("split", granularity), solver_workers=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
-                             concurrency_cap=cap, base_workload=base)
+                             concurrency_cap=cap, base_workload=base, runtime=runtime)
     bar = Progress(None, "points", quiet=True)     # replaced once the sweep knows its size
 
     def on_start(todo, reused):

@@ -179,7 +179,8 @@ def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
 
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
                     reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
-                    output_tokens: int = 32, objective: str | None = None, progress=None, require=()) -> dict:
+                    output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
+                    runtime: str | None = None) -> dict:
     """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
     (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
     and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
@@ -192,11 +193,11 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
     when no degree asked runs.
     """
-    found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode="contiguous", workload=workload)
+    req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require), runtime=runtime)
+    found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode="contiguous", workload=workload)
     ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused)
     refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
-    req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require))
     solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
     rows: list[dict] = []
 

@@ -93,8 +93,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    method: str | None = None, output_tokens: int = 16, jobs: int | None = None,
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
-                   address: str | None = None, require=(), time_limit: float = 30.0, seed: int = 0,
-                   workers: int = 2) -> FrontierReport:
+                   address: str | None = None, require=(), runtime: str | None = None, time_limit: float = 30.0,
+                   seed: int = 0, workers: int = 2) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
     ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
@@ -105,7 +105,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
     :func:`placer.planning.sweep.run_tasks`);
     ``progress(done, total)`` is called after each point. ``require``: constraints of
-    :data:`placer.instance.REQUIREMENTS` on every placement; ``time_limit``, ``seed``, ``workers``:
+    :data:`placer.instance.REQUIREMENTS` on every placement, ``runtime``: a runtime's rules too; ``time_limit``, ``seed``, ``workers``:
     CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
     placed by :func:`~placer.planning.solve.place_instance`.
     """
@@ -113,12 +113,12 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
 
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
     req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       constraints=tuple(require))
+                       constraints=tuple(require), runtime=runtime)
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode=mode, workload=workload)
+        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=mode, workload=workload)
         refused = found.refused_by_label()
         if refused:
             notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))

@@ -165,7 +165,7 @@ def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSet
     from .stage_degrees import solve_per_stage
 
     solved = solve_per_stage(model, fleet, workload, degrees=req.degrees, ep=bool(req.expert_parallel),
-                             reserve=req.reserve, require=req.constraints, mode=req.mode, pins=req.pins,
+                             reserve=req.reserve, require=req.constraints_for(model), mode=req.mode, pins=req.pins,
                              objective=req.cpsat_objective, time_limit=solver.time_limit, seed=solver.seed,
                              workers=solver.threads, progress=solver.progress, deadline=solver.deadline)
     r = solved.result

@@ -76,7 +76,10 @@ class Requirements:
     ``attention-per-stage``); ``min_user_tps`` / ``max_itl_ms``: a per-user speed floor (replicas
     added as needed) with ``speed_objective`` choosing among the plans that meet it (devices, mw,
     tokens-per-mw); ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
-    ``output_tokens``: tokens each simulated request decodes when a floor is checked.
+    ``output_tokens``: tokens each simulated request decodes when a floor is checked;
+    ``runtime``: a runtime the plan must run on as written (vllm, sglang, megatron, torch): its
+    rules (:mod:`placer.runtime_rules`) join the constraints, restrict the mode to contiguous and
+    the degrees to its own, and are proven like any other constraint.
     """
 
     mode: str | None = None
@@ -92,6 +95,7 @@ class Requirements:
     speed_objective: str = "devices"
     objective: str | None = None
     output_tokens: int = 16
+    runtime: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -115,6 +119,10 @@ class Requirements:
                 parse_objective(self.objective)
             except ValueError as exc:
                 raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
+        if self.runtime is not None:
+            from ..runtime_rules import check_runtime_request
+
+            check_runtime_request(self.runtime, mode=self.mode, degrees=self.degrees, per_stage=self.per_stage_degrees)
         if self.has_speed_floor:
             floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
             if self.per_stage_degrees:
@@ -138,15 +146,32 @@ class Requirements:
         return floor_from(self.min_user_tps, self.max_itl_ms) if self.has_speed_floor else None
 
     def mode_for(self, method: str) -> str:
-        """The mode placed in: the asked one, else contiguous for speed floors and per-stage degrees,
-        else ``method``'s own (contiguous for CP-SAT, free for typepack and ffd)."""
+        """The mode placed in: the asked one, else contiguous for speed floors, per-stage degrees and
+        a runtime's plans, else ``method``'s own (contiguous for CP-SAT, free for typepack and ffd)."""
         if self.mode is not None:
             return self.mode
-        if self.has_speed_floor or self.per_stage_degrees:
+        if self.has_speed_floor or self.per_stage_degrees or self.runtime is not None:
             return "contiguous"
         from ..algorithms import default_mode
 
         return default_mode(method)
+
+    def constraints_for(self, model) -> tuple[str, ...]:
+        """The constraints of every placement of ``model``: the asked ones and the runtime's rules."""
+        if self.runtime is None:
+            return self.constraints
+        from ..runtime_rules import runtime_requirements
+
+        return tuple(dict.fromkeys(self.constraints + runtime_requirements(self.runtime, model)))
+
+    @property
+    def layout_degrees(self) -> tuple[int, ...] | None:
+        """The degrees to try: the asked ones, else the runtime's own when it has a restriction."""
+        if self.degrees is not None or self.runtime is None:
+            return self.degrees
+        from ..runtime_rules import runtime_rules
+
+        return runtime_rules(self.runtime).degrees
 
     def granularity_of(self, mode: str) -> str:
         return granularity_for(mode, self.granularity)

@@ -63,7 +63,7 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     if concurrency is not None:
         workload = workload.replace(concurrency=concurrency)
     return make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
-                         pins=requirements.pins, require=requirements.constraints, tp=tp, ep=ep,
+                         pins=requirements.pins, require=requirements.constraints_for(model), tp=tp, ep=ep,
                          reserve=requirements.reserve)
 
 
@@ -131,7 +131,7 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     :class:`InvalidSpec` (``tp``) when no layout runs."""
     method = solver.method or "cpsat"
     if layouts is None:
-        layouts = device_layouts(model, fleet, degrees=requirements.degrees,
+        layouts = device_layouts(model, fleet, degrees=requirements.layout_degrees,
                                  ep=bool(requirements.expert_parallel), mode=requirements.mode_for(method),
                                  workload=workload)
     refused = layouts.refused_degrees(bool(requirements.expert_parallel))

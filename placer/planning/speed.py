@@ -273,7 +273,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     if total < 1:
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
     mode = requirements.mode_for(solver.method or "cpsat")
-    found = device_layouts(model, fleet, degrees=requirements.degrees, ep=requirements.expert_parallel, mode=mode,
+    found = device_layouts(model, fleet, degrees=requirements.layout_degrees, ep=requirements.expert_parallel, mode=mode,
                            workload=workload).require_some(model)
     refused = found.refused_by_label()
     top = max_concurrency if max_concurrency is not None else 4 * total

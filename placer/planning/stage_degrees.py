@@ -194,4 +194,5 @@ def _result(inst: Instance, assignment, out, stats) -> Result:
     return r.replace(devices_used=gpus, lower_bound_devices=bound, objective=float(gpus),
                      bound=None if bound is None else float(bound), proven_optimal=proven,
                      gap=None if bound is None else (gpus - bound) / gpus, stats=stats,
-                     levels=tuple(Level(lv.name, lv.value, lv.bound, lv.proven) for lv in out.levels))
+                     levels=tuple(Level(lv.name, lv.value, lv.bound, lv.proven, cap=getattr(lv, "cap", None))
+                                 for lv in out.levels))

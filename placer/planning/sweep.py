@@ -144,6 +144,7 @@ class SweepSettings:
     objective: str | None = None
     granularity: str | None = None      # split points' refinement (default SPLIT_GRANULARITY)
     constraints: tuple[str, ...] = ()   # names of placer.instance.REQUIREMENTS, on every point
+    runtime: str | None = None          # a runtime's rules on every point (contiguous points only)
     simulate: bool = False
     simulate_output_tokens: int = 16
     replicas: bool = False
@@ -160,7 +161,7 @@ class SweepSettings:
     def requirements(self, mode: str) -> Requirements:
         """The requirements of a point in ``mode`` (the refinement applies to split points only)."""
         return Requirements(mode=mode, granularity=self.granularity if mode == "split" else None,
-                            constraints=self.constraints)
+                            constraints=self.constraints, runtime=self.runtime)
 
     def solver(self) -> SolverSettings:
         return SolverSettings(method=self.method, time_limit=30.0 if self.time_limit is None else self.time_limit,
@@ -176,6 +177,8 @@ def setup_id(model: LayerGraph, fleet: Fleet, settings: SweepSettings, base: Wor
            "workload": fixed}
     if settings.constraints:
         doc["constraints"] = list(settings.constraints)
+    if settings.runtime:
+        doc["runtime"] = settings.runtime
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
 
 
