@@ -93,13 +93,13 @@ def test_kv_reserve_caps_live_requests():
     inst = _inst(DENSE, context=1000)
     # (10 MB - 4 MB of weights) / (1000 B x 1000 tokens) = 6 requests on the dense wafer
     assert inst.max_concurrency((0,), 0) == 6
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20)
+    res = simulate(inst, (0, 1), requests=20, output_tokens=20, decode_only=True)
     assert res.concurrency_cap == 6 and res.live_requests == 6
     assert res.requests_completed == 20 and res.tokens == 20 * 20
     # half the context: twice the requests fit (floor(6e6 / 5e5) = 12)
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20, context=500)
+    res = simulate(inst, (0, 1), requests=20, output_tokens=20, context=500, decode_only=True)
     assert res.concurrency_cap == 12 and res.live_requests == 12
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20, max_live=4)
+    res = simulate(inst, (0, 1), requests=20, output_tokens=20, max_live=4, decode_only=True)
     assert res.concurrency_cap == 4 and res.live_requests == 4
     # a request longer than the reserve cannot run at all
     with pytest.raises(Exception, match="KV reserve"):
@@ -108,7 +108,7 @@ def test_kv_reserve_caps_live_requests():
 
 def test_kv_reads_grow_with_each_token():
     inst = _inst(DENSE, context=1000)
-    res = simulate(inst, (0, 1), requests=1, output_tokens=30, trace=True)
+    res = simulate(inst, (0, 1), requests=1, output_tokens=30, trace=True, decode_only=True)
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert len(steps) == 30
     for j, iv in enumerate(steps):
@@ -160,7 +160,8 @@ def test_bad_context_distributions(text):
 
 def test_context_distribution_changes_the_cap_and_load():
     inst = _inst(DENSE, context=1000)
-    res = simulate(inst, (0, 1), requests=30, output_tokens=10, context_dist="uniform:200:1000", seed=1)
+    res = simulate(inst, (0, 1), requests=30, output_tokens=10, context_dist="uniform:200:1000", seed=1,
+                   decode_only=True)
     assert res.concurrency_cap is None          # not a single context: admission is by bytes
     assert 6 < res.live_requests <= 30          # shorter requests: more than 6 fit at once
     assert res.requests_completed == 30

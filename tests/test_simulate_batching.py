@@ -72,7 +72,7 @@ def test_saturated_pipeline_runs_at_batch_over_bottleneck_stage_time():
     b, n = 4, 40
     bottleneck = stage_us(b)[0]                          # 25 + (4e6 + 16,000) / BW = 33.032 us
     assert bottleneck == pytest.approx(33.032)
-    res = simulate(_inst(LINEAR), ROUTE, requests=n, max_batch=b, output_tokens=300)
+    res = simulate(_inst(LINEAR), ROUTE, requests=n, max_batch=b, output_tokens=300, decode_only=True)
     assert res.pipeline_bound_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=1e-12)
     assert res.aggregate_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=0.01)
     assert res.stage_utilization[0] == pytest.approx(1.0, abs=0.01)
@@ -93,7 +93,7 @@ def test_batch_sweep_on_one_stage_matches_the_formula(b):
     # together; at step j each has its 380-token prompt + j tokens cached
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
     out = 20
-    res = simulate(inst, (0,), requests=b, output_tokens=out, trace=True)
+    res = simulate(inst, (0,), requests=b, output_tokens=out, trace=True, decode_only=True)
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert [iv.batch for iv in steps] == [b] * out
     for j, iv in enumerate(steps):
@@ -106,12 +106,12 @@ def test_batch_sweep_on_one_stage_matches_the_formula(b):
 
 def test_batch_limit_and_kv_reserve_cap_each_step():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=1000))
-    res = simulate(inst, (0,), requests=8, max_batch=3, output_tokens=5, trace=True)
+    res = simulate(inst, (0,), requests=8, max_batch=3, output_tokens=5, trace=True, decode_only=True)
     # 8 requests of 5 tokens, at most 3 per step, a served batch queueing behind the waiting ones:
     # every step is full until the last of the 40 tokens, ceil(40 / 3) = 14 steps
     assert [iv.batch for iv in res.trace] == [3] * 13 + [1]
     # (10 MB - 2 MB) / (1000 B x 1000 tokens) = 8 requests fit; at 2,000 tokens only 4
-    res = simulate(inst, (0,), requests=8, output_tokens=5, context=2000, trace=True)
+    res = simulate(inst, (0,), requests=8, output_tokens=5, context=2000, trace=True, decode_only=True)
     assert res.concurrency_cap == 4 and max(iv.batch for iv in res.trace) == 4
 
 
@@ -173,10 +173,10 @@ def test_continuous_never_worse_than_micro_batch_1(layers, cuts, requests, out, 
         route.append(d)
     inst = make_instance(model, DEEP, Workload(context_tokens=ctx))
     try:
-        mb1 = simulate(inst, route, requests=requests, output_tokens=out, micro_batch=1)
+        mb1 = simulate(inst, route, requests=requests, output_tokens=out, micro_batch=1, decode_only=True)
     except InfeasiblePlacement:          # more weights on one device than it holds
         assume(False)
-    cont = simulate(inst, route, requests=requests, output_tokens=out, max_batch=max_batch)
+    cont = simulate(inst, route, requests=requests, output_tokens=out, max_batch=max_batch, decode_only=True)
     assert cont.tokens == mb1.tokens == requests * min(out, ctx - 1)
     assert cont.window_us <= mb1.window_us * (1 + 1e-9)
     assert cont.aggregate_tokens_per_s >= mb1.aggregate_tokens_per_s * (1 - 1e-9)

@@ -1,12 +1,16 @@
 """Performance of a placement at full size, from a calibrated cost model and a discrete-event run.
 
 :mod:`.cost` turns a placement into segments with step times (constants from the hardware spec's
-``perf`` block), :mod:`.des` simulates decode with simpy, :mod:`.gantt` draws stage occupancy and
+``perf`` block), :mod:`.prefill` prices prompt chunks on them, :mod:`.des` simulates serving with
+simpy (:class:`Simulation`; chunked prefill and decode, a closed loop at fixed concurrency),
+:mod:`.result` holds what it reports and :mod:`.gantt` draws stage occupancy
 (:mod:`placer.planning.modes` compares the placements of every mode side by side.)
 """
 
+from .contexts import ContextDist, parse_context_dist
 from .cost import Segment, segments_of
-from .des import ContextDist, SimResult, parse_context_dist, simulate, simulate_mapping
+from .des import Simulation, simulate, simulate_mapping
+from .result import SimResult
 
-__all__ = ["Segment", "segments_of", "ContextDist", "SimResult", "parse_context_dist", "simulate",
+__all__ = ["Segment", "segments_of", "ContextDist", "SimResult", "Simulation", "parse_context_dist", "simulate",
            "simulate_mapping"]

@@ -1,46 +1,55 @@
-"""Discrete-event simulation (simpy) of decode on a full-size placement.
+"""Discrete-event simulation (simpy) of serving on a full-size placement: prefill and decode.
 
 Requests arrive (all at once, or as a Poisson stream of ``arrival_rate`` per second), each with a
 total context drawn from a distribution (``fixed:256k``, ``uniform:64k:256k``,
-``lognormal:32k:1.0``, ``choice:8k,32k,256k``) of which the last ``output_tokens`` are generated.
-A request is admitted when every device of the route still has room for its KV cache and state
-at its full context (the KV reserve: with the mapping's own context this admits exactly its
-concurrency ceiling) and, optionally, fewer than ``max_live`` are live.
+``lognormal:32k:1.0``, ``choice:8k,32k,256k``; default the workload's ``context_tokens``) of which
+the last ``output_tokens`` are generated and the rest is the prompt. A request is admitted when
+every device of the route still has room for its KV cache and state at its full context (the KV
+reserve: with the mapping's own context this admits exactly its concurrency ceiling) and,
+optionally, fewer than ``max_live`` are live.
 
-Admitted requests decode under one of two schedules:
+**Prefill** (unless ``decode_only``) runs on the same devices, chunked as vLLM V1 does it: a step
+holds the running decodes first (one token each), then prompt chunks of the admitted requests in
+admission order, each ``min(remaining prompt, remaining budget)`` tokens of the step's token budget
+``max_num_batched_tokens``; decodes and chunks run as one forward pass
+(:mod:`placer.simulate.prefill` prices the chunk part). The step that ends a prompt gives its first
+token. Inter-token latency under load therefore includes the prefill chunks that share a step, and
+the time to first token (TTFT) is reported beside it.
 
-* ``continuous`` (the default, as serving runtimes batch): every device, whenever it is free,
-  takes the requests waiting for it (in arrival order) up to its batch limit and runs them as one
-  step; the limit is ``max_batch`` (default: the modelled runtime's, :data:`RUNTIME_MAX_BATCH`)
-  and never more than the requests the smallest KV reserve on the route holds at the context
-  (a runtime cuts every stage to it). The entry also takes at most ``ceil(live / stages)``: a
-  pipeline-parallel runtime keeps one batch per stage in flight (vLLM's virtual engines, one
-  scheduler per pipeline stage; SGLang's pipeline micro-batches), so a deep pipeline is not left
-  with one batch and idle stages. A batch then walks the route as a unit (each device serves
-  batches first come first served); after the last segment each of its requests has its next
-  token and is ready again, and a finished one frees its reserve for a waiting one.
-* ``micro-batch``: fixed micro-batches of up to ``micro_batch`` requests. There is one
-  micro-batch slot per ``micro_batch`` live requests (made as requests are admitted); a slot takes
-  waiting requests when it starts a step (a finished request frees its reserve and a waiting one
-  moves in) and walks the route: at each segment it queues for the device (one micro-batch at a
-  time, first come first served), holds it for the cost model's step time
-  (:mod:`placer.simulate.cost`), then crosses the hop to the next segment.
+**Closed loop**: without ``arrival_rate``, the simulation holds a fixed concurrency of ``users``
+(the requests asked for, at most what the KV reserve or ``max_live`` holds): a finished request is
+replaced at once by its user's next one (as ``vllm bench serve --max-concurrency`` or genai-perf
+drive a server), at least ``rounds`` requests per user, and the figures are measured over the
+steady part of the run: from the moment every user's first request has finished to the moment the
+last request is issued. With ``decode_only`` the requests are the prompts' KV already in place: all
+of them arrive at once and are admitted as room frees (the decode-only simulation of earlier
+releases, figure for figure).
 
-With ``prefill=True`` an admitted request first runs its prompt through the same devices as one
-job of its own (compute-bound estimate), which gives the time to first token.
+Steps are formed under one of two schedules:
 
-Times are in microseconds. The result holds the figures ``docs/interfaces.md`` names for
-``placer simulate --json`` plus the closed-form anchors (unloaded token latency, per-stage step
-times, the pipeline's throughput bound).
+* ``continuous`` (the default, as serving runtimes batch): whenever the route's first device is
+  free, a step takes the requests waiting for it up to the batch limit ``max_batch`` (default:
+  the modelled runtime's, :data:`RUNTIME_MAX_BATCH`, never more than the requests the smallest KV
+  reserve on the route holds at the context; a runtime cuts every stage to it), and at most
+  ``ceil(live / stages)`` decodes: a pipeline-parallel runtime keeps one batch per stage in flight
+  (vLLM's virtual engines; SGLang's pipeline micro-batches), at most one per stage when prefill is
+  modelled. A step walks the route as a unit (each device serves steps first come first served);
+  after the last segment its requests have their next token.
+* ``micro-batch``: fixed slots of up to ``micro_batch`` requests, one slot per ``micro_batch``
+  live requests; a slot's step decodes its decoding members and prefills chunks of its other
+  members within the token budget, and walks the route as above.
+
+Times are in microseconds. The result holds the figures ``placer simulate --json`` reports plus
+the closed-form anchors (unloaded token latency, per-stage step times, the pipeline's throughput
+bound) and the power boundary the power figures use (the fleet's, :meth:`placer.fleet.Fleet.with_power`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
@@ -49,10 +58,14 @@ from .. import memory
 from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..instance import Instance
 from ..units import parse_tokens
-from .cost import Segment, Terms, cached_tokens, segments_of
+from .contexts import ContextDist, parse_context_dist
+from .cost import cached_tokens, segments_of
+from .prefill import Chunk, step_time_us, sum_min
+from .result import Interval, SimResult, token_stats
 
-__all__ = ["ContextDist", "parse_context_dist", "SimResult", "simulate", "simulate_mapping", "Interval",
-           "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME"]
+__all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping",
+           "Interval", "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+           "DEFAULT_ROUNDS", "sum_min"]
 
 MAX_REQUESTS = 1_000_000
 SCHEDULES = ("continuous", "micro-batch")
@@ -62,134 +75,13 @@ SCHEDULES = ("continuous", "micro-batch")
 # reserve. Cerebras publishes no batch limit for its wafer serving stack.
 RUNTIME_MAX_BATCH: dict[str, int | None] = {"vllm": 256, "sglang": None}
 DEFAULT_RUNTIME = "vllm"
-
-
-# ----------------------------------------------------------------------------- contexts
-@dataclass(frozen=True)
-class ContextDist:
-    """Total context tokens per request: ``fixed``, ``uniform`` (lo, hi), ``lognormal`` (median,
-    sigma) or ``choice`` (values, drawn uniformly)."""
-
-    kind: str
-    values: tuple[float, ...]
-
-    def sample(self, rng: np.random.Generator) -> int:
-        if self.kind == "fixed":
-            return int(self.values[0])
-        if self.kind == "uniform":
-            return int(rng.integers(int(self.values[0]), int(self.values[1]) + 1))
-        if self.kind == "lognormal":
-            return max(1, int(round(self.values[0] * math.exp(self.values[1] * rng.standard_normal()))))
-        return int(self.values[int(rng.integers(0, len(self.values)))])
-
-    @property
-    def mean(self) -> float:
-        if self.kind == "fixed":
-            return self.values[0]
-        if self.kind == "uniform":
-            return (self.values[0] + self.values[1]) / 2
-        if self.kind == "lognormal":
-            return self.values[0] * math.exp(self.values[1] ** 2 / 2)
-        return sum(self.values) / len(self.values)
-
-    @property
-    def max(self) -> float:
-        if self.kind in ("fixed", "uniform", "choice"):
-            return max(self.values)
-        return math.inf
-
-    def describe(self) -> str:
-        if self.kind == "choice":
-            return "choice:" + ",".join(str(int(v)) for v in self.values)
-        if self.kind == "lognormal":
-            return f"lognormal:{int(self.values[0])}:{self.values[1]:g}"
-        return f"{self.kind}:" + ":".join(str(int(v)) for v in self.values)
-
-
-def parse_context_dist(text: str) -> ContextDist:
-    """``256k`` / ``fixed:256k``, ``uniform:64k:256k``, ``lognormal:32k:1.0``, ``choice:8k,32k,256k``."""
-    where = ("--context-dist", "context_dist")
-    text = str(text).strip()
-    try:
-        if ":" not in text:
-            return ContextDist("fixed", (float(parse_tokens(text)),))
-        kind, rest = text.split(":", 1)
-        if kind == "fixed":
-            return ContextDist("fixed", (float(parse_tokens(rest)),))
-        if kind == "uniform":
-            lo, hi = (parse_tokens(x) for x in rest.split(":"))
-            if lo > hi:
-                raise ValueError("uniform needs lo <= hi")
-            return ContextDist("uniform", (float(lo), float(hi)))
-        if kind == "lognormal":
-            median, sigma = rest.split(":")
-            s = float(sigma)
-            if not 0 <= s <= 5:
-                raise ValueError("lognormal sigma must be between 0 and 5")
-            return ContextDist("lognormal", (float(parse_tokens(median)), s))
-        if kind == "choice":
-            vals = tuple(float(parse_tokens(x)) for x in re.split(r"[,\s]+", rest) if x)
-            if not vals:
-                raise ValueError("choice needs at least one value")
-            return ContextDist("choice", vals)
-    except (ValueError, TypeError) as exc:
-        raise InvalidSpec(*where, f"cannot read {text!r}: {exc}") from None
-    raise InvalidSpec(*where, f"unknown distribution {text!r} (fixed, uniform, lognormal or choice)")
-
-
-# ----------------------------------------------------------------------------- result
-@dataclass(frozen=True)
-class Interval:
-    """A device busy with one micro-batch (or a prefill when ``prefill``) from ``start`` to ``end`` (us)."""
-
-    stage: int
-    start: float
-    end: float
-    slot: int
-    prefill: bool = False
-    batch: int = 1
-
-
-@dataclass
-class SimResult:
-    per_user_tokens_per_s: float | None
-    aggregate_tokens_per_s: float
-    itl_p50_us: float | None
-    itl_p99_us: float | None
-    ttft_p50_us: float | None
-    ttft_p99_us: float | None
-    stage_utilization: list[float]
-    bubble_fraction: float
-    live_requests: int
-    live_requests_mean: float
-    power_w: float | None
-    tokens_per_s_per_mw: float | None
-    joules_per_token: float | None
-    requests: int
-    requests_completed: int
-    tokens: int
-    window_us: float
-    micro_batch: int
-    concurrency_cap: int | None
-    stages: list[str]
-    segments: int
-    hop_latency_us: float
-    unloaded_token_latency_us: float
-    stage_time_us: list[float]
-    pipeline_bound_tokens_per_s: float
-    context: str
-    output_tokens: int
-    completion_mean_us: float | None = None   # arrival to last token, over the requests that finished
-    schedule: str = "continuous"
-    max_batch: int | None = None          # continuous: the per-device batch limit (None: KV reserve only)
-    batch_mean: float = 0.0               # requests per decode step, averaged over device steps
-    runtime: str | None = None
-    trace: list[Interval] | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("trace")
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+# Tokens one step may carry (decodes + prefill chunks): vLLM V1's max_num_batched_tokens for its
+# API server on GPUs of 70 GiB or more (vllm/engine/arg_utils.py; 16,384 offline, 2,048 on smaller
+# GPUs). Used for every runtime and device: no wafer serving stack publishes its own.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# closed loop: requests per user at least, so that a steady window exists between the first
+# round's end (every user has finished one) and the last request's issue
+DEFAULT_ROUNDS = 3
 
 
 @dataclass
@@ -199,7 +91,10 @@ class _Req:
     context: int                  # total tokens: prompt + output
     output: int
     prompt: int
+    user: int = 0
+    prefilled: int = 0            # prompt tokens in the KV cache
     generated: int = 0
+    busy: bool = False            # a chunk of its prompt is in a step on its way through the route
     first: float | None = None
     last: float | None = None
     times: list = field(default_factory=list)
@@ -209,11 +104,14 @@ class _Req:
         return self.prompt + self.generated
 
     @property
+    def prefilling(self) -> bool:
+        return self.prefilled < self.prompt
+
+    @property
     def done(self) -> bool:
         return self.generated >= self.output
 
 
-# ----------------------------------------------------------------------------- simulation
 class _Reserve:
     """Per-device KV/state room and what one request of a given context needs there."""
 
@@ -252,382 +150,479 @@ class _Reserve:
         return max(min(caps), 0) if caps else None
 
 
+
+class Simulation:
+    """One simulation run of ``instance`` placed by ``assignment`` (device index per node).
+
+    The constructor checks the arguments (:class:`InvalidSpec` naming the argument) and sizes the
+    run; :meth:`run` simulates it once and returns the :class:`SimResult`. The simpy processes are
+    the methods ``_scheduler`` (continuous schedule), ``_slot`` (micro-batch schedule), ``_step``
+    (one continuous step) and ``_arrivals``; ``_walk`` is a step's way through the route. See the
+    module docstring for what is modelled and :func:`simulate` for the arguments.
+    """
+
+    def __init__(self, instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
+                 output_tokens: int = 32, context: int | str | None = None,
+                 context_dist: str | ContextDist | None = None, schedule: str | None = None,
+                 max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
+                 arrival_rate: float | None = None, duration_s: float | None = None,
+                 max_live: int | None = None, seed: int = 0, decode_only: bool = False,
+                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, trace: bool = False):
+        self.instance = instance
+        self.assignment = list(assignment)
+        self._settle_schedule(schedule, max_batch, runtime, micro_batch)
+        _check_counts(output_tokens=output_tokens, arrival_rate=arrival_rate, duration_s=duration_s,
+                      max_live=max_live, max_num_batched_tokens=max_num_batched_tokens, rounds=rounds)
+        self.output_tokens, self.arrival_rate, self.max_live = output_tokens, arrival_rate, max_live
+        self.end_us = duration_s * 1e6 if duration_s is not None else None
+        self.decode_only = bool(decode_only)
+        self.budget = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+        self.closed_loop = not self.decode_only and arrival_rate is None
+        self.dist = _context_dist(instance, context, context_dist)
+        self.segs = segments_of(instance, self.assignment)
+        self.reserve = _Reserve(instance, self.assignment)
+        if any(v < 0 for v in self.reserve.free.values()):
+            raise InfeasiblePlacement("a device's weights exceed its memory: the placement cannot run")
+        self.rng = np.random.default_rng([seed, 104729])
+        self.n_stages = len({s.device for s in self.segs})
+        self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
+        self._size(requests, rounds)
+        self.trace: list[Interval] | None = [] if trace else None
+
+    # ------------------------------------------------------------------ arguments and sizes
+    def _settle_schedule(self, schedule, max_batch, runtime, micro_batch) -> None:
+        if schedule is None:
+            schedule = "micro-batch" if micro_batch is not None else "continuous"
+        if schedule not in SCHEDULES:
+            raise InvalidSpec(ARGUMENT, "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
+        if runtime is not None and runtime not in RUNTIME_MAX_BATCH:
+            raise InvalidSpec(ARGUMENT, "runtime", f"unknown runtime {runtime!r} "
+                                                   f"(choose from {', '.join(RUNTIME_MAX_BATCH)})")
+        if max_batch is not None and max_batch < 1:
+            raise InvalidSpec(ARGUMENT, "max_batch", "must be at least 1")
+        self.continuous = schedule == "continuous"
+        if self.continuous and micro_batch is not None:
+            raise InvalidSpec(ARGUMENT, "micro_batch", "applies to the micro-batch schedule only (the continuous "
+                                                       "schedule's limit is max_batch)")
+        if not self.continuous and max_batch is not None:
+            raise InvalidSpec(ARGUMENT, "max_batch", "applies to the continuous schedule only")
+        self.micro_batch = micro_batch if micro_batch is not None else self.instance.workload.micro_batch
+        if self.micro_batch < 1:
+            raise InvalidSpec(ARGUMENT, "micro_batch", "must be at least 1")
+        self.schedule = schedule
+        self.runtime = (runtime or DEFAULT_RUNTIME) if self.continuous else None
+        self.max_batch = (RUNTIME_MAX_BATCH[self.runtime] if max_batch is None else max_batch) \
+            if self.continuous else None
+
+    def _size(self, requests: int | None, rounds: int) -> None:
+        """Live cap, users and requests of the run, and each device's batch limit."""
+        dist, fixed = self.dist, self.dist.kind == "fixed"
+        kv_cap = self.reserve.ceiling(int(dist.mean)) if fixed else None
+        caps = [x for x in (kv_cap, self.max_live) if x is not None]
+        self.live_cap = min(caps) if caps else None
+        if self.live_cap == 0:
+            raise InfeasiblePlacement("no request of this context fits the KV reserve of the placement",
+                                      max_concurrency=0)
+        timed = self.arrival_rate is not None and self.end_us is not None
+        if requests is None:
+            if timed:
+                requests = MAX_REQUESTS
+            elif self.live_cap is not None:
+                requests = self.live_cap
+            else:
+                requests = self.n_stages * (self.max_batch or 1 if self.continuous else self.micro_batch)
+        if not 1 <= requests <= MAX_REQUESTS:
+            raise InvalidSpec(ARGUMENT, "requests", f"must be between 1 and {MAX_REQUESTS}")
+        self.base_requests = requests
+        self.users = None
+        if self.closed_loop:
+            self.users = min(x for x in (requests, self.live_cap) if x is not None)
+            requests = MAX_REQUESTS if self.end_us is not None and requests == self.users \
+                else max(requests, rounds * self.users)
+        self.requests = min(requests, MAX_REQUESTS)
+        self.limit: dict[int, float] = {}
+        for d in {s.device for s in self.segs}:
+            own = self.reserve.device_ceiling(d, int(dist.mean)) if fixed else None
+            limits = [x for x in (self.max_batch, own) if x is not None]
+            self.limit[d] = max(1, min(limits)) if limits else math.inf
+        # every step is capped by the smallest device limit (a runtime cuts every stage to it)
+        self.batch_cap = min(self.limit.values())
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> SimResult:
+        """Simulate once; the result's figures are over the measured window."""
+        env = self.env = simpy.Environment()
+        self.free_at = {s.device: 0.0 for s in self.segs}
+        self.busy = [0.0] * self.n_stages
+        self.steps = [0, 0, 0, 0]                     # decode steps, requests in them, largest batch, with a chunk
+        self.waiting: deque[_Req] = deque()           # issued, not yet admitted
+        self.prefilling: list[_Req] = []              # continuous: admitted, prompt not all in the KV cache
+        self.ready: deque[_Req] = deque()             # waiting for a step
+        self.idle: list = []
+        self.reqs: list[_Req] = []
+        self.live = self.peak = self.completed = self.slots = self.in_flight = 0
+        self.last_change = self.live_area = 0.0
+        self.first_done: set[int] = set()
+        self.t_warm: float | None = None
+        self.t_stop: float | None = None
+        self.arrivals_over = False
+        self.all_done = env.event()
+        self.entry_ready: simpy.Event | None = None
+        if self.continuous:
+            env.process(self._scheduler())
+        env.process(self._arrivals())
+        env.run(until=self.end_us if self.end_us is not None else self.all_done)
+        self._set_live(0)
+        return self._result()
+
+    def _set_live(self, delta: int) -> None:
+        now = self.env.now
+        self.live_area += self.live * (now - self.last_change)
+        self.last_change = now
+        self.live += delta
+        self.peak = max(self.peak, self.live)
+
+    def _wake(self) -> None:
+        while self.idle and self.ready:
+            self.idle.pop(0).succeed()
+        ev = self.entry_ready
+        if ev is not None and not ev.triggered:
+            ev.succeed()
+
+    def _issue(self, user: int) -> None:
+        """A new request of ``user`` arrives now (context drawn from the distribution)."""
+        c = max(2, self.dist.sample(self.rng))
+        out = min(self.output_tokens, c - 1)
+        r = _Req(id=len(self.reqs), arrival=self.env.now, context=c, output=out, prompt=c - out, user=user)
+        if self.decode_only:
+            r.prefilled = r.prompt
+        self.reqs.append(r)
+        self.waiting.append(r)
+        if len(self.reqs) >= self.requests:
+            self.arrivals_over = True
+            if self.t_stop is None:
+                self.t_stop = self.env.now
+
+    def _arrivals(self):
+        if self.closed_loop:
+            for u in range(self.users):
+                self._issue(u)
+            self._admit()
+            return
+        t = 0.0
+        for i in range(self.requests):
+            if self.arrival_rate is not None:
+                t += self.rng.exponential(1e6 / self.arrival_rate)
+                if self.end_us is not None and t > self.end_us:
+                    break
+                yield self.env.timeout(t - self.env.now)
+            self._issue(i)
+            self._admit()
+        self.arrivals_over = True
+        self._check_all_done()
+
+    def _check_all_done(self) -> None:
+        if self.arrivals_over and self.completed == len(self.reqs) and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def _admit(self) -> None:
+        while self.waiting:
+            r = self.waiting[0]
+            if self.max_live is not None and self.live >= self.max_live:
+                break
+            if not self.reserve.fits(r.context):
+                if self.live == 0:
+                    raise InfeasiblePlacement(f"a request of {r.context} tokens does not fit the KV reserve "
+                                              "even alone", max_concurrency=0)
+                break
+            self.waiting.popleft()
+            self.reserve.take(r.context)
+            self._set_live(+1)
+            if not self.continuous:
+                while self.slots * self.micro_batch < self.live:    # one slot per micro_batch live requests
+                    self.env.process(self._slot(self.slots))
+                    self.slots += 1
+            if r.prefilling and self.continuous:
+                self.prefilling.append(r)
+            else:
+                self.ready.append(r)
+        self._wake()
+
+    def _token(self, r: _Req, now: float) -> None:
+        r.generated += 1
+        r.times.append(now)
+        if r.first is None:
+            r.first = now
+        r.last = now
+
+    def _finish(self, r: _Req) -> None:
+        self.reserve.take(r.context, -1)
+        self._set_live(-1)
+        self.completed += 1
+        if self.closed_loop:
+            self.first_done.add(r.user)
+            if self.t_warm is None and len(self.first_done) == self.users:
+                self.t_warm = self.env.now
+            if len(self.reqs) < self.requests:
+                self._issue(r.user)           # the user's next request, at once
+        self._check_all_done()
+
+    def _take_chunks(self, candidates, budget: float, seats: float) -> list[tuple[_Req, Chunk]]:
+        """Prompt chunks for a step: in order, each ``min(remaining prompt, remaining budget)``."""
+        out = []
+        for r in candidates:
+            if budget <= 0 or seats <= 0:
+                break
+            if r.busy or not r.prefilling:
+                continue
+            n = int(min(r.prompt - r.prefilled, budget))
+            out.append((r, Chunk(r.prefilled, n)))
+            r.busy = True
+            budget -= n
+            seats -= 1
+        return out
+
+    def _stepped(self, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]],
+                 members: list[_Req] | None = None) -> list[_Req]:
+        """A step is through the route: decodes have their next token, a prompt whose last chunk
+        ran has its first; the finished leave (waiting requests take their room). Returns the
+        ``members`` (a slot's; default the step's decoding requests) that go on."""
+        now = self.env.now
+        for r in decodes:
+            self._token(r, now)
+        for r, ch in chunks:
+            r.busy = False
+            r.prefilled += ch.tokens
+            if not r.prefilling:
+                if self.continuous:
+                    self.prefilling.remove(r)
+                self._token(r, now)
+        if members is None:
+            members = decodes + [r for r, _ in chunks if not r.prefilling]
+        done = [r for r in members if r.done]
+        for r in done:
+            self._finish(r)
+        if done:
+            self._admit()
+        return [r for r in members if not r.done]
+
+    def _walk(self, slot: int, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]]):
+        # Each device serves one step at a time, first come first served. Arrivals at a device
+        # are handled in time order (simpy's event queue), so booking the device from
+        # max(arrival, when it frees up) is that FIFO queue, with one event per visit.
+        env, b = self.env, len(decodes)
+        cached = cached_tokens([r.kv_len for r in decodes], self.windows)
+        parts = tuple(ch for _, ch in chunks)
+        n = sum(ch.tokens for ch in parts)
+        for s in self.segs:
+            dt = step_time_us(s, b, cached, parts)
+            begin = max(env.now, self.free_at[s.device])
+            self.free_at[s.device] = begin + dt
+            self._record(s.stage, begin, dt, slot, b, n)
+            yield env.timeout(begin + dt + s.hop_time_us(b + n) - env.now)
+
+    def _record(self, stage: int, start: float, dt: float, slot: int, b: int, n: int) -> None:
+        self.busy[stage] += dt
+        if b:
+            self.steps[0] += 1
+            self.steps[1] += b
+            self.steps[2] = max(self.steps[2], b)
+            self.steps[3] += n > 0
+        if self.trace is not None:
+            self.trace.append(Interval(stage, start, start + dt, slot, n > 0, b, n))
+
+    # ---- micro-batch schedule: fixed slots of up to micro_batch requests
+    def _slot(self, k: int):
+        members: list[_Req] = []
+        while True:
+            while len(members) < self.micro_batch and self.ready:
+                members.append(self.ready.popleft())
+            if not members:
+                ev = self.env.event()
+                self.idle.append(ev)
+                yield ev
+                continue
+            decodes = [r for r in members if not r.prefilling]
+            chunks = self._take_chunks([r for r in members if r.prefilling], self.budget - len(decodes), math.inf)
+            yield from self._walk(k, decodes, chunks)
+            members = self._stepped(decodes, chunks, members)
+
+    # ---- continuous schedule: the entry forms a step whenever its device is free
+    def _step(self, k: int, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]]):
+        self.in_flight += 1
+        yield from self._walk(k, decodes, chunks)
+        self.in_flight -= 1
+        for r in self._stepped(decodes, chunks):
+            self.ready.append(r)
+        self._wake()
+
+    def _scheduler(self):
+        env, entry, k = self.env, self.segs[0].device, 0
+        while True:
+            if self.free_at[entry] > env.now:
+                yield env.timeout(self.free_at[entry] - env.now)
+                continue
+            # prefill modelled: at most one step per pipeline stage in flight (vLLM's PP batches)
+            full = not self.decode_only and self.in_flight >= self.n_stages
+            # one batch per pipeline stage in flight: the entry takes its share of the live requests
+            share = int(min(self.batch_cap, -(-self.live // self.n_stages)))
+            decodes = [] if full else [self.ready.popleft() for _ in range(min(share, len(self.ready)))]
+            chunks = [] if full else self._take_chunks(self.prefilling, self.budget - len(decodes),
+                                                       self.batch_cap - len(decodes))
+            if not decodes and not chunks:
+                ev = self.entry_ready = env.event()
+                yield ev
+                self.entry_ready = None
+                continue
+            env.process(self._step(k, decodes, chunks))
+            k += 1
+            # the step books the entry device when its process starts, at this same instant
+            yield env.timeout(0)
+
+    # ------------------------------------------------------------------ the result
+    def _run_end(self) -> float:
+        return self.end_us if self.end_us is not None else \
+            max((r.last for r in self.reqs if r.last is not None), default=0.0)
+
+    def _window(self) -> tuple[float, float]:
+        """(start, end) of the measured window: a closed loop's steady part, else the whole run."""
+        end = self._run_end()
+        if self.closed_loop and self.t_warm is not None:
+            hi = end if self.end_us is not None else self.t_stop
+            if hi is not None and hi > self.t_warm:
+                return self.t_warm, hi
+        return 0.0, end
+
+    def _anchor_batch(self) -> int:
+        """The batch of the closed-form anchors (stage times, pipeline bound)."""
+        if self.continuous and self.arrival_rate is not None:
+            return max(1, self.steps[2])          # the largest batch the stream made: still a bound
+        if self.continuous:
+            live = min(self.base_requests, self.live_cap) if self.live_cap is not None else self.base_requests
+            return int(min(live, self.batch_cap, -(-live // self.n_stages)))
+        return self.micro_batch
+
+    def _result(self) -> SimResult:
+        inst, segs = self.instance, self.segs
+        lo, hi = self._window()
+        window = hi - lo
+        st = token_stats(self.reqs, lo, hi, ttft=not self.decode_only, arrivals_from=lo)
+        run = self._run_end()
+        util = [b / run if run > 0 else 0.0 for b in self.busy]
+        # a stage on a group of devices draws the power of each of them
+        powers = [None if inst.devices[d].type.power_w is None else
+                  inst.devices[d].type.power_w * len(inst.members(d)) for d in sorted(set(self.assignment))]
+        power = float(sum(powers)) if all(p for p in powers) else None
+        agg = st.tokens / window * 1e6 if window > 0 else 0.0
+        B = self._anchor_batch()
+        mean_ctx = max(1, int(self.dist.mean) - self.output_tokens // 2)
+        one = [s.time_us([mean_ctx]) for s in segs]
+        stage_time = [0.0] * len(util)
+        for s in segs:
+            stage_time[s.stage] += s.time_us([mean_ctx] * B)
+        stage_ids = [None] * len(util)
+        for s in segs:
+            stage_ids[s.stage] = s.device_id
+        p50, p99 = st.percentiles(st.gaps)
+        t50, t99 = st.percentiles(st.ttft)
+        fleet = inst.fleet
+        return SimResult(
+            per_user_tokens_per_s=float(np.mean(st.rates)) if st.rates else None,
+            aggregate_tokens_per_s=agg, itl_p50_us=p50, itl_p99_us=p99, ttft_p50_us=t50, ttft_p99_us=t99,
+            stage_utilization=util, bubble_fraction=1.0 - float(np.mean(util)) if util else 0.0,
+            live_requests=self.peak, live_requests_mean=self.live_area / run if run > 0 else 0.0,
+            power_w=power, tokens_per_s_per_mw=agg / (power / 1e6) if power and agg else None,
+            joules_per_token=power / agg if power and agg else None,
+            requests=len(self.reqs), requests_completed=self.completed, tokens=st.tokens, window_us=window,
+            micro_batch=self.micro_batch, concurrency_cap=self.live_cap, stages=stage_ids, segments=len(segs),
+            hop_latency_us=sum(s.hop_us for s in segs), unloaded_token_latency_us=sum(one) + sum(
+                s.hop_time_us(1) for s in segs),
+            stage_time_us=stage_time, pipeline_bound_tokens_per_s=B * 1e6 / max(stage_time) if stage_time else 0.0,
+            context=self.dist.describe(), output_tokens=self.output_tokens,
+            completion_mean_us=float(np.mean(st.completions)) if st.completions else None,
+            schedule=self.schedule, max_batch=self.max_batch,
+            batch_mean=self.steps[1] / self.steps[0] if self.steps[0] else 0.0, runtime=self.runtime,
+            decode_only=self.decode_only, closed_loop=self.closed_loop, users=self.users,
+            max_num_batched_tokens=None if self.decode_only else self.budget, window_start_us=lo,
+            prefill_step_fraction=self.steps[3] / self.steps[0] if self.steps[0] else 0.0,
+            power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
+            trace=self.trace)
+
+
+def _check_counts(**values) -> None:
+    """The numeric arguments, each in its own words."""
+    if values["output_tokens"] < 1:
+        raise InvalidSpec(ARGUMENT, "output_tokens", "must be at least 1")
+    rate = values["arrival_rate"]
+    if rate is not None and not rate > 0:
+        raise InvalidSpec(ARGUMENT, "arrival_rate", "must be a positive number of requests per second")
+    duration = values["duration_s"]
+    if duration is not None and not duration > 0:
+        raise InvalidSpec(ARGUMENT, "duration_s", "must be positive (seconds)")
+    for name in ("max_live", "max_num_batched_tokens", "rounds"):
+        v = values[name]
+        if v is not None and v < 1:
+            raise InvalidSpec(ARGUMENT, name, "must be at least 1")
+
+
+def _context_dist(instance: Instance, context, context_dist) -> ContextDist:
+    if context_dist is not None and context is not None:
+        raise InvalidSpec(ARGUMENT, "context_dist", "give context or context_dist, not both")
+    if isinstance(context_dist, str):
+        return parse_context_dist(context_dist)
+    if context_dist is not None:
+        return context_dist
+    c = instance.workload.context_tokens if context is None else parse_tokens(context)
+    return ContextDist("fixed", (float(c),))
+
+
 def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
              output_tokens: int = 32, context: int | str | None = None,
              context_dist: str | ContextDist | None = None, schedule: str | None = None,
              max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
              arrival_rate: float | None = None, duration_s: float | None = None,
-             max_live: int | None = None, seed: int = 0, prefill: bool = False,
-             trace: bool = False) -> SimResult:
-    """Simulate decode of ``instance`` placed by ``assignment`` (device index per node).
+             max_live: int | None = None, seed: int = 0, prefill: bool | None = None,
+             trace: bool = False, decode_only: bool = False, max_num_batched_tokens: int | None = None,
+             rounds: int = DEFAULT_ROUNDS) -> SimResult:
+    """Simulate serving ``instance`` placed by ``assignment`` (device index per node): one
+    :class:`Simulation` run.
 
-    ``schedule`` is ``"continuous"`` (each device batches the requests waiting for it, up to
+    ``schedule`` is ``"continuous"`` (each step batches the requests waiting for it, up to
     ``max_batch``, default ``RUNTIME_MAX_BATCH[runtime]`` with ``runtime`` defaulting to
-    :data:`DEFAULT_RUNTIME`, and never beyond what its KV reserve holds) or ``"micro-batch"``
+    :data:`DEFAULT_RUNTIME`, and never beyond what the KV reserve holds) or ``"micro-batch"``
     (fixed micro-batches of ``micro_batch``, default the workload's); without ``schedule``, giving
     ``micro_batch`` selects the micro-batch schedule and anything else the continuous one.
     ``requests`` defaults to the live-request cap (the KV reserve's, or ``max_live``), so the run
     measures the placement at its concurrency ceiling; with ``arrival_rate`` and ``duration_s``
     arrivals continue for the whole window. ``context`` (tokens) or ``context_dist`` (see
     :func:`parse_context_dist`) default to the workload's context.
+
+    Prompts are prefilled in chunks of at most ``max_num_batched_tokens`` tokens per step (default
+    :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`) and, without ``arrival_rate``, the run is a closed
+    loop of ``min(requests, live cap)`` users, at least ``rounds`` requests each; ``decode_only``
+    leaves prefill out (``prefill=False`` is its older spelling; ``prefill=True`` is the default).
     """
-    wl = instance.workload
-    if schedule is None:
-        schedule = "micro-batch" if micro_batch is not None else "continuous"
-    if schedule not in SCHEDULES:
-        raise InvalidSpec(ARGUMENT, "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
-    if runtime is not None and runtime not in RUNTIME_MAX_BATCH:
-        raise InvalidSpec(ARGUMENT, "runtime", f"unknown runtime {runtime!r} "
-                                                  f"(choose from {', '.join(RUNTIME_MAX_BATCH)})")
-    if max_batch is not None and max_batch < 1:
-        raise InvalidSpec(ARGUMENT, "max_batch", "must be at least 1")
-    continuous = schedule == "continuous"
-    if continuous and micro_batch is not None:
-        raise InvalidSpec(ARGUMENT, "micro_batch", "applies to the micro-batch schedule only "
-                                                          "(use --max-batch with continuous batching)")
-    if not continuous and max_batch is not None:
-        raise InvalidSpec(ARGUMENT, "max_batch", "applies to the continuous schedule only")
-    B = micro_batch if micro_batch is not None else wl.micro_batch
-    if B < 1:
-        raise InvalidSpec(ARGUMENT, "micro_batch", "must be at least 1")
-    if continuous:
-        runtime = runtime or DEFAULT_RUNTIME
-        if max_batch is None:
-            max_batch = RUNTIME_MAX_BATCH[runtime]
-    if output_tokens < 1:
-        raise InvalidSpec(ARGUMENT, "output_tokens", "must be at least 1")
-    if arrival_rate is not None and not arrival_rate > 0:
-        raise InvalidSpec(ARGUMENT, "arrival_rate", "must be a positive number of requests per second")
-    if duration_s is not None and not duration_s > 0:
-        raise InvalidSpec(ARGUMENT, "duration", "must be positive (seconds)")
-    if max_live is not None and max_live < 1:
-        raise InvalidSpec(ARGUMENT, "max_live", "must be at least 1")
-    if context_dist is not None and context is not None:
-        raise InvalidSpec(ARGUMENT, "context_dist", "give --context or --context-dist, not both")
-    if isinstance(context_dist, str):
-        dist = parse_context_dist(context_dist)
-    elif context_dist is not None:
-        dist = context_dist
-    else:
-        c = wl.context_tokens if context is None else parse_tokens(context)
-        dist = ContextDist("fixed", (float(c),))
-    segs = segments_of(instance, assignment)
-    reserve = _Reserve(instance, assignment)
-    if any(v < 0 for v in reserve.free.values()):
-        raise InfeasiblePlacement("a device's weights exceed its memory: the placement cannot run")
-    rng = np.random.default_rng([seed, 104729])
-    kv_cap = reserve.ceiling(int(dist.mean)) if dist.kind == "fixed" else None
-    live_cap = min(x for x in (kv_cap, max_live) if x is not None) if (kv_cap, max_live) != (None, None) \
-        else None
-    if live_cap == 0:
-        raise InfeasiblePlacement("no request of this context fits the KV reserve of the placement",
-                                  max_concurrency=0)
-    n_stages = len({s.device for s in segs})
-    if requests is None:
-        if arrival_rate is not None and duration_s is not None:
-            requests = MAX_REQUESTS
-        elif live_cap is not None:
-            requests = live_cap
-        else:
-            requests = n_stages * (B if not continuous else (max_batch or 1))
-    if not 1 <= requests <= MAX_REQUESTS:
-        raise InvalidSpec(ARGUMENT, "requests", f"must be between 1 and {MAX_REQUESTS}")
-    # per-device batch limit (continuous): max_batch, and what the device's own reserve holds
-    limit: dict[int, float] = {}
-    for d in {s.device for s in segs}:
-        own = reserve.device_ceiling(d, int(dist.mean)) if dist.kind == "fixed" else None
-        caps = [x for x in (max_batch, own) if x is not None]
-        limit[d] = max(1, min(caps)) if caps else math.inf
-
-    env = simpy.Environment()
-    free_at = {s.device: 0.0 for s in segs}
-    busy = [0.0] * n_stages
-    steps = [0, 0, 0]                                # device steps, requests in them, largest batch
-    intervals: list[Interval] | None = [] if trace else None
-    waiting: deque[_Req] = deque()
-    ready: deque[_Req] = deque()
-    idle: list = []
-    reqs: list[_Req] = []
-    state = dict(live=0, peak=0, completed=0, tokens=0, last_change=0.0, live_area=0.0)
-    all_done = env.event()
-    slots = [0]
-    end_us = duration_s * 1e6 if duration_s is not None else None
-    windows = set().union(*(s.windows() for s in segs)) or {None}
-    # continuous: every batch is capped by the smallest device limit (a runtime cuts every stage
-    # to it), and the entry forms a batch whenever its device is free
-    batch_cap = min(limit.values())
-    entry_ready: list[simpy.Event | None] = [None]
-
-    def set_live(delta: int):
-        now = env.now
-        state["live_area"] += state["live"] * (now - state["last_change"])
-        state["last_change"] = now
-        state["live"] += delta
-        state["peak"] = max(state["peak"], state["live"])
-
-    def wake():
-        while idle and ready:
-            idle.pop(0).succeed()
-        ev = entry_ready[0]
-        if ev is not None and ready and not ev.triggered:
-            ev.succeed()
-
-    def start(r: _Req):
-        """An admitted request (or one whose prefill is done) joins the decode schedule."""
-        ready.append(r)
-
-    def admit():
-        while waiting:
-            r = waiting[0]
-            if max_live is not None and state["live"] >= max_live:
-                break
-            if not reserve.fits(r.context):
-                if state["live"] == 0:
-                    raise InfeasiblePlacement(f"a request of {r.context} tokens does not fit the KV reserve "
-                                              "even alone", max_concurrency=0)
-                break
-            waiting.popleft()
-            reserve.take(r.context)
-            set_live(+1)
-            if not continuous:
-                while slots[0] * B < state["live"]:      # one micro-batch slot per B live requests
-                    env.process(slot_proc(slots[0]))
-                    slots[0] += 1
-            if prefill:
-                env.process(prefill_job(r))
-            else:
-                start(r)
-        wake()
-
-    def finish(r: _Req):
-        reserve.take(r.context, -1)
-        set_live(-1)
-        state["completed"] += 1
-        if state["completed"] == len(reqs) and arrivals_over[0] and not all_done.triggered:
-            all_done.succeed()
-
-    def token(r: _Req, now: float):
-        r.generated += 1
-        r.times.append(now)
-        if r.first is None:
-            r.first = now
-        r.last = now
-        state["tokens"] += 1
-
-    def prefill_terms(r: _Req):
-        p = r.prompt
-
-        def terms(s: Segment) -> Terms:
-            t = s.terms_for(1, {w: 0.0 for w in s.windows()})
-            kvb = sum(c.kv_bytes_per_token * (p if c.kv_window is None else min(p, c.kv_window))
-                      for c in s.costs)
-            kve = sum(c.kv_elements_per_token * sum_min(p, c.kv_window) for c in s.costs)
-            act = sum(2.0 * c.active_params * p + 4.0 * c.state_elements * p for c in s.costs)
-            st = sum(2 * c.state_bytes for c in s.costs)      # read once, written once
-            return Terms(t.fixed_us, sum(c.weight_bytes_read(p) for c in s.costs) + kvb + st, act + 2.0 * kve,
-                         t.comm_us)
-        return terms
-
-    def prefill_done(r: _Req):
-        token(r, env.now)
-        if r.done:
-            finish(r)
-            admit()
-        else:
-            start(r)
-            wake()
-
-    def decoded(members: list[_Req]) -> list[_Req]:
-        """Every member got its next token now; the finished ones leave. Returns those that go on."""
-        now = env.now
-        for r in members:
-            token(r, now)
-        done = [r for r in members if r.done]
-        for r in done:
-            finish(r)
-        if done:
-            admit()
-        return [r for r in members if not r.done]
-
-    def record(s: Segment, start_t: float, dt: float, slot: int, is_prefill: bool, b: int):
-        busy[s.stage] += dt
-        if not is_prefill:
-            steps[0] += 1
-            steps[1] += b
-            steps[2] = max(steps[2], b)
-        if intervals is not None:
-            intervals.append(Interval(s.stage, start_t, start_t + dt, slot, is_prefill, b))
-
-    # ---- both schedules: a batch walks the route, devices serve batches first come first served
-    def walk(slot: int, step_terms, b: int, is_prefill: bool = False):
-        # Each device serves one batch at a time, first come first served. Arrivals at a device
-        # are handled in time order (simpy's event queue), so booking the device from
-        # max(arrival, when it frees up) is that FIFO queue, with one event per visit.
-        for s in segs:
-            dt = s.duration_us(step_terms(s))
-            begin = max(env.now, free_at[s.device])
-            free_at[s.device] = begin + dt
-            record(s, begin, dt, slot, is_prefill, b)
-            yield env.timeout(begin + dt + s.hop_time_us(b) - env.now)
-
-    def prefill_job(r: _Req):
-        yield from walk(-1 - r.id, prefill_terms(r), 1, True)
-        prefill_done(r)
-
-    def step_terms(members: list[_Req]):
-        cached = cached_tokens([r.kv_len for r in members], windows)
-        b = len(members)
-        return lambda s: s.terms_for(b, cached)
-
-    # ---- micro-batch schedule: fixed slots of up to B requests
-    def slot_proc(k: int):
-        members: list[_Req] = []
-        while True:
-            while len(members) < B and ready:
-                members.append(ready.popleft())
-            if not members:
-                ev = env.event()
-                idle.append(ev)
-                yield ev
-                continue
-            yield from walk(k, step_terms(members), len(members))
-            members = decoded(members)
-
-    # ---- continuous schedule: the entry batches the ready requests whenever its device is free
-    def batch_proc(k: int, members: list[_Req]):
-        yield from walk(k, step_terms(members), len(members))
-        for r in decoded(members):
-            ready.append(r)
-        wake()
-
-    def scheduler():
-        entry = segs[0].device
-        k = 0
-        while True:
-            if not ready:
-                ev = entry_ready[0] = env.event()
-                yield ev
-                entry_ready[0] = None
-                continue
-            if free_at[entry] > env.now:
-                yield env.timeout(free_at[entry] - env.now)
-                continue
-            # one batch per pipeline stage in flight: the entry takes its share of the live requests
-            share = int(min(batch_cap, -(-state["live"] // n_stages)))
-            members = [ready.popleft() for _ in range(min(share, len(ready)))]
-            env.process(batch_proc(k, members))
-            k += 1
-            # the batch books the entry device when its process starts, at this same instant
-            yield env.timeout(0)
-
-    if continuous:
-        env.process(scheduler())
-
-    arrivals_over = [False]
-
-    def new_request(i: int, t: float) -> _Req:
-        c = dist.sample(rng)
-        if c < 2:
-            c = 2
-        out = min(output_tokens, c - 1)
-        r = _Req(id=i, arrival=t, context=c, output=out, prompt=c - out)
-        reqs.append(r)
-        return r
-
-    def arrivals():
-        t = 0.0
-        for i in range(requests):
-            if arrival_rate is not None:
-                t += rng.exponential(1e6 / arrival_rate)
-                if end_us is not None and t > end_us:
-                    break
-                yield env.timeout(t - env.now)
-            waiting.append(new_request(i, env.now))
-            admit()
-        arrivals_over[0] = True
-        if state["completed"] == len(reqs) and not all_done.triggered:
-            all_done.succeed()
-
-    env.process(arrivals())
-    env.run(until=end_us if end_us is not None else all_done)
-
-    window = end_us if end_us is not None else max((r.last for r in reqs if r.last is not None), default=0.0)
-    set_live(0)
-    if continuous and arrival_rate is not None:
-        step_batch = max(1, steps[2])          # the largest batch the stream made: still a bound
-    elif continuous:
-        live = min(requests, live_cap) if live_cap is not None else requests
-        step_batch = int(min(live, batch_cap, -(-live // n_stages)))
-    else:
-        step_batch = B
-    return _summarise(instance, assignment, segs, reqs, state, busy, window, step_batch, live_cap, dist,
-                      output_tokens, intervals, prefill, schedule=schedule, max_batch=max_batch if continuous else None,
-                      batch_mean=steps[1] / steps[0] if steps[0] else 0.0, runtime=runtime if continuous else None,
-                      micro_batch=B)
+    if prefill is not None:
+        if prefill and decode_only:
+            raise InvalidSpec(ARGUMENT, "decode_only", "contradicts prefill=True: give one of them")
+        decode_only = not prefill
+    return Simulation(instance, assignment, requests=requests, output_tokens=output_tokens, context=context,
+                      context_dist=context_dist, schedule=schedule, max_batch=max_batch, runtime=runtime,
+                      micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration_s,
+                      max_live=max_live, seed=seed, decode_only=decode_only,
+                      max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, trace=trace).run()
 
 
-def sum_min(p: int, window: int | None) -> float:
-    """Sum over positions t = 1..p of min(t, window): KV entries a causal prefill reads."""
-    if window is None or window >= p:
-        return p * (p + 1) / 2
-    return window * (window + 1) / 2 + (p - window) * window
+def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
+                     **kw) -> SimResult:
+    """:func:`simulate` for a stage-mapping document (``placer simulate MAPPING``); ``power`` and
+    ``pue`` choose the boundary the power figures are counted at (:meth:`placer.fleet.Fleet.with_power`;
+    default the fleet's)."""
+    from ..mapping import instance_from_mapping, specs_from_mapping
 
-
-def _summarise(instance, assignment, segs, reqs, state, busy, window, B, live_cap, dist, output_tokens,
-               intervals, prefill, *, schedule, max_batch, batch_mean, runtime, micro_batch) -> SimResult:
-    """The result; ``B`` is the batch of the closed-form anchors (stage times, pipeline bound)."""
-    gaps = []
-    rates = []
-    ttft = []
-    tokens = 0
-    for r in reqs:
-        times = [t for t in r.times if t <= window + 1e-9]
-        tokens += len(times)
-        if len(times) >= 2:
-            gaps.extend(np.diff(times))
-            rates.append((len(times) - 1) / (times[-1] - times[0]) * 1e6)
-        if prefill and r.first is not None:
-            ttft.append(r.first - r.arrival)
-    finished = [r.last - r.arrival for r in reqs if r.done and r.last is not None and r.last <= window + 1e-9]
-    completion = float(np.mean(finished)) if finished else None
-    util = [b / window if window > 0 else 0.0 for b in busy]
-    used = sorted(set(assignment))
-    # a stage on a group of devices draws the power of each of them
-    powers = [None if instance.devices[d].type.power_w is None else
-              instance.devices[d].type.power_w * len(instance.members(d)) for d in used]
-    power = float(sum(powers)) if all(p for p in powers) else None
-    agg = tokens / window * 1e6 if window > 0 else 0.0
-    mean_ctx = max(1, int(dist.mean) - output_tokens // 2)
-    one = [s.time_us([mean_ctx]) for s in segs]
-    hops = sum(s.hop_time_us(1) for s in segs)
-    stage_time = [0.0] * len(util)
-    for s in segs:
-        stage_time[s.stage] += s.time_us([mean_ctx] * B)
-    p50, p99 = (float(np.percentile(gaps, q)) for q in (50, 99)) if gaps else (None, None)
-    t50, t99 = (float(np.percentile(ttft, q)) for q in (50, 99)) if ttft else (None, None)
-    stage_ids = [None] * len(util)
-    for s in segs:
-        stage_ids[s.stage] = s.device_id
-    return SimResult(
-        per_user_tokens_per_s=float(np.mean(rates)) if rates else None,
-        aggregate_tokens_per_s=agg, itl_p50_us=p50, itl_p99_us=p99, ttft_p50_us=t50, ttft_p99_us=t99,
-        stage_utilization=util, bubble_fraction=1.0 - float(np.mean(util)) if util else 0.0,
-        live_requests=state["peak"], live_requests_mean=state["live_area"] / window if window > 0 else 0.0,
-        power_w=power, tokens_per_s_per_mw=agg / (power / 1e6) if power and agg else None,
-        joules_per_token=power / agg if power and agg else None,
-        requests=len(reqs), requests_completed=state["completed"], tokens=tokens, window_us=window,
-        micro_batch=micro_batch, concurrency_cap=live_cap, stages=stage_ids, segments=len(segs),
-        hop_latency_us=sum(s.hop_us for s in segs), unloaded_token_latency_us=sum(one) + hops,
-        stage_time_us=stage_time, pipeline_bound_tokens_per_s=B * 1e6 / max(stage_time) if stage_time else 0.0,
-        context=dist.describe(), output_tokens=output_tokens, completion_mean_us=completion,
-        schedule=schedule, max_batch=max_batch,
-        batch_mean=batch_mean, runtime=runtime, trace=intervals)
-
-
-def simulate_mapping(doc: dict, *, model=None, hardware=None, **kw) -> SimResult:
-    """:func:`simulate` for a stage-mapping document (``placer simulate MAPPING``)."""
-    from ..mapping import instance_from_mapping
-
+    if power is not None or pue is not None:
+        m, fleet, _wl = specs_from_mapping(doc, model=model, hardware=hardware)
+        model, hardware = m, fleet.with_power(power or fleet.power_boundary, pue)
     _m, _f, _wl, inst = instance_from_mapping(doc, model=model, hardware=hardware)
     route = doc.get("route")
     if not isinstance(route, list) or len(route) != inst.n_nodes:

@@ -1,0 +1,108 @@
+"""Prefill in the simulator: what a chunk of a prompt adds to a step of one segment.
+
+A serving runtime with chunked prefill (vLLM V1's token budget ``max_num_batched_tokens``,
+SGLang's chunked prefill) runs the decodes of a step and the prompt chunks it admits as one
+forward pass. On a segment (:class:`placer.simulate.cost.Segment`) a chunk of ``n`` prompt tokens
+whose first ``s`` tokens are already in the KV cache adds, with the cost model's rates
+(``bytes_per_us``: bandwidth x efficiency; ``flops_per_us``: compute peak x efficiency):
+
+* FLOPs: ``2 x active params x n`` (every token through every weight), ``4 x state elements x n``
+  (recurrent-state updates), and attention over the prompt so far: ``2 x KV elements per token x
+  (sum_min(s + n, w) - sum_min(s, w))`` (each position reads the KV of the positions before it,
+  at most a window ``w`` of them; :func:`sum_min`);
+* bytes: the weights the step's tokens touch beyond those its decodes read anyway (a dense layer's
+  weights are read once per step whatever the tokens; an MoE layer's expected experts grow with the
+  tokens, :meth:`NodeCost.weight_bytes_read`), the cached prefix's KV read once and the chunk's KV
+  written (``kv_bytes_per_token x (min(s, w) + n)``), the request's state read and written once;
+* collectives: a device group's all-reduces and all-to-alls carry the chunk's tokens too.
+
+The step's fixed overheads (per stage and per layer) are paid once, by the decode part
+(:meth:`Segment.terms_for`), so a step's time is ``duration(decode terms) + chunk time``.
+Everything is in microseconds, bytes and FLOPs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .cost import Segment, Terms
+
+__all__ = ["Chunk", "sum_min", "chunk_terms", "chunk_time_us", "step_terms", "step_time_us", "prompt_time_us"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``tokens`` prompt tokens of one request prefilled in a step, after its first ``start``."""
+
+    start: int
+    tokens: int
+
+    def __post_init__(self):
+        if self.start < 0 or self.tokens < 1:
+            raise ValueError("a chunk starts at a non-negative position and holds at least one token")
+
+
+def sum_min(p: int, window: int | None) -> float:
+    """Sum over positions t = 1..p of min(t, window): KV entries a causal prefill of p tokens reads."""
+    if p <= 0:
+        return 0.0
+    if window is None or window >= p:
+        return p * (p + 1) / 2
+    return window * (window + 1) / 2 + (p - window) * window
+
+
+def chunk_terms(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> Terms:
+    """Bytes, FLOPs and collective time ``chunks`` add to a step of ``seg`` that also decodes
+    ``decodes`` requests (``fixed_us`` is 0: the step's overheads are the decode part's)."""
+    n = sum(c.tokens for c in chunks)
+    if n == 0:
+        return Terms(0.0, 0.0, 0.0, 0.0)
+    nbytes = seg.weight_bytes_read(decodes + n) - seg.weight_bytes_read(decodes)
+    flops = 0.0
+    for c in seg.costs:
+        flops += (2.0 * c.active_params + 4.0 * c.state_elements) * n
+        nbytes += 2.0 * c.state_bytes * len(chunks)
+        if c.kv_bytes_per_token or c.kv_elements_per_token:
+            w = c.kv_window
+            for ch in chunks:
+                prefix = ch.start if w is None else min(ch.start, w)
+                nbytes += c.kv_bytes_per_token * (prefix + ch.tokens)
+                flops += 2.0 * c.kv_elements_per_token * (sum_min(ch.start + ch.tokens, w) - sum_min(ch.start, w))
+    comm = sum(col.time_us(decodes + n) - col.time_us(decodes) for col in seg.collectives)
+    return Terms(0.0, float(nbytes), flops, comm)
+
+
+def chunk_time_us(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> float:
+    """Microseconds ``chunks`` add to a step of ``seg`` with ``decodes`` decoding requests."""
+    t = chunk_terms(seg, chunks, decodes)
+    return t.bytes / seg.bytes_per_us + t.flops / seg.flops_per_us + t.comm_us
+
+
+def step_terms(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> Terms:
+    """One forward pass of ``seg``: ``decodes`` requests whose KV is ``cached`` (as
+    :func:`placer.simulate.cost.cached_tokens` gives) plus the prefill ``chunks``."""
+    d = seg.terms_for(decodes, cached)
+    if not chunks:
+        return d
+    c = chunk_terms(seg, chunks, decodes)
+    return Terms(d.fixed_us, d.bytes + c.bytes, d.flops + c.flops, d.comm_us + c.comm_us)
+
+
+def step_time_us(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> float:
+    """Microseconds of :func:`step_terms` on ``seg``: the decode part plus the chunk part."""
+    return seg.duration_us(step_terms(seg, decodes, cached, chunks))
+
+
+def prompt_time_us(segs: Sequence[Segment], prompt: int, budget: int) -> float:
+    """Time to first token of one ``prompt``-token request alone on the route ``segs``: its
+    ``ceil(prompt / budget)`` chunks run one after the other, each walking every segment and hop
+    (the last one's step gives the first token)."""
+    total, start = 0.0, 0
+    while start < prompt:
+        n = min(budget, prompt - start)
+        ch = (Chunk(start, n),)
+        zero = {w: 0.0 for w in set().union(*(s.windows() for s in segs))}
+        total += sum(step_time_us(s, 0, zero, ch) + s.hop_time_us(n) for s in segs)
+        start += n
+    return total
