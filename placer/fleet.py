@@ -31,7 +31,20 @@ from .units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never needs it)
     import networkx as nx
 
-__all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict"]
+__all__ = ["DeviceType", "Device", "Fleet", "load_fleet", "fleet_from_dict", "POWER_BOUNDARIES",
+           "DEFAULT_POWER_BOUNDARY", "DEFAULT_PUE"]
+
+# Where a power figure is counted: the accelerator alone (its TDP), its share of the system it is
+# sold in (host CPUs, memory, NICs, switches, fans: a DGX's or a CS-3's rated power divided by its
+# devices), or the facility (system x PUE: cooling and power distribution). Operators provision,
+# and public benchmarks report tokens/s per MW, at the system or facility boundary.
+POWER_BOUNDARIES = ("chip", "system", "facility")
+DEFAULT_POWER_BOUNDARY = "system"
+# Power usage effectiveness the facility boundary applies unless told: the industry-average annual
+# PUE of the Uptime Institute Global Data Center Survey 2024, 1.56 (respondents' largest data
+# centre; 1.58 in the 2023 survey, Uptime Intelligence Update 221, "flat since about 2020"). New
+# large facilities report 1.3 or better (the same survey): pass --pue for a specific site.
+DEFAULT_PUE = 1.56
 
 
 
@@ -58,7 +71,10 @@ class DeviceTypeSpec(StrictSpec):
     compute: float | str | None = None
     compute_precision: str | None = None
     compute_fp8: float | str | None = None     # dense 8-bit peak, used for weights of 8 bits or fewer
-    power: float | str | None = None
+    power: float | str | None = None           # the device alone (chip TDP)
+    # the rated power of the system the device is sold in, shared by devices_per_system devices
+    system_power: float | str | None = None
+    devices_per_system: Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)] = 1
     kind: Literal["wafer", "gpu"] = "wafer"
     perf: PerfSpec | None = None
     # memory the runtime keeps for itself: a fraction, bytes, or "0.1 + 3.5 GB" (placer.reserve)
@@ -93,7 +109,7 @@ class DeviceTypeSpec(StrictSpec):
     def _fl(cls, v):
         return None if v is None else parse_flops(v)
 
-    @field_validator("power", mode="before")
+    @field_validator("power", "system_power", mode="before")
     @classmethod
     def _pw(cls, v):
         return None if v is None else parse_power(v)
@@ -171,7 +187,7 @@ class DeviceType:
     memory_bandwidth: float | None = None      # bytes/s
     compute_flops: float | None = None          # FLOP/s at compute_precision
     compute_precision: str | None = None
-    power_w: float | None = None
+    power_w: float | None = None                # W at the fleet's power boundary (see Fleet.power_boundary)
     kind: str = "wafer"
     compute_fp8_flops: float | None = None      # FLOP/s, dense 8-bit (None: as compute_flops)
     fixed_overhead_us_per_layer: float = 0.0
@@ -183,10 +199,24 @@ class DeviceType:
     fixed_overhead_us_per_moe_layer: float = 0.0
     expert_bandwidth_efficiency: float | None = None
     collective_latency_us: float | None = None
+    chip_power_w: float | None = None           # W, the device alone (the spec's power)
+    system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
 
     @property
     def reserve_bytes(self) -> int:
         return self.reserve.of(self.memory_bytes)
+
+    def power_at(self, boundary: str, pue: float | None = None) -> float | None:
+        """W one device of this type draws at ``boundary`` (:data:`POWER_BOUNDARIES`): ``chip`` its
+        own power; ``system`` its share of its system's, or its own when the spec gives no system
+        figure; ``facility`` the system figure x ``pue`` (default :data:`DEFAULT_PUE`). None when the
+        spec gives no figure for it."""
+        if boundary == "chip":
+            return self.chip_power_w
+        system = self.system_power_w if self.system_power_w is not None else self.chip_power_w
+        if boundary == "system" or system is None:
+            return system
+        return system * (DEFAULT_PUE if pue is None else pue)
 
 
 @dataclass(frozen=True)
@@ -240,6 +270,8 @@ class Fleet:
     sha256: str = ""
     source: str = ""
     spec: dict = field(default_factory=dict, compare=False, repr=False)
+    power_boundary: str = DEFAULT_POWER_BOUNDARY    # where every device type's power_w is counted
+    pue: float | None = None                        # the facility boundary's PUE (None at the others)
 
     @cached_property
     def by_id(self) -> dict[str, Device]:
@@ -355,7 +387,42 @@ class Fleet:
         else:
             fleet["racks"] = racks
         spec["fleet"] = fleet
-        return fleet_from_dict(spec, source=self.source, sha256=self.sha256)
+        return fleet_from_dict(spec, source=self.source, sha256=self.sha256).with_power(self.power_boundary, self.pue)
+
+    def with_power(self, boundary: str = DEFAULT_POWER_BOUNDARY, pue: float | None = None) -> Fleet:
+        """The same fleet with power counted at ``boundary`` (:data:`POWER_BOUNDARIES`): every device
+        type's ``power_w`` becomes :meth:`DeviceType.power_at` of it, and the fleet records the
+        boundary (and, at ``facility``, the PUE: ``pue`` or :data:`DEFAULT_PUE`). Every figure made
+        from the fleet (simulated power, tokens/s per MW, J/token) is then at that boundary."""
+        if boundary not in POWER_BOUNDARIES:
+            raise InvalidSpec(ARGUMENT, "power", f"unknown power boundary {boundary!r} "
+                                                 f"(choose from {', '.join(POWER_BOUNDARIES)})")
+        if pue is not None:
+            if isinstance(pue, bool) or not isinstance(pue, (int, float)) or not 1.0 <= pue <= 5.0:
+                raise InvalidSpec(ARGUMENT, "pue", f"a power usage effectiveness is between 1 and 5, got {pue!r}")
+            if boundary != "facility":
+                raise InvalidSpec(ARGUMENT, "pue", f"applies to the facility boundary only (power is {boundary})")
+        pue = (DEFAULT_PUE if pue is None else float(pue)) if boundary == "facility" else None
+        types = {name: replace(t, power_w=t.power_at(boundary, pue)) for name, t in self.device_types.items()}
+        devices = tuple(replace(d, type=types[d.type.name]) for d in self.devices)
+        return replace(self, devices=devices, power_boundary=boundary, pue=pue)
+
+    def power_notes(self) -> list[str]:
+        """What the power figures at this fleet's boundary rest on, where it is not the spec's own
+        figure for that boundary: one ``<type>: <field>: <what>`` line per device type."""
+        notes = []
+        for name, t in self.device_types.items():
+            if self.power_boundary == "chip" and t.chip_power_w is None and t.system_power_w is not None:
+                notes.append(f"{name}: power: the spec gives no chip power (only the system's): power figures "
+                             f"at the chip boundary are left out")
+            elif self.power_boundary != "chip" and t.system_power_w is None and t.chip_power_w is not None:
+                notes.append(f"{name}: system_power: the spec gives no system power: the chip's "
+                             f"{t.chip_power_w:,.0f} W is counted at the {self.power_boundary} boundary")
+        return notes
+
+    def power_label(self) -> str:
+        """The boundary as output names it: ``system``, ``chip`` or ``facility, PUE 1.56``."""
+        return f"facility, PUE {self.pue:g}" if self.power_boundary == "facility" else self.power_boundary
 
     def without(self, device_ids) -> Fleet:
         ids = set(device_ids)
@@ -363,8 +430,10 @@ class Fleet:
                                            for d in self.devices))
 
 
-def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
-    """Load a hardware spec by catalog name (``wse-3t``) or path; ``racks`` resizes it."""
+def load_fleet(ref: str | Path, *, racks: int | None = None, power: str = DEFAULT_POWER_BOUNDARY,
+               pue: float | None = None) -> Fleet:
+    """Load a hardware spec by catalog name (``wse-3t``) or path; ``racks`` resizes it; ``power``
+    and ``pue`` choose the power boundary (:meth:`Fleet.with_power`)."""
     from .catalog import resolve_hardware
 
     path = resolve_hardware(ref)
@@ -374,6 +443,8 @@ def load_fleet(ref: str | Path, *, racks: int | None = None) -> Fleet:
         if racks < 1:
             raise InvalidSpec(ARGUMENT, "racks", "must be at least 1")
         fleet = fleet.with_racks(racks)
+    if power != DEFAULT_POWER_BOUNDARY or pue is not None:
+        fleet = fleet.with_power(power, pue)
     return fleet
 
 
@@ -383,8 +454,10 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
     if reserve.of(s.memory) >= s.memory:
         raise InvalidSpec(source, f"{where}.reserve", f"reserve {reserve.describe()} leaves nothing of "
                                                       f"{s.memory:,} B of memory")
+    system = s.system_power / s.devices_per_system if s.system_power is not None else None
     return DeviceType(reserve=reserve, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
-                      compute_flops=s.compute, compute_precision=s.compute_precision, power_w=s.power,
+                      compute_flops=s.compute, compute_precision=s.compute_precision,
+                      power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,
                       compute_fp8_flops=s.compute_fp8,
                       kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
                       fixed_overhead_us_per_stage=perf.fixed_overhead_us_per_stage,

@@ -181,8 +181,10 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# Fields that document a spec or tune the simulator; a mapping stays valid when they change.
-_UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params", "active_params"})
+# Fields that document a spec or tune the simulator (its cost constants, the power figures at each
+# boundary); a mapping stays valid when they change.
+_UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params", "active_params",
+                       "power", "system_power", "devices_per_system"})
 
 
 def spec_sha256(data: dict) -> str:

@@ -155,21 +155,24 @@ def test_catalog_fleets(name, n, memory):
     assert 0 < t.bandwidth_efficiency <= 1 and 0 < t.compute_efficiency <= 1
 
 
-@pytest.mark.parametrize("name, bandwidth, flops, power, intra_us, inter_us", [
-    # the spec's numbers in bytes/s, FLOP/s and W (sources in each file)
-    ("wse-3", 21e15, 125e15, 23e3, 3.0, 5.0),
-    ("wse-2", 20e15, None, None, 3.0, 5.0),
-    ("h100", 3.35e12, 989e12, 700.0, 2.0, 4.0),
-    ("h200", 4.8e12, 989e12, 700.0, 2.0, 4.0),
-    ("b200", 8e12, 2.25e15, 1000.0, 2.0, 4.0),
-    ("mi300x", 5.3e12, 1307e12, 750.0, 2.0, 4.0),
+@pytest.mark.parametrize("name, bandwidth, flops, chip, system, intra_us, inter_us", [
+    # the spec's numbers in bytes/s, FLOP/s and W (sources in each file); system: the rated power of
+    # the system the device is sold in over its devices (DGX B200 14.3 kW / 8; DGX H100 and H200
+    # 10.2 kW / 8; a CS-3 ~23 kW for one wafer), the chip's own where the spec gives none
+    ("wse-3", 21e15, 125e15, None, 23e3, 3.0, 5.0),
+    ("wse-2", 20e15, None, None, None, 3.0, 5.0),
+    ("h100", 3.35e12, 989e12, 700.0, 1275.0, 2.0, 4.0),
+    ("h200", 4.8e12, 989e12, 700.0, 1275.0, 2.0, 4.0),
+    ("b200", 8e12, 2.25e15, 1000.0, 1787.5, 2.0, 4.0),
+    ("mi300x", 5.3e12, 1307e12, 750.0, 750.0, 2.0, 4.0),
 ])
-def test_catalog_device_figures(name, bandwidth, flops, power, intra_us, inter_us):
+def test_catalog_device_figures(name, bandwidth, flops, chip, system, intra_us, inter_us):
     f = load_fleet(name)
     (t,) = f.device_types.values()
     assert t.memory_bandwidth == pytest.approx(bandwidth, rel=1e-12)
     assert t.compute_flops == (None if flops is None else pytest.approx(flops, rel=1e-12))
-    assert t.power_w == power
+    assert f.power_boundary == "system" and t.power_w == system
+    assert t.chip_power_w == chip and load_fleet(name, power="chip").device_types[t.name].power_w == chip
     a, b = f.devices[0].id, f.devices[1].id
     other_rack = next(d.id for d in f.devices if d.rack == 1)
     assert f.link_latency_us(a, b) == intra_us and f.link_latency_us(a, other_rack) == inter_us

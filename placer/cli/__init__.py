@@ -87,7 +87,7 @@ FIELD_PARAMS = {"context_tokens": ("context", "contexts"), "context": ("context"
                 "pin": ("pins",), "pins": ("pins",), "weight_bits": ("weight_bits",),
                 "kv_bits": ("kv_bits",), "time_limit": ("time_limit",), "workers": ("workers", "threads", "jobs"),
                 "threads": ("threads", "workers"), "jobs": ("jobs", "workers"),
-                "tp": ("tp", "tps")}
+                "tp": ("tp", "tps"), "duration_s": ("duration",)}
 # parameters that hold the file a ``<mapping>`` error is about
 MAPPING_PARAMS = ("mapping", "target", "source")
 

@@ -18,7 +18,7 @@ __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "g
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
-           "reserve_text"]
+           "reserve_text", "power_options", "power_choice", "load_fleet_chosen"]
 
 
 class _Tokens(click.ParamType):
@@ -200,14 +200,59 @@ def reserve_of(text):
 
 
 def hardware_option(required: bool = False):
-    return click.option("--hardware", "-H", "hardware", required=required, default=None,
-                        help="Hardware catalog name or spec file.")
+    """``--hardware`` plus the power boundary its figures are counted at (:func:`power_options`)."""
+    def add(f):
+        f = power_options(f)
+        return click.option("--hardware", "-H", "hardware", required=required, default=None,
+                            help="Hardware catalog name or spec file.")(f)
+    return add
+
+
+def _remember(ctx, param, value):
+    if value is not None:
+        ctx.meta[f"placer.{param.name}"] = value
+    return value
+
+
+def power_options(f):
+    """``--power chip|system|facility`` and ``--pue``: where power, tokens/s per MW and J/token are
+    counted. They reach every fleet the command loads (:func:`power_choice`, :func:`load_inputs`)
+    without a parameter of the command's own."""
+    from ..fleet import DEFAULT_POWER_BOUNDARY, DEFAULT_PUE, POWER_BOUNDARIES
+
+    f = click.option("--pue", type=click.FloatRange(1.0, 5.0), default=None, expose_value=False, callback=_remember,
+                     help=f"Facility boundary: power usage effectiveness (default {DEFAULT_PUE}, the industry "
+                          f"average of the Uptime Institute Global Data Center Survey 2024).")(f)
+    return click.option("--power", type=click.Choice(POWER_BOUNDARIES), default=None, expose_value=False,
+                        callback=_remember,
+                        help=f"Where power is counted: chip (the accelerator alone), system (its share of its "
+                             f"DGX / CS-3 system: hosts, NICs, switches, fans) or facility (system x --pue). "
+                             f"Default {DEFAULT_POWER_BOUNDARY}.")(f)
+
+
+def power_choice() -> tuple[str | None, float | None]:
+    """(``--power``, ``--pue``) of the running command; (None, None) when not given."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    return meta.get("placer.power"), meta.get("placer.pue")
+
+
+def load_fleet_chosen(ref, **kw) -> Fleet:
+    """:func:`placer.fleet.load_fleet` at the power boundary the command line chose, with a note on
+    stderr for each power figure the spec does not give at that boundary."""
+    power, pue = power_choice()
+    if power is not None:
+        kw["power"] = power
+    fleet = load_fleet(ref, pue=pue, **kw)
+    for note in fleet.power_notes():
+        click.echo(f"note: {note}", err=True)
+    return fleet
 
 
 def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet | None, Workload]:
     """Model, fleet (or None) and workload from command-line values."""
     model = load_model(model_ref, mtp=bool(kw.get("mtp")), text_only=bool(kw.get("text_only")))
-    fleet = load_fleet(hardware_ref, racks=kw.get("racks")) if hardware_ref else None
+    fleet = load_fleet_chosen(hardware_ref, racks=kw.get("racks")) if hardware_ref else None
     if kw.get("racks") and not hardware_ref:
         raise InvalidSpec("--racks", "racks", "needs --hardware")
     wl = workload_for(model, context=kw.get("context"), concurrency=kw.get("concurrency"),

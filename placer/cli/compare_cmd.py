@@ -85,6 +85,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                             as_json)
             doc.update(more)
     doc["workload"] = workload_doc(wl)
+    doc["power_boundary"], doc["pue"] = fleet.power_boundary, fleet.pue    # of every power figure in the rows
     done = stopped(doc, "rows", err=as_json)       # Ctrl-C: the rows so far, then exit 130
     if as_json:
         echo_json(doc)

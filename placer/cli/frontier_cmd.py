@@ -3,7 +3,6 @@ from __future__ import annotations
 import click
 
 from ..errors import InvalidSpec
-from ..fleet import load_fleet
 from ..instance import MODES
 from .common import (
     Progress,
@@ -12,10 +11,12 @@ from .common import (
     echo_json,
     granularity_option,
     jobs_option,
+    load_fleet_chosen,
     method_option,
     output_file,
     parallel_options,
     parse_degrees,
+    power_options,
     quiet_option,
     renamed,
     reserve_of,
@@ -69,6 +70,7 @@ def _speeds(text: str) -> tuple[float, ...]:
               help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
 @runtime_option
+@power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
@@ -88,7 +90,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     if not refs:
         raise InvalidSpec("--hardware", "hardware", "name at least one fleet")
     m = load_model(model, text_only=text_only)
-    fleets = [load_fleet(h) for h in refs]
+    fleets = [load_fleet_chosen(h) for h in refs]
+    where = fleets[0].power_label()
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
         warn(note)
@@ -113,16 +116,18 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     from ..plotting import plot_speed_frontiers, save
 
     save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
-                                                              f"{wl.weight_bits}-bit weights"), plot)
+                                                              f"{wl.weight_bits}-bit weights, power at the "
+                                                              f"{where} boundary"), plot)
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
                        sentences=rep.sentences, notes=rep.notes, rows=rep.rows, csv=str(output), png=str(plot),
-                       workload=workload_doc(wl)))
+                       workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
         return 0
     n_front = sum(1 for r in rep.rows if r.get("pareto"))
     click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
                f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
     click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
+    click.echo(f"power counted at the {where} boundary (--power)")
     if reserve is None:
         from .common import reserve_text
         for f in fleets:
@@ -132,7 +137,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
                        key=lambda r: -r["per_user_tokens_per_s"])
         for r in front[:1] + front[-1:] if len(front) > 1 else front:
             click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user, "
-                       f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW, {r['tokens_per_s_per_device']:,.0f} per "
+                       f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
+                       f"{r['tokens_per_s_per_device']:,.0f} per "
                        f"device ({r['devices']} devices at tp {r['tp']}{' ep' if r['ep'] else ''}, "
                        f"{r['live_per_replica']} live, {r['replicas']} replicas fit)")
     for s in rep.sentences:

@@ -7,7 +7,7 @@ from ..instance import MODES
 from ..mapping import read_mapping
 from ..planning.compare import granularity_for
 from ..planning.modes import compare_modes
-from ..simulate.des import RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
+from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
 from ..units import format_duration_us
 from ..workload import workload_for
 from .common import (
@@ -18,6 +18,7 @@ from .common import (
     image_file,
     load_inputs,
     method_option,
+    power_choice,
     stopped,
     time_limit_option,
     warn,
@@ -60,7 +61,14 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--duration", type=click.FloatRange(0, min_open=True), default=None,
               help="Simulated seconds (default: until every request finishes).")
 @click.option("--max-live", type=click.IntRange(1, 10**9), default=None, help="Cap on live requests.")
-@click.option("--prefill", is_flag=True, help="Model each prompt's prefill on the same devices (gives TTFT).")
+@click.option("--decode-only", is_flag=True,
+              help="Leave prefill out: every request's prompt is in the KV cache already, all arrive at once "
+                   "(the default is a closed loop at the concurrency, prompts prefilled in chunks beside the "
+                   "decodes, TTFT reported).")
+@click.option("--max-num-batched-tokens", type=click.IntRange(1, 10**7), default=None,
+              help=f"Tokens one step carries, decodes first, then prompt chunks (default "
+                   f"{DEFAULT_MAX_NUM_BATCHED_TOKENS:,}, vLLM's).")
+@click.option("--prefill", is_flag=True, hidden=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gantt", type=image_file, default=None, metavar="FILE",
               help="Draw stage occupancy to exactly FILE (PNG, or SVG / PDF by suffix).")
@@ -71,11 +79,21 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
-                     schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, prefill, seed, gantt, method, granularity,
-                     time_limit, modes, model_ref, as_json):
-    """Simulate decode of the stage mapping TARGET at full size (tokens/s per user and aggregate,
-    inter-token latency, stage utilisation, live requests, power, tokens/s per MW, J/token), or,
-    with --compare MODEL / --all-modes, every mode's placement of a model side by side."""
+                     schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, decode_only,
+                     max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
+                     as_json):
+    """Simulate serving the stage mapping TARGET at full size (tokens/s per user and aggregate,
+    inter-token latency, time to first token, stage utilisation, live requests, power, tokens/s per
+    MW, J/token at the --power boundary), or, with --compare MODEL / --all-modes, every mode's
+    placement of a model side by side."""
+    if prefill:
+        warn("--prefill: prefill: prefill is modelled by default now; the flag does nothing (--decode-only "
+             "leaves it out)")
+    if prefill and decode_only:
+        raise InvalidSpec("--decode-only", "decode_only", "contradicts --prefill")
+    if decode_only and max_num_batched_tokens is not None:
+        raise InvalidSpec("--max-num-batched-tokens", "max_num_batched_tokens", "prices prefill chunks; "
+                                                                                "--decode-only has none")
     if compare_model or all_modes:
         model_ref_ = compare_model or target
         if not model_ref_:
@@ -94,7 +112,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity_for("split", granularity),
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
-                            prefill=prefill, schedule=schedule, max_batch=max_batch, runtime=runtime)
+                            decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
+                            schedule=schedule, max_batch=max_batch, runtime=runtime)
         done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
         if as_json:
             echo_json(doc)
@@ -104,11 +123,13 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
-    res = simulate_mapping(mapping, model=model_ref, hardware=hardware, requests=requests,
+    power, pue = power_choice()
+    res = simulate_mapping(mapping, model=model_ref, hardware=hardware, power=power, pue=pue, requests=requests,
                            output_tokens=output_tokens or 32, context=context, context_dist=context_dist,
                            schedule=schedule, max_batch=max_batch, runtime=runtime,
                            micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration,
-                           max_live=max_live, seed=seed, prefill=prefill, trace=gantt is not None)
+                           max_live=max_live, seed=seed, decode_only=decode_only,
+                           max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None)
     if gantt:
         from ..simulate.gantt import save_gantt
         gantt = save_gantt(res, gantt)
@@ -121,6 +142,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
                f"live cap {_f(res.concurrency_cap, '{}')}")
     click.echo(f"schedule: {_schedule(res)}")
+    click.echo(f"load: {_load(res)}")
     click.echo(f"placed for {workload_text(mapping['workload'])}")
     click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
@@ -128,19 +150,40 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                f"(pipeline bound {res.pipeline_bound_tokens_per_s:,.1f})")
     click.echo(f"  inter-token latency   p50 {format_duration_us(res.itl_p50_us)}, "
                f"p99 {format_duration_us(res.itl_p99_us)}")
-    if res.ttft_p50_us is not None:
+    if not res.decode_only:
         click.echo(f"  time to first token   p50 {format_duration_us(res.ttft_p50_us)}, "
-                   f"p99 {format_duration_us(res.ttft_p99_us)}")
+                   f"p99 {format_duration_us(res.ttft_p99_us)}; {res.prefill_step_fraction:.0%} of decode "
+                   f"steps share a prefill chunk")
     click.echo(f"  live requests         peak {res.live_requests}, mean {res.live_requests_mean:,.1f}")
     util = res.stage_utilization
     click.echo(f"  stage utilisation     mean {sum(util) / len(util):.1%}, min {min(util):.1%}, "
                f"max {max(util):.1%}; bubbles {res.bubble_fraction:.1%}")
-    click.echo(f"  power                 {_f(res.power_w and res.power_w / 1e3, '{:,.1f}')} kW; "
-               f"{_f(res.tokens_per_s_per_mw, '{:,.0f}')} tokens/s per MW; "
-               f"{_f(res.joules_per_token, '{:,.2f}')} J/token")
+    where = power_label(res.power_boundary, res.pue)
+    click.echo(f"  power ({where})".ljust(24) + f"{_f(res.power_w and res.power_w / 1e3, '{:,.1f}')} kW; "
+               f"{_f(res.tokens_per_s_per_mw, '{:,.0f}')} tokens/s per MW ({where}); "
+               f"{_f(res.joules_per_token, '{:,.2f}')} J/token ({where})")
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
     return 0
+
+
+def power_label(boundary: str | None, pue: float | None) -> str:
+    """``system``, ``chip`` or ``facility, PUE 1.56``: the boundary a power figure is counted at."""
+    if boundary == "facility" and pue is not None:
+        return f"facility, PUE {pue:g}"
+    return boundary or "system"
+
+
+def _load(res) -> str:
+    if res.decode_only:
+        return "decode only: every prompt already in the KV cache, all requests at once"
+    if res.closed_loop:
+        return (f"closed loop of {res.users:,} users, a finished request replaced at once; prompts prefilled "
+                f"in chunks of up to {res.max_num_batched_tokens:,} tokens per step beside the decodes; "
+                f"measured over {format_duration_us(res.window_us)} of steady state from "
+                f"{format_duration_us(res.window_start_us)}")
+    return (f"Poisson arrivals; prompts prefilled in chunks of up to {res.max_num_batched_tokens:,} tokens per "
+            f"step beside the decodes")
 
 
 def _schedule(res) -> str:
@@ -155,15 +198,19 @@ def _print_compare(doc: dict) -> None:
     click.echo(f"{doc['model']} on {doc['hardware']}: every mode's placement simulated, schedule "
                f"{doc['schedule']}, {doc['output_tokens']} output tokens per request")
     click.echo(workload_text(doc["workload"]))
+    where = power_label(doc.get("power_boundary"), doc.get("pue"))
+    click.echo(f"power counted at the {where} boundary")
     cols = [("mode", "{}"), ("method", "{}"), ("status", "{}"), ("devices_used", "{}"), ("hops", "{}"),
             ("hop_latency_us", format_duration_us), ("concurrency_ceiling", "{}"), ("single_user_tokens_per_s", "{:,.1f}"),
-            ("per_user_tokens_per_s", "{:,.1f}"), ("aggregate_tokens_per_s", "{:,.0f}"),
+            ("per_user_tokens_per_s", "{:,.1f}"), ("aggregate_tokens_per_s", "{:,.0f}"), ("ttft_p50_us", format_duration_us),
             ("power_w", "{:,.0f}"), ("tokens_per_s_per_mw", "{:,.0f}"), ("joules_per_token", "{:,.2f}")]
     labels = {"devices_used": "devices", "hop_latency_us": "hop latency", "concurrency_ceiling": "live cap",
               "single_user_tokens_per_s": "tok/s alone", "per_user_tokens_per_s": "tok/s/user at cap",
-              "aggregate_tokens_per_s": "tok/s total", "power_w": "power W", "tokens_per_s_per_mw": "tok/s/MW",
-              "joules_per_token": "J/token"}
-    width = max([18, *(len(r["mode"]) for r in doc["rows"])])
+              "aggregate_tokens_per_s": "tok/s total", "ttft_p50_us": "TTFT p50",
+              "power_w": f"power W ({doc.get('power_boundary') or 'system'})",
+              "tokens_per_s_per_mw": f"tok/s/MW ({doc.get('power_boundary') or 'system'})",
+              "joules_per_token": f"J/token ({doc.get('power_boundary') or 'system'})"}
+    width = max([22, *(len(r["mode"]) for r in doc["rows"])])
     for key, fmt in cols:
         cells = [_f(r.get(key), fmt) for r in doc["rows"]]
         click.echo(f"{labels.get(key, key):<{width}}" + "".join(f"{c:>{width}}" for c in cells))

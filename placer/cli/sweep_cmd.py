@@ -147,11 +147,13 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     if as_json:
         echo_json({"rows": report.rows, "workload": workload_doc(base), "solved": report.solved, "reused": report.reused,
                    "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers,
-                   "jobs": report.workers})
+                   "jobs": report.workers, "power_boundary": fleet.power_boundary, "pue": fleet.pue})
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
     _print_table(report.rows, degrees=grid.tps != (1,))
+    if any(r.get("tokens_per_s_per_mw") is not None for r in report.rows):
+        click.echo(f"tok/s/MW: power counted at the {fleet.power_label()} boundary (--power)")
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
                f"({report.backend}, {report.workers} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"

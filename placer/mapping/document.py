@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..catalog import hardware_dir, models_dir
 from ..errors import InfeasiblePlacement
-from ..fleet import Fleet
+from ..fleet import DEFAULT_POWER_BOUNDARY, Fleet
 from ..model import LayerGraph
 from .schema import SCHEMA_VERSION
 
@@ -43,6 +43,14 @@ def _spec_ref(source: str, folder: Path) -> str:
     except OSError:
         pass
     return source
+
+
+def _power_doc(fleet: Fleet) -> dict:
+    """The power boundary the fleet counts at, when it is not the default (system): recorded so a
+    simulation of the mapping counts power where the plan did."""
+    if fleet.power_boundary == DEFAULT_POWER_BOUNDARY:
+        return {}
+    return {"power_boundary": fleet.power_boundary, **({"pue": fleet.pue} if fleet.pue is not None else {})}
 
 
 def _racks(fleet: Fleet) -> int:
@@ -135,7 +143,8 @@ def build_mapping(instance, result) -> dict:
         "model": model_doc,
         "hardware": dict(name=fleet.name, sha256=fleet.sha256, source=_spec_ref(fleet.source, hardware_dir()),
                          racks=_racks(instance.layout.base_fleet if instance.layout is not None
-                                      and instance.layout.base_fleet is not None else fleet)),
+                                      and instance.layout.base_fleet is not None else fleet),
+                         **_power_doc(fleet)),
         "workload": wl.to_dict(),
         "mode": instance.mode,
         "parallel": _parallel_doc(instance),

@@ -103,6 +103,9 @@ def specs_from_mapping(doc: dict, *, model=None, hardware=None, workload: Worklo
     racks = doc["hardware"].get("racks")
     if racks is not None and not isinstance(hardware, Fleet) and racks != _racks(fleet):
         fleet = fleet.with_racks(racks)
+    boundary = doc["hardware"].get("power_boundary")
+    if boundary is not None and not isinstance(hardware, Fleet):
+        fleet = fleet.with_power(boundary, doc["hardware"].get("pue"))
     if workload is None:
         try:
             workload = Workload(**doc["workload"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidSpec
+from ..fleet import POWER_BOUNDARIES
 from ..instance import REQUIREMENTS
 from ..units import LEVEL_UNITS
 
@@ -80,6 +81,8 @@ def mapping_schema() -> dict:
                     "name": name, "sha256": sha,
                     "source": {"type": "string", "description": "catalog name or spec path"},
                     "racks": {"type": "integer", "minimum": 1, "maximum": 100000},
+                    "power_boundary": {"enum": list(POWER_BOUNDARIES)},
+                    "pue": {"type": "number", "minimum": 1, "maximum": 5},
                 },
             },
             "workload": {

@@ -61,7 +61,8 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
                 break
             continue
         alone = simulate(inst, res.assignment, requests=1, output_tokens=output_tokens, seed=seed,
-                         **{k: sim.get(k) for k in ("micro_batch", "schedule", "max_batch", "runtime")})
+                         **{k: sim[k] for k in ("micro_batch", "schedule", "max_batch", "runtime", "decode_only",
+                                                "max_num_batched_tokens") if k in sim})
         loaded = simulate(inst, res.assignment, output_tokens=output_tokens, seed=seed, **sim)
         row.update(
             single_user_tokens_per_s=alone.per_user_tokens_per_s,
@@ -71,6 +72,7 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
             per_user_tokens_per_s=loaded.per_user_tokens_per_s,
             aggregate_tokens_per_s=loaded.aggregate_tokens_per_s,
             itl_p50_us=loaded.itl_p50_us, itl_p99_us=loaded.itl_p99_us,
+            ttft_p50_us=loaded.ttft_p50_us, ttft_p99_us=loaded.ttft_p99_us,
             bubble_fraction=loaded.bubble_fraction,
             pipeline_bound_tokens_per_s=loaded.pipeline_bound_tokens_per_s,
             power_w=loaded.power_w, tokens_per_s_per_mw=loaded.tokens_per_s_per_mw,
@@ -84,4 +86,5 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
     schedule = sim.get("schedule") or ("micro-batch" if sim.get("micro_batch") is not None else "continuous")
     return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), schedule=schedule,
                 micro_batch=sim.get("micro_batch") or workload.micro_batch, max_batch=sim.get("max_batch"),
-                output_tokens=output_tokens, rows=rows, **({"interrupted": True} if stopped else {}))
+                output_tokens=output_tokens, power_boundary=fleet.power_boundary, pue=fleet.pue, rows=rows,
+                **({"interrupted": True} if stopped else {}))

@@ -1,0 +1,172 @@
+"""Chunked prefill and the closed loop against hand computation.
+
+The hand-made fleet of ``test_simulate``: 1 TB/s x 0.5 = 500,000 B/us, 1 PFLOP/s x 0.5 = 5e8
+FLOP/us, 10 us per layer, 5 us per stage visit, 2 us hops. ONE is a single 16-bit attention layer
+of 1e6 params (2 MB) with 1000 B (500 elements) of KV per token. Every expected time is the
+formula of placer.simulate.prefill evaluated by hand, not a call into it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placer.errors import InvalidSpec
+from placer.fleet import fleet_from_dict
+from placer.instance import make_instance
+from placer.model import model_from_dict
+from placer.simulate import Simulation, segments_of, simulate
+from placer.simulate.prefill import Chunk, chunk_time_us, prompt_time_us, step_time_us, sum_min
+from placer.workload import Workload
+
+FLEET = fleet_from_dict({
+    "name": "hand", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
+                               "power": "25 kW",
+                               "perf": {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,
+                                        "bandwidth_efficiency": 0.5, "compute_efficiency": 0.5}},
+    "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 3}})
+BW, FL = 500_000.0, 5e8      # B/us, FLOP/us
+ONE_SPEC = {"name": "one", "layers": [
+    {"kind": "attention", "params": 1_000_000, "kv_elements_per_token": 500, "kv_bytes_per_token": 1000},
+]}
+ONE = model_from_dict(ONE_SPEC)
+
+
+def tri(p: int) -> int:
+    """1 + 2 + ... + p: the KV entries a causal prefill of p tokens reads (no window)."""
+    return p * (p + 1) // 2
+
+
+def chunk_only_us(start: int, n: int) -> float:
+    """A step of one chunk and no decode: overheads, the weights once, the prefix KV read and the
+    chunk's written, 2 FLOPs per param per token, 2 per KV element read."""
+    return 15 + (2e6 + 1000 * (start + n)) / BW + (2e6 * n + 1000 * (tri(start + n) - tri(start))) / FL
+
+
+def test_sum_min_by_hand():
+    assert sum_min(4, None) == 1 + 2 + 3 + 4
+    assert sum_min(5, 2) == 1 + 2 + 2 + 2 + 2
+    assert sum_min(0, None) == 0
+
+
+def test_ttft_of_a_prompt_of_four_chunks():
+    # 400-token requests, 20 generated: a 380-token prompt in chunks of 100, 100, 100 and 80
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    ttft = sum(chunk_only_us(s, n) for s, n in [(0, 100), (100, 100), (200, 100), (300, 80)])
+    # = 4 x 15 + (4 x 2e6 + 1000 x (100 + 200 + 300 + 380)) / BW + (2e6 x 380 + 1000 x 72,390) / FL
+    assert ttft == pytest.approx(60 + 17.96 + 1.66478, rel=1e-12)
+    assert prompt_time_us(segments_of(inst, (0,)), 380, 100) == pytest.approx(ttft, rel=1e-12)
+    res = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, trace=True)
+    assert res.ttft_p50_us == pytest.approx(ttft, rel=1e-12) and res.ttft_p99_us == pytest.approx(ttft, rel=1e-12)
+    # alone, the decodes after the first token are the decode-only step times
+    decode = [15 + (2e6 + 1000 * (380 + j)) / BW + (2e6 + 1000 * (380 + j)) / FL for j in range(1, 20)]
+    assert res.itl_p50_us == pytest.approx(float(np.percentile(decode, 50)), rel=1e-12)
+    assert [iv.prefill_tokens for iv in res.trace[:5]] == [100, 100, 100, 80, 0]
+
+
+def test_one_chunked_step_is_decode_part_plus_chunk_part():
+    # two users of 400 tokens, budget 100 per step: A's prompt takes steps 1-4 (the fourth also
+    # starts B's prompt with 20 tokens); step 5 decodes A's second token (381 tokens cached) and
+    # prefills 99 more of B's (positions 20..118) in the same forward pass
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    sim = Simulation(inst, (0,), requests=2, output_tokens=20, max_num_batched_tokens=100, trace=True)
+    res = sim.run()
+    steps = [iv for iv in res.trace if iv.stage == 0]
+    assert [(iv.batch, iv.prefill_tokens) for iv in steps[:6]] == [(0, 100), (0, 100), (0, 100), (0, 100),
+                                                                   (1, 99), (1, 99)]
+    decode_part = 15 + (2e6 + 1000 * 381) / BW + (2e6 + 2 * 500 * 381) / FL
+    chunk_part = 1000 * (20 + 99) / BW + (2e6 * 99 + 1000 * (tri(119) - tri(20))) / FL   # weights: read already
+    assert chunk_part == pytest.approx(0.238 + 0.40986, rel=1e-12)
+    assert steps[4].end - steps[4].start == pytest.approx(decode_part + chunk_part, rel=1e-12)
+    seg = segments_of(inst, (0,))[0]
+    assert chunk_time_us(seg, [Chunk(20, 99)], decodes=1) == pytest.approx(chunk_part, rel=1e-12)
+    assert step_time_us(seg, 1, {None: 381.0}, [Chunk(20, 99)]) == pytest.approx(decode_part + chunk_part, rel=1e-12)
+    # A's first inter-token gap is that shared step: prefill chunks count in the ITL under load
+    a = sim.reqs[0]
+    assert a.times[1] - a.times[0] == pytest.approx(decode_part + chunk_part, rel=1e-12)
+    # B's first token comes with the step that ends its prompt: 20 + 99 + 99 + 99 + 63 = 380 tokens
+    b = sim.reqs[1]
+    assert b.first == pytest.approx(steps[7].end, rel=1e-12) and steps[7].prefill_tokens == 63
+
+
+def test_closed_loop_replaces_each_finished_request_and_measures_the_steady_window():
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    sim = Simulation(inst, (0,), requests=6, output_tokens=20, max_num_batched_tokens=100)
+    res = sim.run()
+    # six users (the reserve holds (10 MB - 2 MB) / 400,000 B = 20), at least three requests each
+    assert res.closed_loop and res.users == 6 and res.requests == 18 == res.requests_completed
+    by_user: dict[int, list] = {}
+    for r in sim.reqs:
+        by_user.setdefault(r.user, []).append(r)
+    for reqs in by_user.values():
+        assert reqs[0].arrival == 0.0
+        # a user's next request arrives when its previous one has its last token
+        assert [r.arrival for r in reqs[1:]] == [r.last for r in reqs[:-1]]
+    # the window: from every user's first request done to the last request's arrival
+    first_round = max(reqs[0].last for reqs in by_user.values())
+    assert res.window_start_us == pytest.approx(first_round)
+    assert res.window_us == pytest.approx(max(r.arrival for r in sim.reqs) - first_round)
+    assert res.live_requests == 6 and res.max_num_batched_tokens == 100 and not res.decode_only
+    inside = [t for r in sim.reqs for t in r.times if first_round < t <= first_round + res.window_us]
+    assert res.tokens == len(inside)
+    assert res.aggregate_tokens_per_s == pytest.approx(len(inside) / res.window_us * 1e6, rel=1e-12)
+    ttft = [r.first - r.arrival for r in sim.reqs if r.arrival >= first_round]
+    assert res.ttft_p50_us == pytest.approx(float(np.percentile(ttft, 50)), rel=1e-12)
+
+
+def test_decode_only_keeps_the_decode_simulation():
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    res = simulate(inst, (0,), requests=3, output_tokens=5, decode_only=True, trace=True)
+    assert res.decode_only and not res.closed_loop and res.ttft_p50_us is None
+    assert res.requests == 3 and res.tokens == 15 and all(iv.prefill_tokens == 0 for iv in res.trace)
+    # prefill=False is the older spelling; prefill=True is the default
+    assert simulate(inst, (0,), requests=3, output_tokens=5, prefill=False, trace=True).to_dict() == res.to_dict()
+    assert simulate(inst, (0,), requests=1, output_tokens=5, prefill=True).ttft_p50_us is not None
+
+
+def test_micro_batch_slots_prefill_their_members():
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    res = simulate(inst, (0,), requests=1, output_tokens=20, micro_batch=1, max_num_batched_tokens=100)
+    ttft = sum(chunk_only_us(s, n) for s, n in [(0, 100), (100, 100), (200, 100), (300, 80)])
+    assert res.schedule == "micro-batch" and res.ttft_p50_us == pytest.approx(ttft, rel=1e-12)
+
+
+def test_prefill_arguments_in_library_words():
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    for kw, field in [(dict(max_num_batched_tokens=0), "max_num_batched_tokens"), (dict(rounds=0), "rounds"),
+                      (dict(prefill=True, decode_only=True), "decode_only"),
+                      (dict(context=10, context_dist="fixed:10"), "context_dist")]:
+        with pytest.raises(InvalidSpec) as exc:
+            simulate(inst, (0,), requests=1, output_tokens=1, **kw)
+        assert (exc.value.source, exc.value.field) == ("<argument>", field)
+        assert "--" not in exc.value.message
+
+
+def test_simulate_command_closed_loop_and_decode_only(tmp_path, run_cli):
+    from placer.algorithms import place
+    from placer.mapping import build_mapping, write_mapping
+
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    doc = build_mapping(inst, place(inst, method="dp"))
+    path = tmp_path / "one.json"
+    write_mapping(path, doc)
+    hw = tmp_path / "hand.yaml"
+    import yaml
+    hw.write_text(yaml.safe_dump(FLEET.spec))
+    spec = tmp_path / "one.yaml"
+    spec.write_text(yaml.safe_dump(ONE_SPEC))
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--requests", 1, "--output-tokens", 20,
+                              "--max-num-batched-tokens", 100, "--json"])
+    assert code == 0, err
+    import json
+    d = json.loads(out)
+    ttft = sum(chunk_only_us(s, n) for s, n in [(0, 100), (100, 100), (200, 100), (300, 80)])
+    assert d["ttft_p50_us"] == pytest.approx(ttft, rel=1e-6) and d["closed_loop"] is True
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--requests", 1, "--output-tokens", 20])
+    assert code == 0, err
+    assert "time to first token" in out and "closed loop of 1 users" in out
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--requests", 1, "--output-tokens", 5, "--decode-only"])
+    assert code == 0, err
+    assert "decode only" in out and "time to first token" not in out
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--decode-only", "--max-num-batched-tokens", 8])
+    assert code == 2 and err.startswith("error: --max-num-batched-tokens: max_num_batched_tokens:")
