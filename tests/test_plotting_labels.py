@@ -83,7 +83,7 @@ def _trace(kimi=False, **kw):
 
 @needs_solutions
 def test_gantt_has_a_legend_for_every_colour_and_names_its_window():
-    res = _trace(requests=3, output_tokens=4)
+    res = _trace(requests=3, output_tokens=4, decode_only=True)
     ax = plot_gantt(res)
     slots = sorted({iv.slot for iv in res.trace})
     assert len(slots) <= 12
@@ -98,7 +98,7 @@ def test_gantt_has_a_legend_for_every_colour_and_names_its_window():
     assert math.isclose(ax.get_xlim()[1], total / 1e3)
     matplotlib.pyplot.close(ax.figure)
     # a long trace: the window drawn is stated, and many slots get a colour bar instead of entries
-    res = _trace(kimi=True, requests=184, output_tokens=4, schedule="micro-batch", micro_batch=8)
+    res = _trace(kimi=True, requests=184, output_tokens=4, schedule="micro-batch", micro_batch=8, decode_only=True)
     ax = plot_gantt(res, max_intervals=500)
     starts = sorted(iv.start for iv in res.trace)
     assert len(starts) > 500
@@ -107,6 +107,12 @@ def test_gantt_has_a_legend_for_every_colour_and_names_its_window():
                                      f"(500 busy intervals)")
     bars = [a for a in ax.figure.axes if a is not ax]
     assert len(bars) == 1 and bars[0].get_ylabel() == "batch slot of the step"
+    matplotlib.pyplot.close(ax.figure)
+    # with prefill (the default) the steps that carry prompt chunks are hatched and named
+    res = _trace(requests=1, output_tokens=4)
+    assert any(iv.prefill_tokens for iv in res.trace)
+    ax = plot_gantt(res)
+    assert "prefill" in _legend_labels(ax)
     matplotlib.pyplot.close(ax.figure)
 
 

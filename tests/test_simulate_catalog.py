@@ -89,7 +89,7 @@ def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
     write_mapping(path, kimi["contiguous"])
     png = tmp_path / "occupancy.png"
     code, out, err = run_cli(["simulate", path, "--requests", 12, "--output-tokens", 3, "--micro-batch", 2,
-                              "--gantt", png, "--json"])
+                              "--gantt", png, "--json", "--decode-only"])
     assert code == 0, err
     doc = json.loads(out)
     assert DESIGN_FIELDS <= set(doc)
@@ -100,6 +100,9 @@ def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
     code, out, err = run_cli(["simulate", path, "--requests", 12, "--output-tokens", 3, "--max-batch", 4])
     assert code == 0, err
     assert "schedule: continuous batching (runtime vllm" in out and "up to 4 per step" in out
+    # prefill is modelled by default: a closed loop of the 12 users, their time to first token reported
+    assert "closed loop of 12 users" in out and "time to first token" in out
+    assert "tokens/s per MW (system)" in out
     code, out, err = run_cli(["simulate", path, "--requests", 3, "--output-tokens", 2, "--max-batch", 4,
                               "--micro-batch", 2])
     assert code == 2 and err.startswith("error: --max-batch: max_batch:")
