@@ -170,3 +170,60 @@ def test_simulate_command_closed_loop_and_decode_only(tmp_path, run_cli):
     assert "decode only" in out and "time to first token" not in out
     code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--decode-only", "--max-num-batched-tokens", 8])
     assert code == 2 and err.startswith("error: --max-num-batched-tokens: max_num_batched_tokens:")
+
+
+def _with_mtp():
+    """ONE plus a 500,000-param (1 MB) attention layer (1000 B, 500 elements of KV per token) as its
+    multi-token-prediction layer."""
+    from dataclasses import replace
+
+    both = model_from_dict({"name": "one-mtp", "layers": [ONE_SPEC["layers"][0],
+                                                          {"kind": "attention", "params": 500_000,
+                                                           "kv_elements_per_token": 500, "kv_bytes_per_token": 1000}]})
+    return replace(both, layers=(both.layers[0], replace(both.layers[1], kind="mtp", name="mtp.0")))
+
+
+def test_one_speculative_step_drafts_verifies_and_accepts():
+    inst = make_instance(_with_mtp(), FLEET, Workload(context_tokens=400))
+    sim = Simulation(inst, (0, 0), requests=1, output_tokens=20, decode_only=True, spec_k=3, spec_accept=2.5,
+                     trace=True)
+    res = sim.run()
+    # step 1, 380 tokens cached: verify 3 drafts = a forward of 4 positions through the target layer
+    # (the MTP layer runs only when drafting): 15 us + (2e6 weights + 1000 B x (380 read + 4 written))
+    # / BW + (2e6 x 4 + 1000 x (384 x 385 - 380 x 381) / 2) / FL
+    verify = 15 + (2e6 + 1000 * 384) / BW + (2e6 * 4 + 1000 * 1530) / FL
+    assert verify == pytest.approx(19.78706, rel=1e-12)
+    # then 3 draft passes of the MTP layer for one position, each (5 + 10) us + (1 MB + its 380 cached
+    # tokens' KV) / BW + (2 x 5e5 + 2 x 500 x 380) / FL
+    draft = 3 * (15 + (1e6 + 1000 * 380) / BW + (1e6 + 1000 * 380) / FL)
+    assert draft == pytest.approx(53.28828, rel=1e-12)
+    first, second = res.trace[0], res.trace[1]
+    assert first.end - first.start == pytest.approx(verify, rel=1e-12)
+    assert second.end - second.start == pytest.approx(draft, rel=1e-12) and second.start == pytest.approx(first.end)
+    # accepted tokens: 2.5 per step on average, emitted whole: 2, 3, 2, 3, ... (the bonus token included)
+    r = sim.reqs[0]
+    assert r.times[:2] == [pytest.approx(verify + draft)] * 2 and r.times[2] > r.times[1]
+    counts = [r.times.count(t) for t in sorted(set(r.times))]
+    assert counts == [2, 3] * 4 and res.tokens == 20
+    # step 2 starts at 382 cached tokens; its gap is shared by the 3 tokens it emits
+    verify2 = 15 + (2e6 + 1000 * 386) / BW + (2e6 * 4 + 1000 * 1538) / FL
+    draft2 = 3 * (15 + (1e6 + 1000 * 382) / BW + (1e6 + 1000 * 382) / FL)
+    assert r.times[2] - r.times[1] == pytest.approx(verify2 + draft2, rel=1e-12)
+    gaps = [x for x in np.diff(sorted(set(r.times)))]
+    assert res.itl_p99_us <= max(gaps) / 2 + 1e-9       # every step's gap shared by its 2 or 3 tokens
+    assert res.spec_k == 3 and res.spec_accept == 2.5
+
+
+def test_speculation_needs_mtp_layers_and_a_possible_acceptance():
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    with pytest.raises(InvalidSpec, match="spec_k: the placement has no MTP layers"):
+        simulate(inst, (0,), requests=1, output_tokens=4, spec_k=2, spec_accept=2.0)
+    mtp = make_instance(_with_mtp(), FLEET, Workload(context_tokens=400))
+    for kw, field in [(dict(spec_k=2, spec_accept=3.5), "spec_accept"), (dict(spec_k=2), "spec_k"),
+                      (dict(spec_accept=2.0), "spec_accept"), (dict(spec_k=-1, spec_accept=1.0), "spec_k")]:
+        with pytest.raises(InvalidSpec) as exc:
+            simulate(mtp, (0, 0), requests=1, output_tokens=4, **kw)
+        assert exc.value.field == field
+    # with prefill and the closed loop too: each verify step takes 1 + k tokens of the budget
+    res = simulate(mtp, (0, 0), requests=2, output_tokens=20, spec_k=3, spec_accept=2.5, max_num_batched_tokens=100)
+    assert res.closed_loop and res.ttft_p50_us is not None and res.tokens > 0

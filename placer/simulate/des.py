@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
@@ -59,7 +59,7 @@ from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..instance import Instance
 from ..units import parse_tokens
 from .contexts import ContextDist, parse_context_dist
-from .cost import cached_tokens, segments_of
+from .cost import Segment, cached_tokens, group_collectives, segments_of
 from .prefill import Chunk, step_time_us, sum_min
 from .result import Interval, SimResult, token_stats
 
@@ -95,6 +95,7 @@ class _Req:
     prefilled: int = 0            # prompt tokens in the KV cache
     generated: int = 0
     busy: bool = False            # a chunk of its prompt is in a step on its way through the route
+    credit: float = 0.0           # speculative decoding: accepted tokens owed beyond those emitted
     first: float | None = None
     last: float | None = None
     times: list = field(default_factory=list)
@@ -167,7 +168,8 @@ class Simulation:
                  max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
                  arrival_rate: float | None = None, duration_s: float | None = None,
                  max_live: int | None = None, seed: int = 0, decode_only: bool = False,
-                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, trace: bool = False):
+                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, spec_k: int = 0,
+                 spec_accept: float | None = None, trace: bool = False):
         self.instance = instance
         self.assignment = list(assignment)
         self._settle_schedule(schedule, max_batch, runtime, micro_batch)
@@ -187,6 +189,7 @@ class Simulation:
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(requests, rounds)
+        self._speculation(spec_k, spec_accept)
         self.trace: list[Interval] | None = [] if trace else None
 
     # ------------------------------------------------------------------ arguments and sizes
@@ -247,6 +250,30 @@ class Simulation:
             self.limit[d] = max(1, min(limits)) if limits else math.inf
         # every step is capped by the smallest device limit (a runtime cuts every stage to it)
         self.batch_cap = min(self.limit.values())
+
+    def _speculation(self, k: int, accept: float | None) -> None:
+        """Speculative decoding with the placement's MTP layers: each decode step verifies ``k``
+        drafted tokens (a forward of k + 1 positions per request through the target layers) and
+        then drafts ``k`` more (k passes of the MTP layers, one position each), emitting ``accept``
+        tokens per request per step on average (the acceptance length, bonus token included)."""
+        self.spec_k, self.spec_accept = int(k), accept
+        self.target_segs, self.draft_segs = self.segs, []
+        if k < 0 or (k and accept is None) or (not k and accept is not None):
+            raise InvalidSpec(ARGUMENT, "spec_k" if k < 0 or accept is None else "spec_accept",
+                              "speculative decoding takes spec_k >= 1 draft tokens and spec_accept, the mean tokens "
+                              "a verify step emits" if k >= 0 else "must not be negative")
+        if not k:
+            return
+        if not 1.0 <= accept <= k + 1:
+            raise InvalidSpec(ARGUMENT, "spec_accept", f"an acceptance length is between 1 and spec_k + 1 = {k + 1} "
+                                                       f"tokens per step, got {accept!r}")
+        nodes = self.instance.nodes
+        mtp = {i for i, x in enumerate(nodes) if x.kind == "mtp"}
+        if not mtp:
+            raise InvalidSpec(ARGUMENT, "spec_k", "the placement has no MTP layers to draft with (place the model "
+                                                  "with its multi-token-prediction layers)")
+        self.target_segs = [_without(s, mtp, nodes) for s in self.segs]
+        self.draft_segs = [_only(s, mtp, nodes, self.instance) for s in self.segs if mtp & set(s.nodes)]
 
     # ------------------------------------------------------------------ running
     def run(self) -> SimResult:
@@ -389,7 +416,13 @@ class Simulation:
         ``members`` (a slot's; default the step's decoding requests) that go on."""
         now = self.env.now
         for r in decodes:
-            self._token(r, now)
+            n = 1
+            if self.spec_k:         # the verify step's accepted tokens: on average spec_accept
+                r.credit += self.spec_accept
+                n = max(1, min(int(r.credit + 1e-9), self.spec_k + 1, r.output - r.generated))
+                r.credit -= n
+            for _ in range(n):
+                self._token(r, now)
         for r, ch in chunks:
             r.busy = False
             r.prefilled += ch.tokens
@@ -414,12 +447,24 @@ class Simulation:
         cached = cached_tokens([r.kv_len for r in decodes], self.windows)
         parts = tuple(ch for _, ch in chunks)
         n = sum(ch.tokens for ch in parts)
-        for s in self.segs:
-            dt = step_time_us(s, b, cached, parts)
+        k = self.spec_k
+        if k:   # each decoding request verifies k drafts: k + 1 positions after its KV, like a chunk
+            verify = tuple(Chunk(r.kv_len, k + 1) for r in decodes)
+            zero = dict.fromkeys(cached, 0.0)
+        for s in self.target_segs:
+            dt = step_time_us(s, 0, zero, verify + parts) if k and b else step_time_us(s, b, cached, parts)
             begin = max(env.now, self.free_at[s.device])
             self.free_at[s.device] = begin + dt
             self._record(s.stage, begin, dt, slot, b, n)
-            yield env.timeout(begin + dt + s.hop_time_us(b + n) - env.now)
+            yield env.timeout(begin + dt + s.hop_time_us(b * (k + 1) + n) - env.now)
+        if not b:
+            return
+        for s in self.draft_segs:           # k draft passes of the MTP layers, one position each
+            dt = k * s.duration_us(s.terms_for(b, cached))
+            begin = max(env.now, self.free_at[s.device])
+            self.free_at[s.device] = begin + dt
+            self._record(s.stage, begin, dt, slot, 0, 0)
+            yield env.timeout(begin + dt - env.now)
 
     def _record(self, stage: int, start: float, dt: float, slot: int, b: int, n: int) -> None:
         self.busy[stage] += dt
@@ -443,7 +488,8 @@ class Simulation:
                 yield ev
                 continue
             decodes = [r for r in members if not r.prefilling]
-            chunks = self._take_chunks([r for r in members if r.prefilling], self.budget - len(decodes), math.inf)
+            chunks = self._take_chunks([r for r in members if r.prefilling], self.budget - len(decodes) * (1 + self.spec_k),
+                                       math.inf)
             yield from self._walk(k, decodes, chunks)
             members = self._stepped(decodes, chunks, members)
 
@@ -467,7 +513,7 @@ class Simulation:
             # one batch per pipeline stage in flight: the entry takes its share of the live requests
             share = int(min(self.batch_cap, -(-self.live // self.n_stages)))
             decodes = [] if full else [self.ready.popleft() for _ in range(min(share, len(self.ready)))]
-            chunks = [] if full else self._take_chunks(self.prefilling, self.budget - len(decodes),
+            chunks = [] if full else self._take_chunks(self.prefilling, self.budget - len(decodes) * (1 + self.spec_k),
                                                        self.batch_cap - len(decodes))
             if not decodes and not chunks:
                 ev = self.entry_ready = env.event()
@@ -546,7 +592,29 @@ class Simulation:
             max_num_batched_tokens=None if self.decode_only else self.budget, window_start_us=lo,
             prefill_step_fraction=self.steps[3] / self.steps[0] if self.steps[0] else 0.0,
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
+            spec_k=self.spec_k, spec_accept=self.spec_accept,
             trace=self.trace)
+
+
+def _layers(nodes, kept) -> int:
+    return len({nodes[i].parent or nodes[i].name for i in kept})
+
+
+def _without(seg: Segment, mtp: set, nodes) -> Segment:
+    """``seg`` for the target's forward: its MTP nodes left out (they run only when drafting)."""
+    kept = [j for j, i in enumerate(seg.nodes) if i not in mtp]
+    if len(kept) == len(seg.nodes):
+        return seg
+    return replace(seg, nodes=tuple(seg.nodes[j] for j in kept), costs=tuple(seg.costs[j] for j in kept),
+                   layers=_layers(nodes, [seg.nodes[j] for j in kept]))
+
+
+def _only(seg: Segment, mtp: set, nodes, instance: Instance) -> Segment:
+    """``seg``'s MTP nodes as a segment of their own on the same device (no hop after it)."""
+    kept = [j for j, i in enumerate(seg.nodes) if i in mtp]
+    ids = tuple(seg.nodes[j] for j in kept)
+    return replace(seg, nodes=ids, costs=tuple(seg.costs[j] for j in kept), layers=_layers(nodes, ids), hop_us=0.0,
+                   out_activation_bytes=0, collectives=group_collectives(instance, seg.device, ids))
 
 
 def _check_counts(**values) -> None:
@@ -583,7 +651,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
              arrival_rate: float | None = None, duration_s: float | None = None,
              max_live: int | None = None, seed: int = 0, prefill: bool | None = None,
              trace: bool = False, decode_only: bool = False, max_num_batched_tokens: int | None = None,
-             rounds: int = DEFAULT_ROUNDS) -> SimResult:
+             rounds: int = DEFAULT_ROUNDS, spec_k: int = 0, spec_accept: float | None = None) -> SimResult:
     """Simulate serving ``instance`` placed by ``assignment`` (device index per node): one
     :class:`Simulation` run.
 
@@ -601,6 +669,8 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`) and, without ``arrival_rate``, the run is a closed
     loop of ``min(requests, live cap)`` users, at least ``rounds`` requests each; ``decode_only``
     leaves prefill out (``prefill=False`` is its older spelling; ``prefill=True`` is the default).
+    ``spec_k`` > 0 decodes speculatively with the placement's MTP layers, ``spec_accept`` tokens
+    accepted per verify step on average (:meth:`Simulation._speculation`).
     """
     if prefill is not None:
         if prefill and decode_only:
@@ -610,7 +680,8 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                       context_dist=context_dist, schedule=schedule, max_batch=max_batch, runtime=runtime,
                       micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration_s,
                       max_live=max_live, seed=seed, decode_only=decode_only,
-                      max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, trace=trace).run()
+                      max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, spec_k=spec_k,
+                      spec_accept=spec_accept, trace=trace).run()
 
 
 def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,

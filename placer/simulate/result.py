@@ -66,6 +66,8 @@ class SimResult:
     prefill_step_fraction: float = 0.0    # of the decode steps in the window, those sharing a prefill chunk
     power_boundary: str | None = None     # chip, system or facility: where power_w is counted
     pue: float | None = None              # facility boundary: the power usage effectiveness applied
+    spec_k: int = 0                       # speculative decoding: draft tokens verified per step
+    spec_accept: float | None = None      # and the mean tokens a verify step emits (acceptance length)
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -105,9 +107,17 @@ def token_stats(reqs, lo: float, hi: float, *, ttft: bool, arrivals_from: float 
     for r in reqs:
         times = [t for t in r.times if lo - eps <= t <= hi + eps]
         tokens += sum(1 for t in times if t > lo + eps or lo == 0.0)
-        if len(times) >= 2:
-            gaps.extend(np.diff(times))
-            rates.append((len(times) - 1) / (times[-1] - times[0]) * 1e6)
+        # tokens emitted together (a speculative step's accepted ones) share the gap before them
+        groups: list[list] = []
+        for t in times:
+            if groups and abs(t - groups[-1][0]) <= eps:
+                groups[-1][1] += 1
+            else:
+                groups.append([t, 1])
+        for (t0, _), (t1, c) in zip(groups, groups[1:]):
+            gaps.extend([(t1 - t0) / c] * c)
+        if len(groups) >= 2:
+            rates.append((len(times) - groups[0][1]) / (times[-1] - times[0]) * 1e6)
         if ttft and r.first is not None and r.arrival >= arrivals_from - eps:
             first.append(r.first - r.arrival)
         if r.done and r.last is not None and r.last <= hi + eps and r.arrival >= arrivals_from - eps:
