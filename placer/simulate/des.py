@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
@@ -59,9 +59,10 @@ from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..instance import Instance
 from ..units import parse_tokens
 from .contexts import ContextDist, parse_context_dist
-from .cost import Segment, cached_tokens, group_collectives, segments_of
+from .cost import cached_tokens, segments_of
 from .prefill import Chunk, step_time_us, sum_min
 from .result import Interval, SimResult, token_stats
+from .speculative import target_and_draft
 
 __all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping",
            "Interval", "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
@@ -267,13 +268,10 @@ class Simulation:
         if not 1.0 <= accept <= k + 1:
             raise InvalidSpec(ARGUMENT, "spec_accept", f"an acceptance length is between 1 and spec_k + 1 = {k + 1} "
                                                        f"tokens per step, got {accept!r}")
-        nodes = self.instance.nodes
-        mtp = {i for i, x in enumerate(nodes) if x.kind == "mtp"}
-        if not mtp:
+        self.target_segs, self.draft_segs = target_and_draft(self.instance, self.segs)
+        if not self.draft_segs:
             raise InvalidSpec(ARGUMENT, "spec_k", "the placement has no MTP layers to draft with (place the model "
                                                   "with its multi-token-prediction layers)")
-        self.target_segs = [_without(s, mtp, nodes) for s in self.segs]
-        self.draft_segs = [_only(s, mtp, nodes, self.instance) for s in self.segs if mtp & set(s.nodes)]
 
     # ------------------------------------------------------------------ running
     def run(self) -> SimResult:
@@ -594,27 +592,6 @@ class Simulation:
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
             spec_k=self.spec_k, spec_accept=self.spec_accept,
             trace=self.trace)
-
-
-def _layers(nodes, kept) -> int:
-    return len({nodes[i].parent or nodes[i].name for i in kept})
-
-
-def _without(seg: Segment, mtp: set, nodes) -> Segment:
-    """``seg`` for the target's forward: its MTP nodes left out (they run only when drafting)."""
-    kept = [j for j, i in enumerate(seg.nodes) if i not in mtp]
-    if len(kept) == len(seg.nodes):
-        return seg
-    return replace(seg, nodes=tuple(seg.nodes[j] for j in kept), costs=tuple(seg.costs[j] for j in kept),
-                   layers=_layers(nodes, [seg.nodes[j] for j in kept]))
-
-
-def _only(seg: Segment, mtp: set, nodes, instance: Instance) -> Segment:
-    """``seg``'s MTP nodes as a segment of their own on the same device (no hop after it)."""
-    kept = [j for j, i in enumerate(seg.nodes) if i in mtp]
-    ids = tuple(seg.nodes[j] for j in kept)
-    return replace(seg, nodes=ids, costs=tuple(seg.costs[j] for j in kept), layers=_layers(nodes, ids), hop_us=0.0,
-                   out_activation_bytes=0, collectives=group_collectives(instance, seg.device, ids))
 
 
 def _check_counts(**values) -> None:

@@ -1,0 +1,37 @@
+"""Speculative decoding with a placement's multi-token-prediction (MTP) layers: the segments the
+target's verify pass runs (the MTP nodes left out: they run only when drafting) and those the
+draft passes run (the MTP nodes alone, on their devices, no hop after them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..instance import Instance
+from .cost import Segment, group_collectives
+
+__all__ = ["target_and_draft"]
+
+
+def target_and_draft(instance: Instance, segs: Sequence[Segment]) -> tuple[list[Segment], list[Segment]]:
+    """(target segments, draft segments) of the route ``segs``; no draft segment when the placement
+    has no MTP nodes."""
+    nodes = instance.nodes
+    mtp = {i for i, x in enumerate(nodes) if x.kind == "mtp"}
+    if not mtp:
+        return list(segs), []
+    target = [_part(instance, s, [i for i in s.nodes if i not in mtp]) for s in segs]
+    draft = [replace(_part(instance, s, ids), hop_us=0.0, out_activation_bytes=0)
+             for s in segs if (ids := [i for i in s.nodes if i in mtp])]
+    return target, draft
+
+
+def _part(instance: Instance, seg: Segment, ids: Sequence[int]) -> Segment:
+    """``seg`` restricted to the nodes ``ids``: their costs, the model layers they belong to
+    (counted once) and the collectives they run in the device group."""
+    if len(ids) == len(seg.nodes):
+        return seg
+    nodes, keep = instance.nodes, set(ids)
+    costs = tuple(c for i, c in zip(seg.nodes, seg.costs) if i in keep)
+    return replace(seg, nodes=tuple(ids), costs=costs, layers=len({nodes[i].parent or nodes[i].name for i in ids}),
+                   collectives=group_collectives(instance, seg.device, ids))
