@@ -238,15 +238,12 @@ def power_choice() -> tuple[str | None, float | None]:
 
 
 def load_fleet_chosen(ref, **kw) -> Fleet:
-    """:func:`placer.fleet.load_fleet` at the power boundary the command line chose, with a note on
-    stderr for each power figure the spec does not give at that boundary."""
+    """:func:`placer.fleet.load_fleet` at the power boundary the command line chose
+    (:meth:`placer.fleet.Fleet.power_notes` says where a spec gives no figure for it)."""
     power, pue = power_choice()
     if power is not None:
         kw["power"] = power
-    fleet = load_fleet(ref, pue=pue, **kw)
-    for note in fleet.power_notes():
-        click.echo(f"note: {note}", err=True)
-    return fleet
+    return load_fleet(ref, pue=pue, **kw)
 
 
 def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet | None, Workload]:

@@ -4,7 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..instance import MODES
-from ..mapping import read_mapping
+from ..mapping import read_mapping, specs_from_mapping
 from ..planning.compare import granularity_for
 from ..planning.modes import compare_modes
 from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
@@ -162,6 +162,9 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"  power ({where})".ljust(24) + f"{_f(res.power_w and res.power_w / 1e3, '{:,.1f}')} kW; "
                f"{_f(res.tokens_per_s_per_mw, '{:,.0f}')} tokens/s per MW ({where}); "
                f"{_f(res.joules_per_token, '{:,.2f}')} J/token ({where})")
+    _m, fleet, _wl = specs_from_mapping(mapping, model=model_ref, hardware=hardware)
+    for note in fleet.with_power(power or fleet.power_boundary, pue).power_notes():
+        click.echo(f"  note: {note}")
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
     return 0
