@@ -63,6 +63,9 @@ class PerfSpec(StrictSpec):
     fixed_overhead_us_per_moe_layer: _NonNegFloat = 0.0
     expert_bandwidth_efficiency: _Fraction | None = None     # None: bandwidth_efficiency
     collective_latency_us: _NonNegFloat | None = None        # None: link latency per ring step
+    # prefill runs large GEMMs, not decode's skinny ones: its own efficiency against the peak (the
+    # decode fit's compute_efficiency absorbs batch-growing costs the decode model does not itemise)
+    prefill_compute_efficiency: _Fraction = 0.5
 
 
 class DeviceTypeSpec(StrictSpec):
@@ -199,6 +202,7 @@ class DeviceType:
     fixed_overhead_us_per_moe_layer: float = 0.0
     expert_bandwidth_efficiency: float | None = None
     collective_latency_us: float | None = None
+    prefill_compute_efficiency: float = 0.5
     chip_power_w: float | None = None           # W, the device alone (the spec's power)
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
 
@@ -466,7 +470,8 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
                       fixed_overhead_us_per_layer_per_request=perf.fixed_overhead_us_per_layer_per_request,
                       fixed_overhead_us_per_moe_layer=perf.fixed_overhead_us_per_moe_layer,
                       expert_bandwidth_efficiency=perf.expert_bandwidth_efficiency,
-                      collective_latency_us=perf.collective_latency_us)
+                      collective_latency_us=perf.collective_latency_us,
+                      prefill_compute_efficiency=perf.prefill_compute_efficiency)
 
 
 def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:

@@ -227,3 +227,19 @@ def test_speculation_needs_mtp_layers_and_a_possible_acceptance():
     # with prefill and the closed loop too: each verify step takes 1 + k tokens of the budget
     res = simulate(mtp, (0, 0), requests=2, output_tokens=20, spec_k=3, spec_accept=2.5, max_num_batched_tokens=100)
     assert res.closed_loop and res.ttft_p50_us is not None and res.tokens > 0
+
+
+def test_prompt_chunks_run_at_the_prefill_efficiency_not_the_decode_fit():
+    """The decode fit's compute_efficiency (0.1 here) prices decode FLOPs; a prompt chunk's FLOPs run
+    at prefill_compute_efficiency (0.5: 5e8 FLOP/us against 1e8), its bytes at the same bandwidth."""
+    spec = {"name": "hand2", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
+                                        "perf": {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,
+                                                 "bandwidth_efficiency": 0.5, "compute_efficiency": 0.1,
+                                                 "prefill_compute_efficiency": 0.5}},
+            "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 3}}
+    inst = make_instance(ONE, fleet_from_dict(spec), Workload(context_tokens=400))
+    (seg,) = segments_of(inst, (0,))
+    assert seg.flops_per_us == pytest.approx(1e8) and seg.prefill_flops_per_us == pytest.approx(5e8)
+    # with no decode in the step the chunk reads the 2 MB of weights itself, and writes its 100 tokens' KV
+    assert chunk_time_us(seg, (Chunk(0, 100),)) == pytest.approx(
+        (2e6 + 1000 * 100) / BW + (2e6 * 100 + 1000 * tri(100)) / 5e8, rel=1e-12)

@@ -149,3 +149,44 @@ def test_tests_do_not_import_the_tests_directory_as_a_package():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             offenders += [f"{path.name}:{node.lineno}" for n in names if n == "tests" or n.startswith("tests.")]
     assert not offenders, offenders
+
+
+# a module or function a reader holds in their head: these limits, and the planning entry point alone
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 120
+
+
+def test_modules_and_functions_stay_small():
+    long_modules, long_functions = [], []
+    for name, path in _modules().items():
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            long_modules.append((name, text.count("\n")))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append((f"{name}.{node.name}", length))
+    assert not long_modules, long_modules
+    assert not long_functions, long_functions
+
+
+def test_one_module_orchestrates_the_placement_step():
+    """Instance -> place -> per-device result -> mapping is written in placer.planning.solve only:
+    no other module both places an instance and converts the result to devices or builds a mapping."""
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith(("placer.algorithms", "placer.planning.solve")) or name == "placer.groups":
+            continue
+        calls = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
+                 for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)}
+        if "place" in calls and calls & {"per_device", "build_mapping"}:
+            offenders.append(name)
+    assert not offenders, offenders
+
+
+def test_moved_modules_keep_a_shim_at_the_old_path():
+    from placer._moved import MOVED
+
+    for old in MOVED:
+        assert (ROOT.parent / (old.replace(".", "/") + ".py")).exists(), old

@@ -238,6 +238,7 @@ class Segment:
     out_activation_bytes: int = 0  # per token, crossing that link
     layers: int = 0                # distinct model layers among the nodes (parts of one layer count once)
     collectives: tuple[Collective, ...] = ()   # inside the segment's device group (none for one device)
+    prefill_flops_per_us: float = float("inf")   # compute x prefill_compute_efficiency / 1e6 (prompt chunks)
     overhead_layer_request_us: float = 0.0     # per layer and per request of the batch
     overhead_moe_layer_us: float = 0.0         # per routed-expert layer
     moe_layers: int = 0            # distinct model layers among the nodes that route to experts
@@ -377,6 +378,7 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            overhead_layer_us=t.fixed_overhead_us_per_layer,
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
                            flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
+                           prefill_flops_per_us=_rate(compute_flops(t, low_precision), t.prefill_compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
                            layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run}),
                            collectives=group_collectives(instance, d, run),

@@ -4,7 +4,9 @@ A serving runtime with chunked prefill (vLLM V1's token budget ``max_num_batched
 SGLang's chunked prefill) runs the decodes of a step and the prompt chunks it admits as one
 forward pass. On a segment (:class:`placer.simulate.cost.Segment`) a chunk of ``n`` prompt tokens
 whose first ``s`` tokens are already in the KV cache adds, with the cost model's rates
-(``bytes_per_us``: bandwidth x efficiency; ``flops_per_us``: compute peak x efficiency):
+(``bytes_per_us``: bandwidth x efficiency; ``prefill_flops_per_us``: compute peak x the device
+type's ``prefill_compute_efficiency``, default 0.5 — prompt chunks are large GEMMs, unlike
+decode's, whose fitted ``compute_efficiency`` also absorbs costs the decode model does not itemise):
 
 * FLOPs: ``2 x active params x n`` (every token through every weight), ``4 x state elements x n``
   (recurrent-state updates), and attention over the prompt so far: ``2 x KV elements per token x
@@ -76,7 +78,7 @@ def chunk_terms(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> Term
 def chunk_time_us(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> float:
     """Microseconds ``chunks`` add to a step of ``seg`` with ``decodes`` decoding requests."""
     t = chunk_terms(seg, chunks, decodes)
-    return t.bytes / seg.bytes_per_us + t.flops / seg.flops_per_us + t.comm_us
+    return t.bytes / seg.bytes_per_us + t.flops / seg.prefill_flops_per_us + t.comm_us
 
 
 def step_terms(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> Terms:
@@ -90,8 +92,10 @@ def step_terms(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk]
 
 
 def step_time_us(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> float:
-    """Microseconds of :func:`step_terms` on ``seg``: the decode part plus the chunk part."""
-    return seg.duration_us(step_terms(seg, decodes, cached, chunks))
+    """Microseconds of one forward pass of ``seg``: the decode part (:meth:`Segment.duration_us` of
+    its terms) plus the chunk part (:func:`chunk_time_us`, its FLOPs at the prefill rate)."""
+    t = seg.duration_us(seg.terms_for(decodes, cached))
+    return t + chunk_time_us(seg, chunks, decodes) if chunks else t
 
 
 def prompt_time_us(segs: Sequence[Segment], prompt: int, budget: int) -> float:
