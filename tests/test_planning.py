@@ -182,3 +182,46 @@ def test_runtime_through_the_command_line(run_cli, tmp_path):
     code, _, err = run_cli(["solve", tmp_path / "m.json", "-H", tmp_path / "h.json", "--runtime", "vllm",
                             "--mode", "free"])
     assert code == 2 and err.startswith("error: --mode: mode: vLLM runs contiguous stages")
+
+
+def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
+    """--max-ttft-ms beside a speed floor: each replica's held load is the most live requests whose
+    closed-loop p99 TTFT meets the target; an independent run one request above misses it."""
+    from placer.simulate import simulate
+
+    model = load_model("llama-3.1-8b")
+    fleet = load_fleet("h100")
+    wl = workload_for(model).replace(context_tokens=2048, concurrency=4)
+    loose = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,)), SolverSettings(method="dp"))
+    held = loose.speed.chosen.shape.held
+    inst, assignment = loose.instance, loose.result.assignment
+    ttft = {n: simulate(inst, assignment, requests=n, max_live=n, output_tokens=16).ttft_p99_us for n in (2, 3)}
+    target_ms = (ttft[2] + ttft[3]) / 2 / 1e3          # between the TTFT at 2 and at 3 live requests
+    assert ttft[2] < ttft[3] and held > 2
+    tight = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,), max_ttft_ms=target_ms),
+                 SolverSettings(method="dp"))
+    shape = next(s for s in tight.speed.shapes if s.solved.raw.assignment == loose.result.assignment)
+    assert shape.held == 2
+    assert simulate(inst, assignment, requests=2, max_live=2, output_tokens=16).ttft_p99_us <= target_ms * 1e3
+    assert simulate(inst, assignment, requests=3, max_live=3, output_tokens=16).ttft_p99_us > target_ms * 1e3
+    with pytest.raises(InvalidSpec) as exc:
+        Requirements(max_ttft_ms=100)
+    assert exc.value.field == "max_ttft_ms"
+
+
+def test_ttft_targets_in_compare_and_frontier(run_cli, tmp_path):
+    base = ["llama-3.1-8b", "-H", "h100", "--context", "2048", "--concurrency", "4", "--tp", "1", "--json", "-q"]
+    rows = {}
+    for limit in ("0.001", "1e9"):
+        code, out, err = run_cli(["compare", *base, "--degrees-only", "--time-limit", "5", "--max-ttft-ms", limit])
+        assert code == 0, err
+        (row,) = json.loads(out)["degrees"]
+        rows[limit] = row
+    assert rows["0.001"]["meets_ttft"] is False and rows["1e9"]["meets_ttft"] is True
+    assert rows["1e9"]["ttft_p99_us"] > 1.0          # a 2,032-token prompt takes more than a microsecond
+    code, out, err = run_cli(["frontier", "llama-3.1-8b", "-H", "h100", "--context", "2048", "--tp", "1", "--json",
+                              "-q", "--max-ttft-ms", "0.001", "--max-target", "2", "--jobs", "1",
+                              "-o", tmp_path / "f.csv", "--plot", tmp_path / "f.png"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["rows"] and all(not r["meets_ttft"] and not r["pareto"] for r in doc["rows"])

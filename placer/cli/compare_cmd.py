@@ -55,11 +55,13 @@ def _cell(value) -> str:
 @click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens each simulated request decodes (per-degree table).")
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
+@click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
+              help="Per degree, whether the loaded run's p99 time to first token meets MS (meets_ttft).")
 @runtime_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...], "degrees": [...]}.')
 @quiet_option
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
-                    output_tokens, degrees_only, as_json, quiet, runtime=None, **kw):
+                    output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
@@ -76,13 +78,13 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
         doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                       as_json, runtime) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
+                       as_json, runtime, max_ttft_ms) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
                                                               threads, quiet, as_json)
     else:
         doc = _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json)
         if not doc.get("interrupted"):
             more = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                            as_json)
+                            as_json, runtime, max_ttft_ms)
             doc.update(more)
     doc["workload"] = workload_doc(wl)
     doc["power_boundary"], doc["pue"] = fleet.power_boundary, fleet.pue    # of every power figure in the rows
@@ -145,7 +147,7 @@ def _print_methods(m, fleet, wl, doc) -> None:
 
 
 def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json,
-             runtime=None) -> dict:
+             runtime=None, max_ttft_ms=None) -> dict:
     with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
         started = []
 
@@ -160,7 +162,7 @@ def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, outp
 
         doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
                               seed=seed, workers=threads, output_tokens=output_tokens, progress=progress,
-                              runtime=runtime)
+                              runtime=runtime, max_ttft_ms=max_ttft_ms)
         bar.step()
     return doc
 

@@ -69,12 +69,15 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--plot", type=output_file, default="frontier.png", show_default=True,
               help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
+@click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
+              help="Points whose p99 time to first token (closed loop with chunked prefill) exceeds MS stay "
+                   "in the CSV but leave the Pareto sets and the answers.")
 @runtime_option
 @power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
-                     as_json, quiet, runtime=None):
+                     as_json, quiet, runtime=None, max_ttft_ms=None):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
     and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
@@ -108,7 +111,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
                              output_tokens=output_tokens, jobs=jobs, progress=progress, degrees=parse_degrees(tp),
                              ep=True if ep else None, reserve=reserve_of(reserve), max_target=max_target, backend=backend, address=address,
-                             runtime=runtime, **opts)
+                             runtime=runtime, max_ttft_ms=max_ttft_ms, **opts)
     finally:
         if bar[0] is not None:
             bar[0].close()

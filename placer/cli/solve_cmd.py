@@ -112,6 +112,9 @@ def print_progress(info) -> None:
                    "X tokens/s (replicas added as needed).")
 @click.option("--max-itl-ms", type=float, default=None, metavar="MS",
               help="The same floor as a longest inter-token latency: 1000 / MS tokens/s.")
+@click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
+              help="Beside a speed floor: the p99 time to first token each replica keeps to at its load "
+                   "(closed loop with chunked prefill).")
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
                    "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
@@ -127,7 +130,7 @@ def print_progress(info) -> None:
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
-                  tp, ep, reserve, per_stage_tp=False, runtime=None, **kw):
+                  tp, ep, reserve, per_stage_tp=False, runtime=None, max_ttft_ms=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -148,7 +151,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
                        pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
-                       objective=None if floor else objective, runtime=runtime)
+                       objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms)
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))

@@ -147,7 +147,7 @@ DEGREE_FIELDS = ("tp", "ep", "devices_used", "stages", "devices_proven", "concur
                  "per_user_tokens_per_s", "aggregate_tokens_per_s")
 
 
-def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
+def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | None = None) -> dict:
     """One row of :func:`compare_degrees` for a solve at one degree: the device figures (in
     devices), the guaranteed concurrency (the ceiling every stage holds) and the simulated speed.
 
@@ -171,6 +171,9 @@ def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
     live = max(1, inst.workload.concurrency if ceiling is None else min(inst.workload.concurrency, ceiling))
     alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
     loaded = simulate(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    row["ttft_p99_us"] = getattr(loaded, "ttft_p99_us", None)
+    if max_ttft_ms is not None:
+        row["meets_ttft"] = row["ttft_p99_us"] is not None and row["ttft_p99_us"] <= max_ttft_ms * 1e3
     row.update(live_requests=live, alone_tokens_per_s=alone.per_user_tokens_per_s,
                per_user_tokens_per_s=loaded.per_user_tokens_per_s,
                aggregate_tokens_per_s=loaded.aggregate_tokens_per_s)
@@ -180,7 +183,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32) -> dict:
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
                     reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
                     output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
-                    runtime: str | None = None) -> dict:
+                    runtime: str | None = None, max_ttft_ms: float | None = None) -> dict:
     """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
     (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
     and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
@@ -189,7 +192,8 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
 
     ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
     model (tensor split only on a dense one); True or False lists only that one. Rows come
-    tensor-split first. ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
+    tensor-split first; with ``max_ttft_ms`` each row says whether its p99 time to first token at
+    the loaded run meets it (``meets_ttft``). ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
     the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
     when no degree asked runs.
     """
@@ -210,7 +214,8 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     try:
         search = search_layouts(model, fleet, workload, req, solver, layouts=ordered,
                                 before=None if progress is None else (lambda tp, e: progress(tp, e)),
-                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens)))
+                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens,
+                                                                                  max_ttft_ms=max_ttft_ms)))
     except KeyboardInterrupt:
         return out(True)
     if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():

@@ -38,7 +38,8 @@ __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_
 
 COLUMNS = ["platform", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total", "per_user_tokens_per_s",
            "itl_p50_us", "aggregate_tokens_per_s", "power_w", "tokens_per_s_per_mw", "tokens_per_s_per_device",
-           "joules_per_token", "hop_latency_us", "valid", "pareto", "schedule", "context_tokens", "route"]
+           "joules_per_token", "hop_latency_us", "valid", "pareto", "schedule", "context_tokens", "route",
+           "ttft_p99_us", "meets_ttft"]
 
 
 @dataclass
@@ -73,7 +74,7 @@ def _simulate_point(task: tuple) -> dict:
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
                 aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
-                schedule=sim.schedule)
+                schedule=sim.schedule, ttft_p99_us=getattr(sim, "ttft_p99_us", None))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -94,7 +95,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
                    address: str | None = None, require=(), runtime: str | None = None, time_limit: float = 30.0,
-                   seed: int = 0, workers: int = 2) -> FrontierReport:
+                   seed: int = 0, workers: int = 2, max_ttft_ms: float | None = None) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
     ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
@@ -105,7 +106,9 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
     :func:`placer.planning.sweep.run_tasks`);
     ``progress(done, total)`` is called after each point. ``require``: constraints of
-    :data:`placer.instance.REQUIREMENTS` on every placement, ``runtime``: a runtime's rules too; ``time_limit``, ``seed``, ``workers``:
+    :data:`placer.instance.REQUIREMENTS` on every placement, ``runtime``: a runtime's rules too;
+    ``max_ttft_ms``: points whose p99 time to first token exceeds it are off the Pareto sets and the
+    answers (``meets_ttft`` False); ``time_limit``, ``seed``, ``workers``:
     CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
     placed by :func:`~placer.planning.solve.place_instance`.
     """
@@ -163,8 +166,12 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     run_tasks(_simulate_point, (), tasks, finished, backend=backend, workers=jobs or os.cpu_count() or 1,
               address=address)
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["devices"], r["target"], r["live_per_replica"]))
+    limit = None if max_ttft_ms is None else max_ttft_ms * 1e3
+    for r in rows:      # a TTFT target: points over it stay listed, off the Pareto set and the answers
+        r["meets_ttft"] = limit is None or (r.get("ttft_p99_us") is not None and r["ttft_p99_us"] <= limit)
+        r["pareto"] = False
     for name in dict.fromkeys(r["platform"] for r in rows):
-        mine = [r for r in rows if r["platform"] == name]
+        mine = [r for r in rows if r["platform"] == name and r["meets_ttft"]]
         for r, p in zip(mine, pareto(mine)):
             r["pareto"] = p
     report = FrontierReport(model=model.name, context_tokens=workload.context_tokens,
@@ -174,7 +181,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
 
 
 def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:
-    ok = [r for r in rows if r["platform"] == platform and r["valid"] and r["per_user_tokens_per_s"] is not None
+    ok = [r for r in rows if r["platform"] == platform and r["valid"] and r.get("meets_ttft", True)
+          and r["per_user_tokens_per_s"] is not None
           and r["per_user_tokens_per_s"] >= speed and r["tokens_per_s_per_mw"] is not None]
     return max(ok, key=lambda r: r["tokens_per_s_per_mw"], default=None)
 

@@ -79,7 +79,9 @@ class Requirements:
     ``output_tokens``: tokens each simulated request decodes when a floor is checked;
     ``runtime``: a runtime the plan must run on as written (vllm, sglang, megatron, torch): its
     rules (:mod:`placer.runtime_rules`) join the constraints, restrict the mode to contiguous and
-    the degrees to its own, and are proven like any other constraint.
+    the degrees to its own, and are proven like any other constraint; ``max_ttft_ms``: beside a
+    speed floor, the p99 time to first token each replica keeps to at its load (the closed-loop
+    simulation with chunked prefill).
     """
 
     mode: str | None = None
@@ -96,6 +98,7 @@ class Requirements:
     objective: str | None = None
     output_tokens: int = 16
     runtime: str | None = None
+    max_ttft_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -123,6 +126,12 @@ class Requirements:
             from ..runtime_rules import check_runtime_request
 
             check_runtime_request(self.runtime, mode=self.mode, degrees=self.degrees, per_stage=self.per_stage_degrees)
+        if self.max_ttft_ms is not None:
+            if not (isinstance(self.max_ttft_ms, (int, float)) and self.max_ttft_ms > 0 and math.isfinite(self.max_ttft_ms)):
+                raise InvalidSpec(ARGUMENT, "max_ttft_ms", "must be a positive number of milliseconds")
+            if not self.has_speed_floor:
+                raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a TTFT target is planned beside a speed floor "
+                                                           "(--min-user-tps or --max-itl-ms)")
         if self.has_speed_floor:
             floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
             if self.per_stage_degrees:

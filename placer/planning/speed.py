@@ -169,10 +169,23 @@ def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **s
     return simulate(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
 
 
+def meets(sim, floor: float, max_ttft_us: float | None = None) -> bool:
+    """Whether a simulation's per-user speed is at least ``floor`` tokens/s and, with a TTFT
+    target, its p99 time to first token at most ``max_ttft_us`` (the closed loop with prefill)."""
+    v = sim.per_user_tokens_per_s
+    if v is None or v < floor:
+        return False
+    if max_ttft_us is None:
+        return True
+    ttft = getattr(sim, "ttft_p99_us", None)
+    return ttft is not None and ttft <= max_ttft_us
+
+
 def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: int, output_tokens: int = 16,
-                         alone: float | None = None, **sim) -> tuple[int, object]:
+                         alone: float | None = None, max_ttft_us: float | None = None, **sim) -> tuple[int, object]:
     """The most live requests (at most ``cap``) whose simulated per-user speed is at least ``floor``
-    tokens/s, and the simulation at that load; ``(0, None)`` when not even one request reaches it.
+    tokens/s (and, with ``max_ttft_us``, whose p99 time to first token is at most that: :func:`meets`),
+    and the simulation at that load; ``(0, None)`` when not even one request reaches it.
 
     ``alone`` (the closed-form single-request speed) rules the placement out without simulating.
     Exponential then binary search (:func:`~placer.algorithms.search.largest_true`), assuming the
@@ -186,8 +199,7 @@ def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: i
     def ok(n: int) -> bool:
         if n not in runs:
             runs[n] = _simulate(instance, assignment, n, output_tokens, **sim)
-        v = runs[n].per_user_tokens_per_s
-        return v is not None and v >= floor
+        return meets(runs[n], floor, max_ttft_us)
 
     found, _ = largest_true(ok, 1, cap)
     return (0, None) if found is None else (found, runs[found])
@@ -211,7 +223,7 @@ def _better(objective: str):
     return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
 
 
-def _shape(solved: Solved, target: int, floor: float, output_tokens: int) -> Shape:
+def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_ttft_us: float | None = None) -> Shape:
     """A placement and the live requests it holds at ``floor`` (every figure simulated)."""
     from ..simulate import segments_of
 
@@ -228,7 +240,8 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int) -> Sha
                   power_w=float(sum(powers)) if all(powers) else None, alone_tokens_per_s=1e6 / latency,
                   groups=r.devices_used, available_groups=len(inst.devices), solved=solved)
     shape.held, shape.sim_at_held = concurrency_at_speed(
-        inst, r.assignment, floor, cap=shape.ceiling, output_tokens=output_tokens, alone=shape.alone_tokens_per_s)
+        inst, r.assignment, floor, cap=shape.ceiling, output_tokens=output_tokens, alone=shape.alone_tokens_per_s,
+        max_ttft_us=max_ttft_us)
     return shape
 
 
@@ -267,6 +280,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     every shape tried. Every candidate's figures come from a discrete-event run.
     """
     floor = requirements.speed_floor
+    max_ttft_us = None if requirements.max_ttft_ms is None else requirements.max_ttft_ms * 1e3
     objective = requirements.speed_objective
     output_tokens = requirements.output_tokens
     total = workload.concurrency
@@ -293,14 +307,14 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
             if key in seen:
                 continue
             seen.add(key)
-            shape = _shape(solved, t, floor, output_tokens)
+            shape = _shape(solved, t, floor, output_tokens, max_ttft_us)
             say(f"{tag}, target {t}: {shape.devices} devices, {shape.alone_tokens_per_s:,.0f} tokens/s alone, "
                 f"holds {shape.held} live requests at {floor:,.0f} tokens/s each")
             shapes.append(shape)
-    return _choose(shapes, fleet, total, floor, objective, output_tokens, refused)
+    return _choose(shapes, fleet, total, floor, objective, output_tokens, refused, max_ttft_us)
 
 
-def _choose(shapes, fleet, total, floor, objective, output_tokens, refused) -> SpeedPlan:
+def _choose(shapes, fleet, total, floor, objective, output_tokens, refused, max_ttft_us=None) -> SpeedPlan:
     """The candidates (replicas of each shape that meet the floor at their load) and the chosen one."""
     fastest = max(shapes, key=lambda s: s.alone_tokens_per_s, default=None)
     candidates: list[Candidate] = []
@@ -312,7 +326,7 @@ def _choose(shapes, fleet, total, floor, objective, output_tokens, refused) -> S
             continue
         load = -(-total // k)
         sim = s.sim_at_held if load == s.held else _simulate(s.instance, s.result.assignment, load, output_tokens)
-        if sim.per_user_tokens_per_s is None or sim.per_user_tokens_per_s < floor:
+        if not meets(sim, floor, max_ttft_us):
             continue                                # re-checked at the load it would serve
         candidates.append(Candidate(shape=s, replicas=k, load=load, sim=sim))
     chosen = min(candidates, key=_better(objective)) if candidates else None
