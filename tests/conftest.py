@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import os
 
 import pytest
 
@@ -43,3 +45,28 @@ def write(tmp_path):
             path.write_text(content, encoding="utf-8")
         return path
     return _write
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray instance for every Ray test (2 CPUs, no dashboard), shut down when the session ends.
+
+    The backends join an instance that is already running and leave it up, so each test pays for
+    tasks, not for starting Ray. Without Ray the tests that ask for it are skipped, unless
+    ``PLACER_REQUIRE_RAY=1`` (set by ``.ci/run``): then a missing Ray fails them, so CI cannot skip
+    the distributed path by accident.
+    """
+    if importlib.util.find_spec("ray") is None:
+        if os.environ.get("PLACER_REQUIRE_RAY") == "1":
+            pytest.fail("PLACER_REQUIRE_RAY=1 but Ray is not installed (pip install -e '.[ray]')")
+        pytest.skip("Ray is an optional extra (pip install 'placer[ray]')")
+    import ray
+
+    if ray.is_initialized():       # started by a caller of the test session: use it, leave it running
+        yield ray
+        return
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

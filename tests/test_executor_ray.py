@@ -1,12 +1,11 @@
 """The Ray backend: one actor per stage gives the same tokens as the local threads and the reference.
 
-Ray is an optional extra; without it these tests are skipped, and asking for the backend is a
+Ray is an optional extra; the tests run on the session's local Ray (``local_ray`` in conftest,
+skipped without Ray unless ``PLACER_REQUIRE_RAY=1``), and asking for the backend without Ray is a
 clear error rather than a traceback.
 """
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 
@@ -29,14 +28,22 @@ def spec():
     return tiny_spec(inst.nodes[:12], route, seed=8, context_tokens=context_for(REQUESTS), base=model)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed")
-def test_ray_backend_without_ray_is_a_clear_error(spec):
+def test_ray_backend_without_ray_is_a_clear_error(spec, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(InvalidSpec, match=r"Ray is not installed \(pip install -e '\.\[ray\]'\)"):
         execute(spec, REQUESTS[:2], backend="ray")
 
 
-def test_ray_backend_matches_reference_and_local(spec):
-    pytest.importorskip("ray", reason="Ray not installed (pip install -e '.[ray]')")
+def test_ray_backend_matches_reference_and_local(spec, local_ray):
     assert len(set(spec.devices)) < sum(1 for i, n in enumerate(spec.nodes)
                                         if i == 0 or spec.nodes[i - 1].device != n.device)   # revisits
     ref = reference_run(spec, REQUESTS)
@@ -51,3 +58,4 @@ def test_ray_backend_matches_reference_and_local(spec):
     assert [s.peak_cache_bytes for s in local_run.stages] == \
         [per_request[s.device] * s.peak_live_requests for s in local_run.stages]
     assert all(s.final_cache_bytes == 0 for s in ray_run.stages)
+    assert local_ray.is_initialized()

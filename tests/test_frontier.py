@@ -131,12 +131,12 @@ def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
     assert two.sentences == rep.sentences
 
 
-def test_frontier_ray_backend_gives_the_same_rows(report):
-    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'placer[ray]')")
+def test_frontier_ray_backend_gives_the_same_rows(report, local_ray):
     model, fleets, rep = report
     ray_rep = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
                              output_tokens=8, backend="ray")
     assert _same(ray_rep.rows) == _same(rep.rows)
+    assert local_ray.is_initialized()     # joined the running instance and left it up
 
 
 def test_frontier_ray_backend_missing_is_one_line_and_writes_nothing(tmp_path, run_cli, monkeypatch):

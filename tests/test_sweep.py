@@ -218,11 +218,11 @@ def test_parallel_processes_give_the_same_rows(tmp_path):
     assert same(read_rows(tmp_path / "p.csv")) == same(serial.rows)
 
 
-def test_ray_backend_gives_the_same_rows(tmp_path):
-    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'placer[ray]')")
+def test_ray_backend_gives_the_same_rows(tmp_path, local_ray):
     serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, workers=1)
     ray_rows = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, backend="ray", out=tmp_path / "ray.csv")
     assert same(ray_rows.rows) == same(serial.rows)
+    assert local_ray.is_initialized()     # joined the running instance and left it up
 
 
 def test_ray_backend_missing_is_a_clear_error(monkeypatch):
