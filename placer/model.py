@@ -149,6 +149,11 @@ class LayerGraph:
     notes: tuple[str, ...] = ()     # what every output using this model should say about it
     architecture: str = ""          # the spec's architecture class (runtimes look models up by it)
     max_context_tokens: int | None = None   # the spec's max_position_embeddings, when it states one
+    # what a load option changed against the spec (a mapping records it, so every command reloads the
+    # same graph): nodes of the spec left out (``vision_tower`` under --text-only), and whether the
+    # spec's multi-token-prediction layers were added (--mtp)
+    dropped: tuple[str, ...] = ()
+    mtp_included: bool = False
 
     def __post_init__(self):
         # Edges pointing forward in pipeline order make the graph acyclic by construction.
@@ -318,7 +323,9 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
                       num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
                       published_total_params=spec.published_total_params,
                       description=spec.description or "", notes=tuple(notes),
-                      architecture=spec.architecture or "", max_context_tokens=spec.max_position_embeddings)
+                      architecture=spec.architecture or "", max_context_tokens=spec.max_position_embeddings,
+                      dropped=("vision_tower",) if text_only and spec.vision_tower is not None else (),
+                      mtp_included=bool(mtp and spec.mtp is not None))
 
 
 def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:

@@ -10,14 +10,16 @@ from .common import output_file
 @click.argument("config")
 @click.option("-o", "--output", default=None, metavar="PATH", type=output_file,
               help="Write the model spec here (atomically) instead of printing it.")
-def import_hf_command(config, output):
+@click.option("--text-only", is_flag=True, default=False,
+              help="Leave the vision/audio tower of a multimodal config out of the spec (the text model alone).")
+def import_hf_command(config, output, text_only):
     """Turn a Hugging Face CONFIG.json (or a snapshot directory holding one) into a placer model spec (YAML).
 
     Families the interpreter reads are listed in the README (`placer import-hf --help`); others are
     read from transformers' module tree on the meta device with the optional extra placer[hf].
     Every command taking a MODEL also accepts the config.json itself.
     """
-    text = import_hf(config, output)
+    text = import_hf(config, output, text_only=text_only)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -8,7 +8,7 @@ validator's own per-rank byte rules) and :mod:`~placer.mapping.validate` (shares
 solver). The format: ``docs/mapping-format.md``.
 """
 
-from .document import build_mapping, expert_groups_of
+from .document import build_mapping, expert_groups_of, load_options_of
 from .io import (
     compact_json,
     dumps_mapping,
@@ -22,5 +22,5 @@ from .schema import READS_VERSIONS, SCHEMA_VERSION, check_mapping, mapping_schem
 __all__ = [
     "SCHEMA_VERSION", "READS_VERSIONS", "build_mapping", "mapping_schema", "check_mapping", "read_mapping",
     "write_mapping", "dumps_mapping", "compact_json", "specs_from_mapping", "instance_from_mapping",
-    "expert_groups_of",
+    "expert_groups_of", "load_options_of",
 ]

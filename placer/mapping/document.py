@@ -19,7 +19,7 @@ from ..fleet import DEFAULT_POWER_BOUNDARY, Fleet
 from ..model import LayerGraph
 from .schema import SCHEMA_VERSION
 
-__all__ = ["build_mapping", "expert_groups_of"]
+__all__ = ["build_mapping", "expert_groups_of", "load_options_of"]
 
 
 # ----------------------------------------------------------------------------- building
@@ -138,6 +138,7 @@ def build_mapping(instance, result) -> dict:
     groups = expert_groups_of(model)
     if groups is not None:
         model_doc["expert_groups"] = groups
+    model_doc.update(load_options_of(base))
     doc = {
         "schema_version": SCHEMA_VERSION,
         "model": model_doc,
@@ -171,6 +172,19 @@ def build_mapping(instance, result) -> dict:
     if instance.pins:
         doc["pins"] = [dict(layers=[model.layers[i].name for i in p.nodes], device=p.device)
                        for p in instance.pins]
+    return doc
+
+
+def load_options_of(model: LayerGraph) -> dict:
+    """The mapping's record of how ``model`` was loaded from its spec: ``dropped`` (the spec's nodes
+    left out, ``vision_tower`` under ``--text-only``) and ``mtp`` (its multi-token-prediction layers
+    added); empty when the spec was loaded as it is. :func:`placer.mapping.io.specs_from_mapping`
+    reads it back."""
+    doc: dict = {}
+    if model.dropped:
+        doc["dropped"] = list(model.dropped)
+    if model.mtp_included:
+        doc["mtp"] = True
     return doc
 
 

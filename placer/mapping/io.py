@@ -92,13 +92,19 @@ def _load(ref, recorded: dict, what: str, loader):
                           f"{exc.message} (the mapping names this {what}; pass {flag} to point at it)") from None
 
 
+def _load_options(recorded: dict) -> dict:
+    """``load_model`` keywords that rebuild the graph a mapping's ``model`` record describes."""
+    return dict(text_only="vision_tower" in recorded.get("dropped", ()), mtp=bool(recorded.get("mtp")))
+
+
 def specs_from_mapping(doc: dict, *, model=None, hardware=None, workload: Workload | None = None):
     """(unrefined model, fleet, workload) a mapping was made from.
 
     ``model`` / ``hardware`` override the recorded specs: a :class:`LayerGraph` / :class:`Fleet`, or a
     catalog name or path. The fleet is resized to the recorded rack count when it differs (``--racks``).
     """
-    m = _load(model, doc["model"], "model", load_model)
+    options = _load_options(doc["model"])
+    m = _load(model, doc["model"], "model", lambda ref: load_model(ref, **options))
     fleet = _load(hardware, doc["hardware"], "hardware", load_fleet)
     racks = doc["hardware"].get("racks")
     if racks is not None and not isinstance(hardware, Fleet) and racks != _racks(fleet):

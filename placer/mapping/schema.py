@@ -73,6 +73,11 @@ def mapping_schema() -> dict:
                     "source": {"type": "string", "description": "catalog name or spec path"},
                     "granularity": {"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
                     "expert_groups": {"type": "integer", "minimum": 1},
+                    "dropped": {"type": "array", "items": {"enum": ["vision_tower"]}, "uniqueItems": True,
+                                "description": "nodes of the spec left out of the plan (vision_tower: "
+                                               "--text-only); every command reloads the model without them"},
+                    "mtp": {"type": "boolean",
+                            "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
                 },
             },
             "hardware": {
