@@ -4,7 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..instance import MODES
-from ..mapping import read_mapping, specs_from_mapping
+from ..mapping import read_mapping, serving_of, specs_from_mapping
 from ..planning.compare import granularity_for
 from ..planning.modes import compare_modes
 from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
@@ -123,6 +123,12 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
+    serving = serving_of(mapping)
+    if serving is not None:
+        # a plan for a speed floor runs at the load it was planned for (one replica), unless told otherwise
+        requests = requests or serving["live_per_replica"]
+        max_live = max_live or serving["live_per_replica"]
+        output_tokens = output_tokens or serving.get("output_tokens")
     power, pue = power_choice()
     res = simulate_mapping(mapping, model=model_ref, hardware=hardware, power=power, pue=pue, requests=requests,
                            output_tokens=output_tokens or 32, context=context, context_dist=context_dist,
@@ -144,6 +150,10 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"schedule: {_schedule(res)}")
     click.echo(f"load: {_load(res)}")
     click.echo(f"placed for {workload_text(mapping['workload'])}")
+    if serving is not None:
+        click.echo(f"speed floor {serving['min_user_tokens_per_s']:,.1f} tokens/s per user: one of "
+                   f"{_replicas(serving['replicas'])} at {serving['live_per_replica']} live requests "
+                   f"({serving['planned_live_requests']} planned in all)")
     click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
     click.echo(f"  aggregate speed       {_f(res.aggregate_tokens_per_s)} tokens/s "
@@ -168,6 +178,10 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
     return 0
+
+
+def _replicas(n: int) -> str:
+    return f"{n} replica" + ("" if n == 1 else "s")
 
 
 def power_label(boundary: str | None, pue: float | None) -> str:

@@ -10,7 +10,7 @@ one. SGLang ignores the variable when the pipeline size is 1. The command sets `
 from __future__ import annotations
 
 from ..model import LayerGraph
-from .command import cache_flags, header, plan_limits, served_model, shell_line
+from .command import cache_flags, header, multi_node_flags, multi_node_lines, plan_limits, served_model, shell_line
 from .stages import Export, ExportOptions
 from .vllm import partition_launch
 
@@ -34,6 +34,8 @@ def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
         argv += ["--ep-size", str(launch.ep)]
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
+    argv += multi_node_flags(doc, "sglang")
     lines = header(doc, "SGLang", launch.version, launch.pp, options)
+    lines += multi_node_lines(doc, "sglang")
     lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(launch.warnings))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..mapping import compact_json
 from ..model import LayerGraph
-from .command import header, target_version
+from .command import header, served_model, target_version
 from .stages import Export, ExportOptions, ExportRefused, runtime_stages
 
 __all__ = ["WRAPPER_PREFIX", "module_order", "split_points", "parse_split_spec", "export_torch", "script"]
@@ -168,5 +168,5 @@ def export_torch(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     lines = header(doc, "torch.distributed.pipelining", version, len(ranks), options)
     lines.append(f"# run: torchrun --nproc-per-node {len(ranks)} THIS_FILE.py  (one process per stage; "
                  "--backend nccl on GPUs)")
-    model = options.served_model or doc["model"]["name"]
+    model = served_model(doc, options)
     return Export(text="\n".join(lines) + "\n" + script(model, spec, len(ranks)).rstrip("\n"))

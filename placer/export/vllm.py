@@ -26,6 +26,8 @@ from .command import (
     cache_flags,
     check_support,
     header,
+    multi_node_flags,
+    multi_node_lines,
     plan_limits,
     rank_list,
     served_model,
@@ -210,5 +212,7 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                      "(attention page >= the largest linear-attention state page). Or re-solve with "
                      "`placer solve --require attention-per-stage` for a plan that needs none.")
         argv += ["--block-size", str(block)]
+    lines += multi_node_lines(doc, "vllm")
+    argv += multi_node_flags(doc, "vllm")
     lines.append(shell_line({"VLLM_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(warnings))

@@ -124,6 +124,8 @@ def rebuild_mapping(doc: dict, *, model=None, hardware=None) -> Rebuilt:
     old = doc.get("summary") if isinstance(doc.get("summary"), dict) else {}
     result = evaluate(inst, assignment, method="edited", status=Status.HEURISTIC)
     rebuilt = build_mapping(inst, result)
+    if isinstance(doc.get("serving"), dict):
+        rebuilt["serving"] = doc["serving"]      # how the plan is served (a speed floor's replicas): not derived
     # the claims hold only for the placement and figures they were made for: any edit drops them
     changed = recorded != assignment or doc["stages"] != rebuilt["stages"]
     if not changed and old:

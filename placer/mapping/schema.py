@@ -109,6 +109,7 @@ def mapping_schema() -> dict:
             "summary": _summary_schema(count, opt_count, opt_number, concurrency, name),
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
+            "serving": _serving_schema(),
             "pins": {
                 "type": "array",
                 "items": {
@@ -137,6 +138,24 @@ def _level_schema() -> dict:
             "proven": {"type": "boolean", "description": "value proven optimal in exact bytes and latencies"},
             "cap": {"type": "integer", "minimum": 0,
                     "description": "the level's search stopped at this value (the workload's limit)"},
+        },
+    }
+
+
+def _serving_schema() -> dict:
+    return {
+        "type": "object", "additionalProperties": False,
+        "required": ["replicas", "live_per_replica", "planned_live_requests", "min_user_tokens_per_s"],
+        "description": "a plan made for a speed floor: this many copies of the placement on disjoint devices, "
+                       "each serving live_per_replica requests (the workload's concurrency)",
+        "properties": {
+            "replicas": {"type": "integer", "minimum": 1},
+            "live_per_replica": {"type": "integer", "minimum": 1, "maximum": 10**9},
+            "planned_live_requests": {"type": "integer", "minimum": 1},
+            "min_user_tokens_per_s": {"type": "number", "exclusiveMinimum": 0},
+            "per_user_tokens_per_s": {"type": "number", "minimum": 0,
+                                      "description": "simulated at live_per_replica requests"},
+            "output_tokens": {"type": "integer", "minimum": 1, "description": "tokens per request in that simulation"},
         },
     }
 
@@ -229,6 +248,11 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
 
     error = best_match(_validator().iter_errors(doc))
     if error is None:
+        serving = doc.get("serving")
+        if serving is not None and serving["live_per_replica"] != doc["workload"]["concurrency"]:
+            raise InvalidSpec(source, "/serving/live_per_replica",
+                              f"{serving['live_per_replica']} live requests per replica, but the stages are counted "
+                              f"for /workload/concurrency {doc['workload']['concurrency']}: they must be equal")
         return doc
     path = list(error.absolute_path)
     message = error.message
