@@ -10,7 +10,15 @@ one. SGLang ignores the variable when the pipeline size is 1. The command sets `
 from __future__ import annotations
 
 from ..model import LayerGraph
-from .command import cache_flags, header, multi_node_flags, multi_node_lines, plan_limits, served_model, shell_line
+from .command import (
+    cache_flags,
+    header,
+    multi_node_flags,
+    multi_node_lines,
+    plan_limits,
+    served_model,
+    shell_line,
+)
 from .stages import Export, ExportOptions
 from .vllm import partition_launch
 
