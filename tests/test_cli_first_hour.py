@@ -178,3 +178,17 @@ def test_a_multi_node_gpu_plan_gets_the_runtimes_multi_node_launch(run_cli, tmp_
     assert code == 0, err
     assert out.strip().splitlines()[-1].endswith("--nnodes 2 --node-rank 0 --dist-init-addr HEAD_IP:5000")
     assert f"on r{racks[1]}: the same command with --node-rank 1" in out
+
+
+# ----------------------------------------------------------------------------- 3: advice with tensor parallelism
+def test_smallest_fleet_advice_counts_tensor_parallelism(run_cli):
+    ask = ["llama-3.1-405b", "-H", "h100", "--context", "128k", "--concurrency", "64", "--time-limit", "20"]
+    code, out, _ = run_cli(["solve", *ask, "--racks", "1"])
+    assert code == 1
+    assert "smallest fleet that fits: --racks 10 --tp 8 (80 devices; at tp 1: --racks 16)" in out
+    # the advice, taken: 80 GPUs at tp 8, proven; one rack fewer holds it at no degree
+    code, out, err = run_cli(["solve", *ask, "--racks", "10", "--tp", "8", "-q"])
+    assert code == 0, err
+    assert "devices 80 (lower bound 80)" in out and "status optimal (proven)" in out
+    code, out, _ = run_cli(["solve", *ask, "--racks", "9", "-q"])
+    assert code == 1 and "no placement" in out

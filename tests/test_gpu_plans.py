@@ -45,9 +45,12 @@ def test_llama_70b_h100_plan_validates_and_exports_a_pasteable_vllm_command(tp, 
     assert argv[:3] == ["vllm", "serve", MODEL_ID]
     flags = dict(zip(argv[3::2], argv[4::2]))
     stages = doc["stages"]
+    nodes = {st["rack"] for st in stages}
+    assert len(nodes) == 3          # 24 GPUs: three nodes of 8, so vLLM runs on a Ray cluster
     assert flags == {"--pipeline-parallel-size": str(len(stages)), "--tensor-parallel-size": str(tp),
                      "--max-num-seqs": str(doc["summary"]["concurrency_ceiling"]), "--max-model-len": "131072",
-                     "--kv-cache-dtype": "bfloat16"}
+                     "--kv-cache-dtype": "bfloat16", "--distributed-executor-backend": "ray"}
+    assert "ray start --head --port=6379" in out
     assert len(stages) * tp == 24
     monkeypatch.setenv(name, partition)
     want = [[int(n.split(".")[1]) for n in st["layers"] if n.startswith("layers.")] for st in stages]

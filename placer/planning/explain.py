@@ -49,6 +49,12 @@ class Explanation:
     max_context_proven: bool = True
     context_matters: bool = False
     min_racks: int | None = None
+    # on GPU fleets the smallest fleet is searched at every tensor-parallel degree the model allows:
+    # the degree it fits at, and the racks the explained instance's own degree would need
+    min_racks_tp: int | None = None
+    min_racks_devices: int | None = None
+    own_tp: int = 1
+    own_min_racks: int | None = None
     feasible: bool = False                      # the request itself fits (nothing to explain)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -79,7 +85,14 @@ class Explanation:
                 lines.append(f"longest context that fits at the asked concurrency: {at_least}"
                              f"{self.max_context_tokens:,} tokens")
         if self.min_racks is not None:
-            lines.append(f"smallest fleet that fits: --racks {self.min_racks}")
+            line = f"smallest fleet that fits: --racks {self.min_racks}"
+            if self.min_racks_tp is not None and self.min_racks_tp != self.own_tp:
+                line += f" --tp {self.min_racks_tp}"
+                if self.min_racks_devices is not None:
+                    line += f" ({self.min_racks_devices:,} devices"
+                    line += (f"; at tp {self.own_tp}: --racks {self.own_min_racks})" if self.own_min_racks
+                             else f"; tp {self.own_tp} needs more)")
+            lines.append(line)
         return "\n".join(lines)
 
 
@@ -307,12 +320,12 @@ def _min_racks(instance: Instance, decide, lower_bound_devices: int, max_racks: 
     """
     from ..errors import PlacerError
 
-    fleet = instance.fleet
+    fleet = _base_fleet(instance)
     spec = fleet.spec.get("fleet", {}) if isinstance(fleet.spec, dict) else {}
     if spec.get("groups") or spec.get("unavailable") or spec.get("extra_links") or instance.pins:
         return None
     racks = len({d.rack for d in fleet.devices})
-    per_rack = -(-len(fleet.devices) // racks)
+    per_rack = -(-instance.n_devices // racks)      # the instance's devices (groups of tp) per rack
 
     def fits(r: int) -> bool | None:
         try:
@@ -342,6 +355,63 @@ def _min_racks(instance: Instance, decide, lower_bound_devices: int, max_racks: 
         else:
             known_bad = mid
     return good
+
+
+def _base_fleet(instance: Instance):
+    """The fleet of the specs' devices an instance was made on (not its groups of ``tp``)."""
+    lay = instance.layout
+    return lay.base_fleet if lay is not None and lay.base_fleet is not None else instance.fleet
+
+
+def _other_degrees(instance: Instance) -> list[Instance]:
+    """``instance`` at every other tensor-parallel degree the model allows on its GPU fleet (the
+    degrees ``placer solve`` tries by default), contiguous or free, without pins or per-stage
+    degrees; empty on wafer fleets and in split mode."""
+    from ..errors import InvalidSpec
+    from ..groups import default_degrees
+    from ..instance import make_instance
+
+    lay = instance.layout
+    if instance.mode == "split" or instance.pins or (lay is not None and lay.per_stage):
+        return []
+    model, fleet = instance.base_model or instance.model, _base_fleet(instance)
+    ep = bool(instance.ep)
+    degrees, _ = default_degrees(model, fleet, ep, instance.workload)
+    out = []
+    for g in degrees:
+        if g == instance.tp:
+            continue
+        try:
+            out.append(make_instance(model, fleet, instance.workload, mode=instance.mode, tp=g, ep=ep,
+                                     reserve=None if lay is None else lay.reserve, require=instance.require))
+        except InvalidSpec:
+            continue
+    return out
+
+
+def _smallest_fleet(instance: Instance, decide, lower_bound_devices: int) -> dict:
+    """:class:`Explanation` fields for the smallest fleet that fits: at ``instance``'s own degree and,
+    on GPU fleets, at every other degree the model allows (tensor parallelism splits the nodes that
+    no device holds whole); the fewest racks win, the lower degree on a tie."""
+    own = _min_racks(instance, decide, lower_bound_devices)
+    best, best_tp, best_inst = own, instance.tp, instance
+    for other in _other_degrees(instance):
+        if decide.remaining() <= 0:
+            break
+        culprit = _fleet_culprit(other)
+        if culprit is None:
+            fits = decide(other)        # the fleet as it is may already hold it at this degree
+            racks = len({d.rack for d in _base_fleet(other).devices}) if fits else None
+        else:
+            racks = _min_racks(other, decide, culprit[1])
+        if racks is not None and (best is None or racks < best):
+            best, best_tp, best_inst = racks, other.tp, other
+    if best is None:
+        return {}
+    base = _base_fleet(best_inst)
+    per_rack = -(-len(base.devices) // len({d.rack for d in base.devices}))
+    return dict(min_racks=best, min_racks_tp=best_tp, min_racks_devices=best * per_rack, own_tp=instance.tp,
+                own_min_racks=own)
 
 
 def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float = 2.0,
@@ -395,9 +465,9 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
                                                max(1, asked_t - 1))
         if max_t is None and not max_t_proven:
             context_matters = False     # undecided, not "no context fits": the notes say so
-    racks = None
+    smallest = {}
     if fleet is not None and decide.remaining() > 0:
-        racks = _min_racks(instance, decide, fleet[1])
+        smallest = _smallest_fleet(instance, decide, fleet[1])
     notes = []
     if decide.undecided:
         notes.append(f"{decide.undecided} probe(s) were not decided within the time limit; figures marked "
@@ -405,7 +475,7 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
     return Explanation(headline=_headline(instance), culprits=tuple(culprits), core=tuple(core),
                        core_note=core_note, max_concurrency=max_c, max_concurrency_proven=max_c_proven,
                        max_context_tokens=max_t, max_context_proven=max_t_proven,
-                       context_matters=context_matters, min_racks=racks, notes=tuple(notes))
+                       context_matters=context_matters, notes=tuple(notes), **smallest)
 
 
 def explain_infeasible(instance: Instance, *, time_limit: float = 20.0, deadline: Deadline | None = None) -> str:
