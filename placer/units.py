@@ -13,6 +13,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 __all__ = [
+    "plural",
     "parse_bytes",
     "parse_tokens",
     "parse_bandwidth",
@@ -188,3 +189,8 @@ def format_duration_us(us: float | None) -> str:
     if abs(us) < 1e6:
         return f"{us / 1e3:.4g} ms"
     return f"{us / 1e6:.4g} s"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 replica``, ``2 replicas``, ``1,000 devices`` (``words``: the plural when it is not ``word + 's'``)."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"

@@ -192,3 +192,26 @@ def test_smallest_fleet_advice_counts_tensor_parallelism(run_cli):
     assert "devices 80 (lower bound 80)" in out and "status optimal (proven)" in out
     code, out, _ = run_cli(["solve", *ask, "--racks", "9", "-q"])
     assert code == 1 and "no placement" in out
+
+
+# ----------------------------------------------------------------------------- 7: files only where a flag says
+def test_frontier_writes_no_file_unasked(run_cli, tmp_path, monkeypatch):
+    import yaml
+
+    from test_frontier import FAST, MODEL
+
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
+    (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ["frontier", tmp_path / "small.yaml", "-H", tmp_path / "fast.yaml", "--context", "1000",
+            "--speeds", "2000", "--jobs", 1, "--output-tokens", 8, "--method", "dp", "-q"]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    assert list(work.iterdir()) == []
+    assert out.splitlines()[-1] == "nothing written (-o FILE writes the points, --plot FILE the plot)"
+    assert " 1 replicas " not in out
+    code, out, err = run_cli([*args, "-o", "points.csv"])
+    assert code == 0, err
+    assert [p.name for p in work.iterdir()] == ["points.csv"] and out.splitlines()[-1] == "wrote points.csv"

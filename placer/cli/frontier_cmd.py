@@ -4,6 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..instance import MODES
+from ..units import plural
 from .common import (
     Progress,
     backend_options,
@@ -64,10 +65,11 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--max-target", type=click.IntRange(1, 2**30), default=None, metavar="N",
               help="Largest per-replica concurrency a placement is solved for (targets 1, 2, 4, ... up to N; "
                    "default: up to what the fleet holds).")
-@click.option("-o", "--output", type=output_file, default="frontier.csv", show_default=True,
-              help="CSV of every simulated point (Pareto points marked).")
-@click.option("--plot", type=output_file, default="frontier.png", show_default=True,
-              help="PNG: one curve per platform, tokens/s per MW and per device against tokens/s per user.")
+@click.option("-o", "--output", type=output_file, default=None, metavar="FILE",
+              help="Write the CSV of every simulated point (Pareto points marked) to FILE.")
+@click.option("--plot", type=output_file, default=None, metavar="FILE",
+              help="Draw to FILE (PNG): one curve per platform, tokens/s per MW and per device against "
+                   "tokens/s per user.")
 @click.option("--json", "as_json", is_flag=True, help="Print the points and sentences as JSON.")
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Points whose p99 time to first token (closed loop with chunked prefill) exceeds MS stay "
@@ -115,15 +117,20 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     finally:
         if bar[0] is not None:
             bar[0].close()
-    write_csv(output, rep.rows)
-    from ..plotting import plot_speed_frontiers, save
+    # files only where a flag says (-o, --plot)
+    if output:
+        write_csv(output, rep.rows)
+    if plot:
+        from ..plotting import plot_speed_frontiers, save
 
-    save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
-                                                              f"{wl.weight_bits}-bit weights, power at the "
-                                                              f"{where} boundary"), plot)
+        save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
+                                                                  f"{wl.weight_bits}-bit weights, power at the "
+                                                                  f"{where} boundary"), plot)
+    written = [str(p) for p in (output, plot) if p]
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
-                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows, csv=str(output), png=str(plot),
+                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows,
+                       csv=str(output) if output else None, png=str(plot) if plot else None,
                        workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
         return 0
     n_front = sum(1 for r in rep.rows if r.get("pareto"))
@@ -143,10 +150,11 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
                        f"{r['tokens_per_s_per_device']:,.0f} per "
                        f"device ({r['devices']} devices at tp {r['tp']}{' ep' if r['ep'] else ''}, "
-                       f"{r['live_per_replica']} live, {r['replicas']} replicas fit)")
+                       f"{r['live_per_replica']} live, {plural(r['replicas'], 'replica')} fit)")
     for s in rep.sentences:
         click.echo(s)
     for n in rep.notes:
         click.echo(f"note: {n}")
-    click.echo(f"wrote {output} and {plot}")
+    click.echo(f"wrote {' and '.join(written)}" if written else
+               "nothing written (-o FILE writes the points, --plot FILE the plot)")
     return 0

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from ..model import LayerGraph
+from ..units import plural
 from .stages import ExportOptions, ExportRefused, RankStage
 from .support import RUNTIME_VERSIONS, runtime_support, version_tuple
 
 __all__ = ["PlanLimits", "plan_limits", "shell_line", "check_support", "target_version", "served_model",
            "default_served_model", "cache_dtype", "cache_flags", "rank_list", "header", "plan_nodes",
-           "is_wafer_plan", "plural", "multi_node_lines", "multi_node_flags"]
+           "is_wafer_plan", "multi_node_lines", "multi_node_flags"]
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,6 @@ def default_served_model(doc: dict) -> tuple[str, str]:
 
 def served_model(doc: dict, options: ExportOptions) -> str:
     return options.served_model or default_served_model(doc)[0]
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``1 replica``, ``2 replicas`` (``words``: the plural when it is not ``word + 's'``)."""
-    return f"{n:,} {word if n == 1 else (words or word + 's')}"
 
 
 def is_wafer_plan(doc: dict) -> bool:
