@@ -197,7 +197,6 @@ def test_smallest_fleet_advice_counts_tensor_parallelism(run_cli):
 # ----------------------------------------------------------------------------- 7: files only where a flag says
 def test_frontier_writes_no_file_unasked(run_cli, tmp_path, monkeypatch):
     import yaml
-
     from test_frontier import FAST, MODEL
 
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
