@@ -214,3 +214,79 @@ def test_frontier_writes_no_file_unasked(run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli([*args, "-o", "points.csv"])
     assert code == 0, err
     assert [p.name for p in work.iterdir()] == ["points.csv"] and out.splitlines()[-1] == "wrote points.csv"
+
+
+# ----------------------------------------------------------------------------- 8: small things that cost time
+def test_a_mistyped_format_names_the_flag(run_cli, tmp_path):
+    code, out, err = run_cli(["export", SOLUTION_8B, "--format", "vlm"])
+    assert (code, out) == (2, "")
+    assert err == "error: --format: format: 'vlm' is not one of 'vllm', 'sglang', 'megatron', 'torch', 'json'.\n"
+
+
+SOLUTION_8B = Path(__file__).parent.parent / "solutions" / "llama-3.1-8b__wse-3t__contiguous.json"
+
+
+def test_one_of_a_thing_is_singular(run_cli):
+    code, out, _ = run_cli(["validate", SOLUTION_8B])
+    assert code == 0 and "contiguous, 1 device, 0 hops, concurrency ceiling" in out
+    code, out, _ = run_cli(["simulate", SOLUTION_8B, "--requests", "2", "--output-tokens", "2"])
+    assert code == 0 and ": 1 stage, 1 device visit per token, 0 hops" in out
+
+
+def test_plan_legend_only_under_a_starred_row(run_cli):
+    code, out, _ = run_cli(["plan", "llama-3.1-8b", "-H", "h100", "--racks", "1", "-n", "100000",
+                            "--context", "128k", "-q"])
+    assert "no replica count holds 100000 live requests on the 8-device fleet" in out
+    assert not any(line.startswith("*") for line in out.splitlines())
+    code, out, _ = run_cli(["plan", "llama-3.1-8b", "-H", "h100", "--racks", "1", "-n", "16", "--context", "128k",
+                            "-q"])
+    starred = [line for line in out.splitlines() if line.startswith("* ")]
+    assert len(starred) == 2 and starred[1] == "* fewest devices"      # the best row, then its legend
+
+
+def test_a_misspelt_mapping_field_is_refused_in_one_line(run_cli, tmp_path):
+    doc = json.loads(SOLUTION_8B.read_text())
+    doc["stages"][0]["devcie"] = doc["stages"][0]["device"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    for command in (["validate", bad], ["export", bad, "--format", "vllm"], ["simulate", bad]):
+        code, out, err = run_cli(command)
+        assert (code, out) == (2, "")
+        assert err == f"error: {bad}: /stages/0/devcie: unknown field\n"
+
+
+def _overlapping_labels(ax, which: str) -> list[tuple[str, str]]:
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    labels = []
+    for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+        text = tick.label1
+        if text.get_visible() and text.get_text() and lo <= tick.get_loc() <= hi:
+            labels.append((text.get_window_extent(renderer), text.get_text()))
+    labels.sort(key=lambda b: b[0].x0 if which == "x" else b[0].y0)
+    return [(a[1], b[1]) for a, b in zip(labels, labels[1:])
+            if (a[0].x1 > b[0].x0 if which == "x" else a[0].y1 > b[0].y0)]
+
+
+# matplotlib's own labels overlap on 1.2 to 1.5 decades (3x10^4 against 4x10^4) and on narrow spans
+# of large values (2.2x10^5 against 2.4x10^5)
+@pytest.mark.parametrize("span", [(150.0, 150.0 * 10**1.4), (33_000.0, 33_000.0 * 10**1.3),
+                                  (120_000.0, 120_000.0 * 10**0.2), (20.0, 90_000.0), (1.0, 3e7)])
+def test_frontier_log_axis_labels_do_not_overlap(span, run_cli, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from placer.plotting import plot_speed_frontiers
+
+    lo, hi = span
+    # rows as `placer frontier --json` prints them, spread over the span on both axes
+    rows = [dict(platform=p, per_user_tokens_per_s=lo * (hi / lo) ** (k / 9), pareto=True,
+                 tokens_per_s_per_mw=lo * 3 * (hi / lo) ** (1 - k / 9), tokens_per_s_per_device=lo * (hi / lo) ** (1 - k / 9))
+            for p in ("a", "b") for k in range(10)]
+    fig = plot_speed_frontiers(rows, speeds=(lo * 2,))
+    for ax in fig.axes:
+        for which in "xy":
+            assert _overlapping_labels(ax, which) == [], (which, span)

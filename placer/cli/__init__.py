@@ -122,7 +122,10 @@ def _click_error(exc: click.ClickException) -> str:
     if param is not None:
         where = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
         message = exc.message if isinstance(exc, click.BadParameter) and exc.message else exc.format_message()
-        return f"{where}: {param.name}: {message}"
+        # the field is the flag's own name (--format: format), never the Python parameter behind it (fmt)
+        field = max(param.opts, key=len).lstrip("-").replace("-", "_") if isinstance(param, click.Option) \
+            else param.name
+        return f"{where}: {field}: {message}"
     if isinstance(exc, click.NoSuchOption):
         return f"{exc.option_name}: (option): {exc.format_message()}"
     ctx = getattr(exc, "ctx", None)

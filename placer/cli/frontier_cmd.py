@@ -149,7 +149,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
             click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user, "
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
                        f"{r['tokens_per_s_per_device']:,.0f} per "
-                       f"device ({r['devices']} devices at tp {r['tp']}{' ep' if r['ep'] else ''}, "
+                       f"device ({plural(r['devices'], 'device')} at tp {r['tp']}{' ep' if r['ep'] else ''}, "
                        f"{r['live_per_replica']} live, {plural(r['replicas'], 'replica')} fit)")
     for s in rep.sentences:
         click.echo(s)

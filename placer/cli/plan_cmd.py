@@ -4,6 +4,7 @@ import click
 
 from ..planning import Requirements, build_instance
 from ..planning.budget import plan_replicas
+from ..units import plural
 from .common import (
     Progress,
     context_type,
@@ -47,7 +48,7 @@ def plan_command(model, hardware, total_concurrency, context, mode, granularity,
     if as_json:
         echo_json({**plan.to_dict(), "workload": workload_doc(wl.replace(concurrency=total_concurrency))})
         return
-    click.echo(f"{m.name} on {fleet.name} ({plan.fleet_devices} devices), {mode} ({inst.model.granularity}), {plan.method}: "
+    click.echo(f"{m.name} on {fleet.name} ({plural(plan.fleet_devices, 'device')}), {mode} ({inst.model.granularity}), {plan.method}: "
                f"{total_concurrency} live requests")
     click.echo(workload_text(wl, concurrency=f"{total_concurrency} in total, ceil({total_concurrency} / k) per replica"))
     click.echo(f"{'':1} {'replicas':>8} {'each holds':>10} {'devices each':>12} {'total':>6} {'fits fleet':>10} "
@@ -60,7 +61,11 @@ def plan_command(model, hardware, total_concurrency, context, mode, granularity,
         click.echo(f"{mark:1} {o.replicas:>8} {o.replica_concurrency:>10} {each!s:>12} {total!s:>6} "
                    f"{'yes' if o.fits_fleet else 'no':>10} {'yes' if o.proven else 'no':>6}"
                    + ("" if o.total_devices is not None else f"  ({o.status}: {o.message})"))
-    click.echo("* fewest devices" + ("; = the same total (a tie, broken in favour of fewer replicas)"
-                                     if plan.tied else ""))
+    starred = plan.best is not None and any(o.replicas == plan.best.replicas for o in plan.options)
+    if starred:      # the legend only under a table that has a starred row
+        click.echo("* fewest devices" + ("; = the same total (a tie, broken in favour of fewer replicas)"
+                                         if plan.tied else ""))
+    elif plan.tied:
+        click.echo("= the same total (a tie, broken in favour of fewer replicas)")
     click.echo(f"stopped: {plan.stop_reason}")
     click.echo(plan.summary())

@@ -4,7 +4,7 @@ import click
 
 from ..executor.run import BACKENDS, run_mapping
 from ..mapping import read_mapping
-from ..units import format_bytes, format_duration_us
+from ..units import format_bytes, format_duration_us, plural
 from .common import echo_json, input_file, workload_text
 
 
@@ -49,7 +49,7 @@ def run_command(mapping, backend, address, requests, tokens, micro_batch, max_li
         echo_json({**rep, "workload": doc["workload"]})
         return 0 if ok else 1
     click.echo(f"{rep['model']} (tiny twin: hidden {rep['tiny']['hidden']}, vocab {rep['tiny']['vocab']}, "
-               f"{rep['nodes']} nodes) on {rep['devices']} stages, backend {rep['backend']}")
+               f"{plural(rep['nodes'], 'node')}) on {plural(rep['devices'], 'stage')}, backend {rep['backend']}")
     click.echo(f"{rep['requests']} requests, {rep['tokens_generated']} tokens, micro-batch {rep['micro_batch']}, "
                f"up to {rep['max_live']} live (peak {rep['peak_live']}), up to {rep['max_in_flight']} "
                f"micro-batches in flight, {rep['passes']} pipeline passes, {format_duration_us(rep['seconds'] * 1e6)}")

@@ -8,7 +8,7 @@ from ..mapping import read_mapping, serving_of, specs_from_mapping
 from ..planning.compare import granularity_for
 from ..planning.modes import compare_modes
 from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
-from ..units import format_duration_us
+from ..units import format_duration_us, plural
 from ..workload import workload_for
 from .common import (
     context_type,
@@ -144,7 +144,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         return 0
     s = mapping["summary"]
     click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']} ({mapping['mode']}): "
-               f"{len(res.stages)} stages, {res.segments} device visits per token, {s['hops']} hops")
+               f"{plural(len(res.stages), 'stage')}, {plural(res.segments, 'device visit')} per token, "
+               f"{plural(s['hops'], 'hop')}")
     click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
                f"live cap {_f(res.concurrency_cap, '{}')}")
     click.echo(f"schedule: {_schedule(res)}")
@@ -152,7 +153,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     click.echo(f"placed for {workload_text(mapping['workload'])}")
     if serving is not None:
         click.echo(f"speed floor {serving['min_user_tokens_per_s']:,.1f} tokens/s per user: one of "
-                   f"{_replicas(serving['replicas'])} at {serving['live_per_replica']} live requests "
+                   f"{plural(serving['replicas'], 'replica')} at {serving['live_per_replica']} live requests "
                    f"({serving['planned_live_requests']} planned in all)")
     click.echo(f"  per-user speed        {_f(res.per_user_tokens_per_s)} tokens/s "
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
@@ -178,10 +179,6 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
     return 0
-
-
-def _replicas(n: int) -> str:
-    return f"{n} replica" + ("" if n == 1 else "s")
 
 
 def power_label(boundary: str | None, pue: float | None) -> str:

@@ -5,6 +5,7 @@ import click
 from ..errors import InvalidSpec
 from ..mapping import read_mapping
 from ..mapping.validate import validate_mapping
+from ..units import plural
 from .common import echo_json, input_file, output_file, workload_text
 
 
@@ -49,7 +50,8 @@ def _report(mapping, doc, violations, as_json, **extra) -> None:
     else:
         s = doc["summary"]
         click.echo(f"{mapping}: valid ({doc['model']['name']} on {doc['hardware']['name']}, {doc['mode']}, "
-                   f"{s['devices_used']} devices, {s['hops']} hops, concurrency ceiling {s['concurrency_ceiling']})")
+                   f"{plural(s['devices_used'], 'device')}, {plural(s['hops'], 'hop')}, concurrency ceiling "
+                   f"{s['concurrency_ceiling']})")
         click.echo(workload_text(doc["workload"]))
 
 

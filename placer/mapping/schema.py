@@ -46,6 +46,8 @@ def mapping_schema() -> dict:
         "description": "Where each layer of a model sits on a fleet, stage by stage, with exact bytes.",
         "type": "object",
         "required": ["schema_version", "model", "hardware", "workload", "mode", "stages", "route", "summary"],
+        # a misspelt field (devcie) is refused, not silently ignored
+        "additionalProperties": False,
         "properties": {
             "schema_version": {"enum": list(READS_VERSIONS)},
             "parallel": {
@@ -67,7 +69,7 @@ def mapping_schema() -> dict:
                 },
             },
             "model": {
-                "type": "object", "required": ["name", "sha256"],
+                "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
                 "properties": {
                     "name": name, "sha256": sha,
                     "source": {"type": "string", "description": "catalog name or spec path"},
@@ -81,7 +83,7 @@ def mapping_schema() -> dict:
                 },
             },
             "hardware": {
-                "type": "object", "required": ["name", "sha256"],
+                "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
                 "properties": {
                     "name": name, "sha256": sha,
                     "source": {"type": "string", "description": "catalog name or spec path"},
@@ -110,6 +112,9 @@ def mapping_schema() -> dict:
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),
+            "speed_target": {"type": "object",
+                             "description": "the speed-floor search as `placer solve --json` prints it beside the "
+                                            "mapping (read by no command)"},
             "pins": {
                 "type": "array",
                 "items": {
@@ -163,7 +168,7 @@ def _serving_schema() -> dict:
 def _stage_schema(count: dict, concurrency: dict, name: dict) -> dict:
     """One stage of a mapping: its device (or group), nodes, exact bytes per device and ceiling."""
     return {
-        "type": "object",
+        "type": "object", "additionalProperties": False,
         "required": ["index", "device", "rack", "layers", "bytes", "max_concurrency",
                      "next_hop_latency_us"],
         "properties": {
@@ -192,7 +197,7 @@ def _stage_schema(count: dict, concurrency: dict, name: dict) -> dict:
 def _summary_schema(count: dict, opt_count: dict, opt_number: dict, concurrency: dict, name: dict) -> dict:
     """The mapping's summary: devices, hops, latency, ceiling, bound, method, status, proof and levels."""
     return {
-        "type": "object",
+        "type": "object", "additionalProperties": False,
         "required": ["devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
                      "lower_bound_devices", "method", "status", "proven_optimal", "objective",
                      "bound", "solve_seconds"],
@@ -262,10 +267,16 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
             path.append(missing[0])
             message = "required field is missing"
     elif error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        known = error.schema.get("properties", {})
+        extra = sorted(set(error.instance) - set(known))
         if extra:
             path.append(extra[0])
             message = "unknown field"
+            from difflib import get_close_matches
+
+            near = get_close_matches(extra[0], [k for k in known if k not in error.instance], n=1)
+            if near:
+                message += f" (did you mean {near[0]!r}?)"
     raise InvalidSpec(source, _pointer(path) or "/", message)
 
 

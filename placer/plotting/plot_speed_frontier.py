@@ -44,6 +44,8 @@ def plot_speed_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, y: s
                     va="top", ha="right", fontsize=7, color="0.3")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _readable_log_ticks(ax.xaxis, ax.get_xlim())
+    _readable_log_ticks(ax.yaxis, ax.get_ylim())
     ax.set_xlabel("tokens/s per user (one request's decode speed)")
     ax.set_ylabel(_LABELS.get(y, y))
     ax.grid(True, which="both", alpha=0.25)
@@ -60,3 +62,29 @@ def plot_speed_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, y: s
             extra.append(Line2D([], [], ls="--", color="0.3", lw=0.9, label="dashed: a per-user speed floor"))
         ax.legend(handles=lines + extra, labels=labels + [h.get_label() for h in extra], fontsize=7)
     return ax
+
+
+def _compact(value: float, _pos=None) -> str:
+    """A tick label short enough to sit beside its neighbours: 500, 2k, 1.5M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _readable_log_ticks(axis, limits) -> None:
+    """Labels on a log axis that never overlap: matplotlib labels the minor ticks of an axis spanning
+    less than a decade or so (2x10^2, 3x10^2, ... side by side); here only chosen ticks are labelled,
+    1-2-5 within a decade or two, 1-3 up to four decades, the powers of ten beyond, in compact form."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = (min(limits), max(limits))
+    if not (lo > 0 and hi > lo):
+        return
+    decades = math.log10(hi / lo)
+    subs = (1.0, 2.0, 5.0) if decades <= 2 else (1.0, 3.0) if decades <= 4 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+    axis.set_major_formatter(FuncFormatter(_compact))
+    axis.set_minor_formatter(NullFormatter())
