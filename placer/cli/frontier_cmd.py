@@ -4,6 +4,7 @@ import click
 
 from ..errors import InvalidSpec
 from ..instance import MODES
+from ..per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
 from ..units import plural
 from .common import (
     Progress,
@@ -127,9 +128,13 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
                                                                   f"{wl.weight_bits}-bit weights, power at the "
                                                                   f"{where} boundary"), plot)
     written = [str(p) for p in (output, plot) if p]
+    # both per-user figures, named (placer.per_user): the mean request rate and aggregate / live
+    rows = [with_aggregate_per_live(r) for r in rep.rows]
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
-                       sentences=rep.sentences, notes=rep.notes, rows=rep.rows,
+                       sentences=rep.sentences, notes=rep.notes, rows=rows,
+                       figures=dict(per_user_tokens_per_s=PER_USER_MEANING,
+                                    aggregate_per_live_tokens_per_s=AGGREGATE_PER_LIVE_MEANING),
                        csv=str(output) if output else None, png=str(plot) if plot else None,
                        workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
         return 0
@@ -142,11 +147,13 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         from .common import reserve_text
         for f in fleets:
             click.echo(f"  runtime reserve on {f.name}: {reserve_text(f)}")
+    click.echo(f"tokens/s per user: the {PER_USER_MEANING}; aggregate / live: the {AGGREGATE_PER_LIVE_MEANING}")
     for p in rep.platforms:
-        front = sorted((r for r in rep.rows if r["platform"] == p and r.get("pareto")),
+        front = sorted((r for r in rows if r["platform"] == p and r.get("pareto")),
                        key=lambda r: -r["per_user_tokens_per_s"])
         for r in front[:1] + front[-1:] if len(front) > 1 else front:
-            click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user, "
+            click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user (aggregate / live "
+                       f"{r['aggregate_per_live_tokens_per_s']:,.0f}), "
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
                        f"{r['tokens_per_s_per_device']:,.0f} per "
                        f"device ({plural(r['devices'], 'device')} at tp {r['tp']}{' ep' if r['ep'] else ''}, "

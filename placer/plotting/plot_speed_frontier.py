@@ -46,7 +46,7 @@ def plot_speed_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, y: s
     ax.set_yscale("log")
     _readable_log_ticks(ax.xaxis, ax.get_xlim())
     _readable_log_ticks(ax.yaxis, ax.get_ylim())
-    ax.set_xlabel("tokens/s per user (one request's decode speed)")
+    ax.set_xlabel("tokens/s per user (mean of the requests' decode rates)")
     ax.set_ylabel(_LABELS.get(y, y))
     ax.grid(True, which="both", alpha=0.25)
     if title:
