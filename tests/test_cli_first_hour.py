@@ -346,3 +346,23 @@ def test_frontier_csv_has_both_per_user_columns(run_cli, tmp_path):
     for r in rows:
         assert float(r["aggregate_per_live_tokens_per_s"]) * int(r["live_per_replica"]) == pytest.approx(
             float(r["aggregate_tokens_per_s"]), rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- 10: the hf extra on an ordinary machine
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def test_readme_and_help_say_how_to_get_the_cpu_torch_before_the_hf_extra(run_cli):
+    import re
+    import tomllib
+
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    steps = [b.strip().splitlines() for b in blocks if "placer[hf]" in b]
+    assert steps == [[CPU_TORCH, "pip install 'placer[hf]'"]]      # the CPU build first, then the extra
+    code, out, _ = run_cli(["import-hf", "--help"])
+    assert code == 0 and " ".join(out.split()).count(CPU_TORCH) == 1
+    # the extra asks for what the meta-device count imports, nothing more
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert sorted(re.split(r"[<>=!~]", d, maxsplit=1)[0] for d in extras["hf"]) == ["torch", "transformers"]

@@ -16,7 +16,9 @@ def import_hf_command(config, output, text_only):
     """Turn a Hugging Face CONFIG.json (or a snapshot directory holding one) into a placer model spec (YAML).
 
     Families the interpreter reads are listed in the README (`placer import-hf --help`); others are
-    read from transformers' module tree on the meta device with the optional extra placer[hf].
+    read from transformers' module tree on the meta device with the optional extra placer[hf]
+    (the CPU build of torch is enough: pip install torch --index-url
+    https://download.pytorch.org/whl/cpu, then pip install 'placer[hf]').
     Every command taking a MODEL also accepts the config.json itself.
     """
     text = import_hf(config, output, text_only=text_only)
