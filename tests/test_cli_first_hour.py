@@ -43,6 +43,17 @@ def test_text_only_plan_exports_validates_and_rebuilds(run_cli, qwen_config, tmp
     assert json.loads(fixed.read_text())["model"]["dropped"] == ["vision_tower"]
 
 
+def test_an_mtp_plan_reloads_with_its_mtp_layer(run_cli, qwen_config, tmp_path):
+    q = tmp_path / "qm.json"
+    code, _, err = run_cli(["solve", qwen_config, "-H", "h100", "--text-only", "--mtp", "--racks", "1", "--tp", "1",
+                            "--context", "32k", "--concurrency", "8", "--time-limit", "10", "-q", "-o", q])
+    assert code == 0, err
+    doc = json.loads(q.read_text())
+    assert doc["model"]["mtp"] is True and len(doc["route"]) == 67          # the MTP layer is placed too
+    code, out, err = run_cli(["validate", q])
+    assert code == 0, out + err
+
+
 def test_import_hf_text_only_leaves_the_tower_out(run_cli, qwen_config, tmp_path):
     spec = tmp_path / "q.yaml"
     code, _, err = run_cli(["import-hf", qwen_config, "--text-only", "-o", spec])
