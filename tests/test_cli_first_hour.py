@@ -25,7 +25,7 @@ def qwen_config(tmp_path):
 def test_text_only_plan_exports_validates_and_rebuilds(run_cli, qwen_config, tmp_path):
     q = tmp_path / "q.json"
     code, _, err = run_cli(["solve", qwen_config, "-H", "h100", "--text-only", "--racks", "1", "--tp", "2",
-                            "--context", "32k", "--concurrency", "8", "--time-limit", "10", "-q", "-o", q])
+                            "--context", "32k", "--concurrency", "8", "--method", "dp", "-q", "-o", q])
     assert code == 0, err
     doc = json.loads(q.read_text())
     assert doc["model"]["dropped"] == ["vision_tower"]
@@ -46,7 +46,7 @@ def test_text_only_plan_exports_validates_and_rebuilds(run_cli, qwen_config, tmp
 def test_an_mtp_plan_reloads_with_its_mtp_layer(run_cli, qwen_config, tmp_path):
     q = tmp_path / "qm.json"
     code, _, err = run_cli(["solve", qwen_config, "-H", "h100", "--text-only", "--mtp", "--racks", "1", "--tp", "1",
-                            "--context", "32k", "--concurrency", "8", "--time-limit", "10", "-q", "-o", q])
+                            "--context", "32k", "--concurrency", "8", "--method", "dp", "-q", "-o", q])
     assert code == 0, err
     doc = json.loads(q.read_text())
     assert doc["model"]["mtp"] is True and len(doc["route"]) == 67          # the MTP layer is placed too
@@ -143,7 +143,7 @@ def test_solve_with_a_speed_floor_writes_the_serving_record(run_cli, tmp_path):
 def test_export_serves_the_hub_id_in_the_models_name_not_the_file_stem(run_cli, qwen_config, tmp_path):
     q = tmp_path / "q.json"
     code, _, err = run_cli(["solve", qwen_config, "-H", "h100", "--text-only", "--racks", "1", "--tp", "1",
-                            "--context", "32k", "--concurrency", "8", "--time-limit", "10", "-q", "-o", q])
+                            "--context", "32k", "--concurrency", "8", "--method", "dp", "-q", "-o", q])
     assert code == 0, err
     code, out, err = run_cli(["export", q, "--format", "sglang"])
     assert code == 0, err
