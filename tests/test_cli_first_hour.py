@@ -303,8 +303,6 @@ def test_frontier_log_axis_labels_do_not_overlap(span, run_cli, tmp_path):
             assert _overlapping_labels(ax, which) == [], (which, span)
 
 
-@pytest.mark.xfail(strict=True, reason="placer/cli/solve_cmd.py's speed floor prints its candidates whatever -q "
-                                       "says; it has to pass progress=progress_lines(quiet)")
 def test_quiet_quiets_the_speed_floor(run_cli):
     code, out, err = run_cli(["solve", "llama-3.1-70b", "-H", "h100", "--context", "32k", "--concurrency", "64",
                               "--min-user-tps", "30", "--time-limit", "10", "-q"])
@@ -339,7 +337,7 @@ def test_frontier_names_its_per_user_figure_and_gives_the_one_that_adds_up(run_c
             f"{best['aggregate_per_live_tokens_per_s']:,.0f})") in out
 
 
-@pytest.mark.xfail(strict=True, reason="placer/frontier.py's COLUMNS and _simulate_point do not carry "
+@pytest.mark.xfail(strict=True, reason="placer/planning/frontier.py's COLUMNS and _simulate_point do not carry "
                                        "aggregate_per_live_tokens_per_s yet (placer.per_user.with_aggregate_per_live)")
 def test_frontier_csv_has_both_per_user_columns(run_cli, tmp_path):
     import csv

@@ -17,7 +17,7 @@ from ..workload import Workload, workload_for
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
-           "Progress", "progress_lines", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
+           "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
            "reserve_text", "power_options", "power_choice", "load_fleet_chosen"]
 
 
@@ -362,13 +362,6 @@ def quiet_option(f):
     """``--quiet``: no progress bar or progress lines on stderr (they are off anyway when stderr is
     not a terminal)."""
     return click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")(f)
-
-
-def progress_lines(quiet: bool):
-    """A ``progress(message)`` callback printing each line on stderr, or None under ``--quiet``."""
-    if quiet:
-        return None
-    return lambda message: click.echo(message, err=True)
 
 
 class Progress:
