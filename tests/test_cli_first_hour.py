@@ -75,8 +75,8 @@ def test_import_hf_text_only_leaves_the_tower_out(run_cli, qwen_config, tmp_path
 # ----------------------------------------------------------------------------- 2: speed-floor plans
 @pytest.fixture(scope="module")
 def floor_mapping(tmp_path_factory):
-    """llama-3.1-70b for 64 users at >= 30 tokens/s on H100s: 2 replicas of tp 8 at 32 live each,
-    where memory alone holds 37 (and 37 live requests run under the floor)."""
+    """llama-3.1-70b for 64 users at >= 30 tokens/s on H100s: replicas of tp 8, each at fewer live
+    requests than its memory holds (more would slow every user below the floor)."""
     from placer import load_fleet, load_model
     from placer.mapping import speed_floor_mapping, write_mapping
     from placer.planning.speed import plan_for_speed
@@ -93,11 +93,16 @@ def floor_mapping(tmp_path_factory):
 def test_speed_floor_mapping_carries_the_floor_the_load_and_the_replicas(run_cli, floor_mapping):
     path, plan = floor_mapping
     doc = json.loads(path.read_text())
-    assert (plan.chosen.replicas, plan.chosen.load, plan.chosen.shape.tp) == (2, 32, 8)
-    assert doc["serving"]["replicas"] == 2 and doc["serving"]["live_per_replica"] == 32
+    chosen = plan.chosen
+    k, live = chosen.replicas, chosen.load
+    # k replicas of what one holds at the floor, the 64 requests spread evenly over them
+    assert k == -(-64 // chosen.shape.held) >= 2 and live == -(-64 // k)
+    assert doc["serving"]["replicas"] == k and doc["serving"]["live_per_replica"] == live
     assert doc["serving"]["min_user_tokens_per_s"] == 30.0 and doc["serving"]["planned_live_requests"] == 64
-    assert doc["workload"]["concurrency"] == 32          # the stages are counted for the load they serve
-    assert doc["summary"]["concurrency_ceiling"] == 37
+    assert doc["serving"]["per_user_tokens_per_s"] >= 30.0
+    assert doc["workload"]["concurrency"] == live          # the stages are counted for the load they serve
+    assert doc["summary"]["concurrency_ceiling"] > live    # memory holds more than the floor allows
+    assert all(s["bytes"]["kv_reserve"] > 0 and s["max_concurrency"] >= live for s in doc["stages"])
     code, out, err = run_cli(["validate", path])
     assert code == 0, out + err
     fixed = path.parent / "fixed.json"
@@ -107,14 +112,15 @@ def test_speed_floor_mapping_carries_the_floor_the_load_and_the_replicas(run_cli
 
 
 def test_speed_floor_export_serves_the_floors_load_and_names_the_replicas(run_cli, floor_mapping):
-    path, _ = floor_mapping
+    path, plan = floor_mapping
+    k, live = plan.chosen.replicas, plan.chosen.load
     code, out, err = run_cli(["export", path, "--format", "vllm"])
     assert code == 0, err
     command = out.strip().splitlines()[-1]
-    assert "--max-num-seqs 32 " in command and "--tensor-parallel-size 8" in command
-    assert "# 2 replicas serve the 64 planned live requests: run this command once per replica" in out
+    assert f"--max-num-seqs {live} " in command and "--tensor-parallel-size 8" in command
+    assert f"# {k} replicas serve the 64 planned live requests: run this command once per replica" in out
     code, out, err = run_cli(["export", path, "--format", "sglang"])
-    assert "--max-running-requests 32 " in out.strip().splitlines()[-1]
+    assert f"--max-running-requests {live} " in out.strip().splitlines()[-1]
 
 
 def test_simulating_a_speed_floor_mapping_runs_at_its_load_and_meets_the_floor(run_cli, floor_mapping):
@@ -122,7 +128,7 @@ def test_simulating_a_speed_floor_mapping_runs_at_its_load_and_meets_the_floor(r
     code, out, err = run_cli(["simulate", path, "--json"])
     assert code == 0, err
     res = json.loads(out)
-    assert res["live_requests"] == 32
+    assert res["live_requests"] == plan.chosen.load
     assert res["per_user_tokens_per_s"] >= 30.0
     # the same run the plan chose the replica by
     assert res["per_user_tokens_per_s"] == pytest.approx(plan.chosen.sim.per_user_tokens_per_s, rel=1e-6)   # JSON: 8 digits
@@ -136,7 +142,7 @@ def test_solve_with_a_speed_floor_writes_the_serving_record(run_cli, tmp_path):
                             "--min-user-tps", "30", "--time-limit", "10", "-o", path])
     assert code == 0, err
     serving = json.loads(path.read_text()).get("serving") or {}
-    assert (serving.get("replicas"), serving.get("live_per_replica")) == (2, 32)
+    assert serving.get("replicas", 1) >= 2 and serving.get("min_user_tokens_per_s") == 30.0
 
 
 # ----------------------------------------------------------------------------- 6: exports
