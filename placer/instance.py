@@ -22,6 +22,7 @@ from .model import LayerGraph
 from .parallel import model_refusal, shard_layer, shard_model, stored_refusal
 from .refine import parse_granularity
 from .reserve import Reserve
+from .units import plural
 from .workload import Workload
 
 __all__ = ["Pin", "Layout", "Instance", "make_instance", "group_instance", "per_stage_instance", "parse_pin", "MODES",
@@ -210,7 +211,7 @@ class Instance:
         groups, users count GPUs)."""
         lay = self.layout
         if lay is None or (lay.tp == 1 and not lay.per_stage):
-            return str(n) if bare else f"{n} devices"
+            return str(n) if bare else plural(n, "device")
         noun = "GPUs" if all(d.type.kind == "gpu" for d in self.devices) else "devices"   # every group's type
         if lay.per_stage:
             return f"{n} groups of up to {lay.tp} {noun}"

@@ -137,8 +137,6 @@ def test_simulating_a_speed_floor_mapping_runs_at_its_load_and_meets_the_floor(r
     assert res["per_user_tokens_per_s"] == pytest.approx(plan.chosen.sim.per_user_tokens_per_s, rel=1e-6)   # JSON: 8 digits
 
 
-@pytest.mark.xfail(strict=True, reason="placer.planning.planner.Plan.mapping gives the shape's own mapping; "
-                                       "for a speed floor it has to be placer.mapping.speed_floor_mapping(self.speed)")
 def test_solve_with_a_speed_floor_writes_the_serving_record(run_cli, tmp_path):
     path = tmp_path / "f.json"
     code, _, err = run_cli(["solve", "llama-3.1-70b", "-H", "h100", "--context", "32k", "--concurrency", PLANNED,
@@ -345,8 +343,6 @@ def test_frontier_names_its_per_user_figure_and_gives_the_one_that_adds_up(run_c
             f"{best['aggregate_per_live_tokens_per_s']:,.0f})") in out
 
 
-@pytest.mark.xfail(strict=True, reason="placer/planning/frontier.py's COLUMNS and _simulate_point do not carry "
-                                       "aggregate_per_live_tokens_per_s yet (placer.per_user.with_aggregate_per_live)")
 def test_frontier_csv_has_both_per_user_columns(run_cli, tmp_path):
     import csv
 

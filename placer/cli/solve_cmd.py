@@ -6,7 +6,7 @@ from ..algorithms.deadline import Deadline
 from ..instance import MODES, REQUIREMENTS
 from ..planning import Requirements, SolverSettings, plan
 from ..planning.compare import node_ranges
-from ..units import format_bytes, format_duration_us
+from ..units import format_bytes, format_duration_us, plural
 from .common import (
     echo_json,
     echo_json_mapping,
@@ -77,7 +77,7 @@ def degree_line(tp: int, solved) -> str:
         return f"  tp {tp}: {r.status}: {r.message or 'no placement found'}"
     stages = r.stats.get("groups_used", r.devices_used)
     proof = "proven" if r.proven_optimal else ("devices proven" if r.devices_proven else "not proven")
-    return (f"  tp {tp}: {r.devices_used} devices ({stages} stages of {tp}), concurrency ceiling "
+    return (f"  tp {tp}: {plural(r.devices_used, 'device')} ({plural(stages, 'stage')} of {tp}), concurrency ceiling "
             f"{_fmt(r.concurrency_ceiling)}, hop latency {format_duration_us(r.hop_latency_us)}, {proof}, "
             f"{format_duration_us(r.seconds * 1e6)}")
 

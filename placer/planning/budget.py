@@ -19,6 +19,7 @@ from ..algorithms.search import largest_true
 from ..errors import ARGUMENT, InvalidSpec
 from ..instance import Instance
 from ..placement import Result, Status
+from ..units import plural
 from .requirements import SEARCH_METHOD, SolverSettings
 from .solve import place_instance
 
@@ -219,7 +220,7 @@ class ReplicaPlan:
             return (f"no replica count holds {self.total_concurrency} live requests on the "
                     f"{self.fleet_devices}-device fleet")
         b, one = self.best, self.single
-        text = (f"{b.replicas} replica(s) of {b.replica_concurrency} live requests: "
+        text = (f"{plural(b.replicas, 'replica')} of {b.replica_concurrency} live requests: "
                 f"{b.total_devices} devices ({b.replicas} x {b.devices_per_replica})")
         saving = self.saving_devices
         tied = self.tied
@@ -233,7 +234,7 @@ class ReplicaPlan:
             runner = min((o for o in self.options if o.replicas > 1 and o.total_devices is not None),
                          key=lambda o: o.total_devices, default=None)
             if runner is not None:
-                text += (f"; one pipeline wins by {runner.total_devices - b.total_devices} devices over "
+                text += (f"; one pipeline wins by {plural(runner.total_devices - b.total_devices, 'device')} over "
                          f"{runner.replicas} replicas")
             else:
                 text += "; no split into replicas can use fewer"

@@ -37,7 +37,7 @@ from .sweep import check_backend, run_tasks
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
 
 COLUMNS = ["platform", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total", "per_user_tokens_per_s",
-           "itl_p50_us", "aggregate_tokens_per_s", "power_w", "tokens_per_s_per_mw", "tokens_per_s_per_device",
+           "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w", "tokens_per_s_per_mw", "tokens_per_s_per_device",
            "joules_per_token", "hop_latency_us", "valid", "pareto", "schedule", "context_tokens", "route",
            "ttft_p99_us", "meets_ttft"]
 
@@ -64,17 +64,18 @@ def _ladder(top: int) -> list[int]:
 
 def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
+    from ..per_user import with_aggregate_per_live
     from ..simulate import simulate
 
     model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
     inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"])
     sim = simulate(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
-    return dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
+    return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
                 aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
-                schedule=sim.schedule, ttft_p99_us=getattr(sim, "ttft_p99_us", None))
+                schedule=sim.schedule, ttft_p99_us=getattr(sim, "ttft_p99_us", None)))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")

@@ -77,7 +77,12 @@ class Plan:
 
     @property
     def mapping(self) -> dict | None:
-        """The stage mapping of one replica (None without a placement)."""
+        """The stage mapping of one replica (None without a placement); a speed-floor plan's records
+        the floor, the replicas and the live requests of each (:func:`placer.mapping.speed_floor_mapping`)."""
+        if self.kind == "speed-floor" and self.speed is not None and self.speed.chosen is not None:
+            from ..mapping import speed_floor_mapping
+
+            return speed_floor_mapping(self.speed)
         return None if self.solved is None else self.solved.mapping
 
     @property
