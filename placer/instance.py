@@ -18,7 +18,7 @@ from . import memory
 from .errors import ARGUMENT, InvalidSpec
 from .fleet import Device, Fleet
 from .groups import fleet_of_groups, group_fleet, node_sizes
-from .model import LayerGraph
+from .model import LayerGraph, is_draft_node
 from .parallel import model_refusal, shard_layer, shard_model, stored_refusal
 from .refine import parse_granularity
 from .reserve import Reserve
@@ -41,6 +41,12 @@ REQUIREMENT_HELP = {
                                  "head (with what comes after it) on the last",
     # runtimes take one --tensor-parallel-size for every pipeline rank
     "uniform-degree": "every stage runs at one tensor- and expert-parallel degree",
+    # vLLM and SGLang build the drafter (MTP layers, an EAGLE head, a draft model) on the last
+    # pipeline rank only (vllm/v1/worker/gpu_model_runner.py: ``if self.speculative_config and
+    # get_pp_group().is_last_rank``; sglang/srt/speculative/eagle_worker_v2.py: ``_hosts_draft =
+    # pp_group.is_last_rank``)
+    "mtp-with-head": "the multi-token-prediction layers and draft-model nodes are on the stage of the LM head "
+                     "(the last stage)",
 }
 REQUIREMENTS = tuple(REQUIREMENT_HELP)
 # requirements that need a pipeline order (free placements have none)
@@ -87,6 +93,8 @@ class Instance:
     base_model: LayerGraph | None = field(default=None, compare=False)
     require: tuple[str, ...] = ()
     layout: Layout | None = field(default=None, compare=False)
+    # speculative decoding the plan is made for (placer.speculative.Speculation), stated in its mapping
+    speculation: object = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -153,25 +161,39 @@ class Instance:
         return tuple(out)
 
     @cached_property
-    def end_groups(self) -> tuple[tuple[int, ...], ...]:
-        """Node groups that must share one device under ``embedding-first-head-last``: every source
-        of the graph with the embedding (so its device is the first stage of every pipeline
-        order), every sink with the LM head (the last stage); groups of one node left out."""
-        if "embedding-first-head-last" not in self.require:
-            return ()
+    def draft_nodes(self) -> tuple[int, ...]:
+        """Nodes that are (or are a part of) a multi-token-prediction layer or a draft model's node
+        (:func:`placer.model.is_draft_node`)."""
+        return tuple(i for i, x in enumerate(self.nodes) if is_draft_node(x))
+
+    @cached_property
+    def together_groups(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(requirement, nodes) for every node group a requirement puts on one device, groups of one
+        node left out. ``embedding-first-head-last``: every source of the graph with the embedding
+        (so its device is the first stage of every pipeline order), every sink with the LM head
+        (the last stage); ``mtp-with-head``: the draft nodes (:attr:`draft_nodes`) with the LM
+        head and the graph's sinks (the last stage of a pipeline order)."""
         n = self.n_nodes
         has_in, has_out = [False] * n, [False] * n
         for u, v in self.edges:
             has_out[u] = has_in[v] = True
+        sources = [i for i in range(n) if not has_in[i]]
+        sinks = [i for i in range(n) if not has_out[i]]
+        head = [i for i, x in enumerate(self.nodes) if x.kind == "lm_head"]
         groups = []
-        for kind, ends in (("embedding", [i for i in range(n) if not has_in[i]]),
-                           ("lm_head", [i for i in range(n) if not has_out[i]])):
-            marked = [i for i, x in enumerate(self.nodes) if x.kind == kind]
-            if marked:
-                group = tuple(sorted(set(marked) | set(ends)))
-                if len(group) > 1:
-                    groups.append(group)
-        return tuple(groups)
+        if "embedding-first-head-last" in self.require:
+            for kind, ends in (("embedding", sources), ("lm_head", sinks)):
+                marked = [i for i, x in enumerate(self.nodes) if x.kind == kind and not is_draft_node(x)]
+                if marked:
+                    groups.append(("embedding-first-head-last", tuple(sorted(set(marked) | set(ends)))))
+        if "mtp-with-head" in self.require and self.draft_nodes:
+            groups.append(("mtp-with-head", tuple(sorted(set(self.draft_nodes) | set(head) | set(sinks)))))
+        return tuple((name, g) for name, g in groups if len(g) > 1)
+
+    @cached_property
+    def end_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The node groups of :attr:`together_groups`, without their requirements' names."""
+        return tuple(g for _, g in self.together_groups)
 
     @cached_property
     def demand_bytes(self) -> tuple[int, ...]:

@@ -59,7 +59,13 @@ from .spec_io import load_yaml_or_json, pydantic_error, spec_sha256
 if TYPE_CHECKING:   # networkx loads on first use of LayerGraph.graph
     import networkx as nx
 
-__all__ = ["Layer", "LayerGraph", "WeightGroup", "load_model", "model_from_dict", "parse_pattern", "KINDS"]
+__all__ = ["Layer", "LayerGraph", "WeightGroup", "load_model", "model_from_dict", "parse_pattern", "KINDS",
+           "DRAFT_PREFIX", "DRAFT_EMBEDDING", "is_draft_node", "mtp_count"]
+
+# names of a draft model's nodes placed beside the target's (placer.speculative.with_draft)
+DRAFT_PREFIX = "draft."
+# the drafter's own copy of the vocabulary embedding on the last stage (placer.speculative)
+DRAFT_EMBEDDING = "mtp.embed_tokens"
 
 # ----------------------------------------------------------------------------- layer graph
 @dataclass(frozen=True)
@@ -541,3 +547,17 @@ def _mtp_layers(spec: ModelSpec, source: str, built: dict[str, Layer], storage: 
                            active_params=base.active_params + m.extra_params,
                            weight_groups=base.weight_groups + extra))
     return out
+
+
+def is_draft_node(layer: Layer) -> bool:
+    """True for the nodes that draft tokens in speculative decoding: a multi-token-prediction
+    layer (kind ``mtp``, or a part of one in split mode) or a draft model's node (named
+    :data:`DRAFT_PREFIX` ...)."""
+    whole = layer.parent or layer.name
+    return layer.kind == "mtp" or (whole.startswith("mtp.") and layer.index is None) or whole.startswith(DRAFT_PREFIX)
+
+
+def mtp_count(model: LayerGraph) -> int:
+    """How many multi-token-prediction layers ``model`` places (whole layers, parts counted once)."""
+    return len({x.parent or x.name for x in model.layers
+                if (x.parent or x.name).startswith("mtp.") and x.index is None and x.kind != "embedding"})

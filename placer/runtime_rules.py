@@ -18,6 +18,13 @@ degrees). The rules are the runtimes' own, as their code applies them and the ex
   runs, and ``attention-per-stage`` is the rule's optional part (:attr:`RuntimeRules.optional`):
   a plan that needs no ``--block-size`` (a hybrid needing more stages than it has full-attention
   layers, kimi-k3-hf on 70 wafers with 24, has none).
+* **Speculative decoding** (vLLM, SGLang): the drafter (the model's MTP layers, an EAGLE head,
+  a draft model) is built on the last pipeline rank only (vLLM 0.33.0
+  ``vllm/v1/worker/gpu_model_runner.py``: ``if self.speculative_config and
+  get_pp_group().is_last_rank``; SGLang 0.5.23 ``speculative/eagle_worker_v2.py``:
+  ``_hosts_draft = get_parallel().pp_group.is_last_rank``): ``mtp-with-head`` for a model with
+  such nodes. Megatron-LM's layout allows MTP layers off the last rank ("MTP standalone",
+  ``pipeline_parallel_layer_layout.py::validate_layer_layout``), so it has no such rule.
 * **Megatron-LM** (``--pipeline-model-parallel-layout``, ``megatron/core/transformer/
   pipeline_parallel_layer_layout.py``; hybrid models through the layer pattern of
   ``megatron/core/ssm/mamba_hybrid_layer_allocation.py``): the layout ``E t*c0 | ... | t*cN L``
@@ -39,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ARGUMENT, InvalidSpec
-from .model import LayerGraph
+from .model import LayerGraph, is_draft_node
 
 __all__ = ["RUNTIMES", "RuntimeRules", "runtime_rules", "runtime_requirements", "runtime_modes",
            "check_runtime_request", "is_hybrid"]
@@ -93,12 +100,18 @@ def runtime_rules(runtime: str, model: LayerGraph | None = None) -> RuntimeRules
     order = "embedding-first-head-last"
     hybrid = model is not None and is_hybrid(model)
     linear = model is not None and any(x.kind == "linear_attention" for x in model.layers if x.index is not None)
+    drafts = model is not None and any(is_draft_node(x) for x in model.layers)
     if runtime in ("vllm", "sglang"):
         kinds = ["decoder-per-stage", order, "uniform-degree"]
         notes = ["every rank builds a decoder layer (the partition has no zero count)",
                  "the embedding on the first rank, the LM head on the last",
                  "one tensor- and expert-parallel degree for every rank"]
         optional: tuple[str, ...] = ()
+        if drafts:
+            kinds.append("mtp-with-head")
+            notes.append("the drafter (MTP layers, an EAGLE head, a draft model) on the last rank only "
+                         "(vLLM gpu_model_runner: speculative_config and is_last_rank; SGLang eagle_worker_v2: "
+                         "_hosts_draft = is_last_rank)")
         if runtime == "vllm" and hybrid:
             optional = ("attention-per-stage",)
             notes.append("a rank of a hybrid model without a full-attention layer needs --block-size, which the "
@@ -111,6 +124,7 @@ def runtime_rules(runtime: str, model: LayerGraph | None = None) -> RuntimeRules
         if linear:
             kinds.insert(0, "decoder-per-stage")
             notes.append("the hybrid layer pattern cannot express a stage without a decoder layer")
+
         return RuntimeRules(runtime, tuple(kinds), notes=tuple(notes))
     return RuntimeRules(runtime, (order, "uniform-degree"), degrees=(1,),
                         notes=("the embedding on the first stage, the LM head on the last",

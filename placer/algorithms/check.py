@@ -119,8 +119,12 @@ def requirement_violation(instance: Instance, assignment) -> str | None:
         if bare:
             return (f"{len(bare)} stage(s) hold no {_COVER_WORDS[name]} ({instance.devices[bare[0]].id} "
                     f"first); {name} asks for one on every stage")
-    for group in instance.end_groups:
+    for name, group in instance.together_groups:
         on = {assignment[i] for i in group}
+        if len(on) > 1 and name == "mtp-with-head":
+            return (f"the draft nodes are not all on the LM head's (last) stage ({len(on)} devices hold "
+                    f"{', '.join(instance.nodes[i].name for i in group[:6])}{' ...' if len(group) > 6 else ''}); "
+                    "mtp-with-head asks for one")
         if len(on) > 1:
             what = "embedding" if any(instance.nodes[i].kind == "embedding" for i in group) else "LM head"
             return (f"the {what} is not on the {'first' if what == 'embedding' else 'last'} stage "

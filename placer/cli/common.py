@@ -18,7 +18,8 @@ __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "g
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
-           "reserve_text", "power_options", "power_choice", "load_fleet_chosen"]
+           "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "load_draft",
+           "speculation_text"]
 
 
 class _Tokens(click.ParamType):
@@ -446,3 +447,43 @@ def runtime_option(fn):
                         help="Plan for this runtime: its rules (a decoder layer on every pipeline rank, the "
                              "embedding first and the head last, one degree for every stage, contiguous "
                              "stages) become constraints of the model, proven like any other.")(fn)
+
+
+def speculative_options(f):
+    """``--spec-tokens K``, ``--spec-method``, ``--draft-model SPEC``, ``--spec-accept A``: speculative
+    decoding the plan is made for (placer.speculative), its drafter placed with the LM head."""
+    from ..speculative import SPEC_METHODS
+
+    f = click.option("--spec-accept", type=float, default=None, metavar="A",
+                     help="Acceptance length: mean tokens a verify step emits (default: the published figure "
+                          "for the model's family and method, placer/data/speculative.yaml).")(f)
+    f = click.option("--draft-model", default=None, metavar="SPEC",
+                     help="A draft model (catalog name, spec or config.json) placed with the LM head on the "
+                          "last stage: an EAGLE-3 head (--spec-method eagle3) or a small model (draft_model).")(f)
+    f = click.option("--spec-method", type=click.Choice(SPEC_METHODS), default=None,
+                     help="How drafts are made: mtp (the model's own MTP layers, placed without --mtp), eagle3 or "
+                          "draft_model (default: draft_model with --draft-model, else mtp).")(f)
+    return click.option("--spec-tokens", type=click.IntRange(1, 64), default=None, metavar="K",
+                        help="Speculative decoding: K draft tokens per step, verified as K + 1 positions; the "
+                             "drafter's weights and KV are placed on the LM head's stage.")(f)
+
+
+def load_draft(ref):
+    """The draft model ``--draft-model`` names (None when not given)."""
+    if ref is None:
+        return None
+    return load_model(ref)
+
+
+def speculation_text(doc: dict) -> str:
+    """One line: the speculation a mapping states, or its MTP layers placed without one."""
+    spec = doc.get("speculative")
+    mtp = "the" if doc["model"].get("mtp") else "no"
+    where = "on the LM head's stage (mtp-with-head)" if "mtp-with-head" in doc.get("require", ()) else "placed"
+    if not spec:
+        return f"{mtp} MTP layers {where}; no speculative decoding asked (--spec-tokens K)"
+    what = "the model's MTP layers" if spec["method"] == "mtp" else f"{spec['method']} draft {spec['draft']['name']}"
+    accept = spec.get("accept")
+    return (f"speculative decoding: {spec['tokens']} draft token(s) per step with {what}, drafter {where}; "
+            f"acceptance length " + (f"{accept:g} ({spec.get('accept_source')})" if accept is not None
+                                     else "not known (give --spec-accept)"))

@@ -24,13 +24,17 @@ from .common import input_file, output_file
 @click.option("--served-model", default=None,
               help="What the command loads: a Hugging Face id or a checkpoint directory "
                    "(default: the mapping's model name).")
+@click.option("--served-draft-model", default=None,
+              help="The draft checkpoint a speculative plan's command loads (--spec-method eagle3 or "
+                   "draft_model; default: the draft spec's name).")
 @click.option("--model", "model_ref", default=None,
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
 @click.option("-o", "--output", default=None, type=output_file,
               help="Write to this file instead of stdout.")
-def export_command(mapping, fmt, bare, force, runtime_version, served_model, model_ref, hardware_ref, output):
+def export_command(mapping, fmt, bare, force, runtime_version, served_model, served_draft_model, model_ref,
+                   hardware_ref, output):
     """Print MAPPING in a runtime's format, after validating it and re-running the runtime's own checks.
 
     Free mappings, split mappings that cut a layer across devices, and models the runtime release
@@ -38,7 +42,7 @@ def export_command(mapping, fmt, bare, force, runtime_version, served_model, mod
     """
     doc = read_mapping(mapping)
     options = ExportOptions(bare=bare, force=force, runtime_version=runtime_version, served_model=served_model,
-                            mapping_path=mapping)
+                            mapping_path=mapping, served_draft_model=served_draft_model)
     result = export_mapping(doc, fmt, model=model_ref, fleet=hardware_ref, source=mapping, options=options)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)

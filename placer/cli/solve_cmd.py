@@ -13,6 +13,7 @@ from .common import (
     granularity_option,
     group_label,
     hardware_option,
+    load_draft,
     load_inputs,
     method_option,
     output_file,
@@ -22,6 +23,8 @@ from .common import (
     renamed,
     reserve_of,
     runtime_option,
+    speculation_text,
+    speculative_options,
     threads_option,
     time_limit_option,
     workload_doc,
@@ -127,10 +130,12 @@ def print_progress(info) -> None:
                    "holds a full-attention layer), decoder-per-stage (each holds a decoder layer), "
                    "embedding-first-head-last, uniform-degree; repeatable (--runtime adds a runtime's own).")
 @runtime_option
+@speculative_options
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
-                  tp, ep, reserve, per_stage_tp=False, runtime=None, max_ttft_ms=None, **kw):
+                  tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
+                  per_stage_tp=False, runtime=None, max_ttft_ms=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -145,13 +150,17 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     # counted from the command's start: the process's own start when run as `placer solve`
     deadline = Deadline.since_command_start(time_limit)
     threads = renamed("--threads", threads, workers_deprecated, default=2)
+    if spec_tokens and draft_model is None and spec_method in (None, "mtp"):
+        kw["mtp"] = True        # drafting with the model's own MTP layers places them
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
     req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
                        expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
                        pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
-                       objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms)
+                       objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
+                       spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
+                       spec_accept=spec_accept)
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
@@ -201,6 +210,8 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
     click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
+    if doc.get("speculative") or doc["model"].get("mtp"):
+        click.echo(speculation_text(doc))
     proven = "proven" if sm["proven_optimal"] else "not proven"
     # with per-level figures below, a single device gap would read as "0% from optimal"
     gap = "" if sm.get("gap") is None or levels else f", gap {sm['gap']:.1%}"

@@ -19,6 +19,7 @@ from .command import (
     served_model,
     shell_line,
 )
+from .speculative import sglang_speculative
 from .stages import Export, ExportOptions
 from .vllm import partition_launch
 
@@ -42,8 +43,10 @@ def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
         argv += ["--ep-size", str(launch.ep)]
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
+    spec_argv, spec_lines = sglang_speculative(doc, graph, options, served_model(doc, options))
+    argv += spec_argv
     argv += multi_node_flags(doc, "sglang")
-    lines = header(doc, "SGLang", launch.version, launch.pp, options)
+    lines = header(doc, "SGLang", launch.version, launch.pp, options) + spec_lines
     lines += multi_node_lines(doc, "sglang")
     lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(launch.warnings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidSpec
-from ..model import Layer, LayerGraph
+from ..model import Layer, LayerGraph, is_draft_node
 from ..runtime_rules import is_hybrid
 
 __all__ = ["RankStage", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
@@ -85,8 +85,9 @@ def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<m
             index=k, device=st["device"], decoder=tuple(decoder),
             kinds=tuple(kind_of[i] for i in decoder),
             ffns=tuple(ffn_of.get(i) for i in decoder),
-            embedding=any(x.kind == "embedding" for x in layers),
-            head=any(x.kind == "lm_head" for x in layers),
+            # a draft model's own embedding and head ride with the drafter on the last rank
+            embedding=any(x.kind == "embedding" and not is_draft_node(x) for x in layers),
+            head=any(x.kind == "lm_head" and not is_draft_node(x) for x in layers),
             mixers=tuple(mixer_of.get(i) for i in decoder),
             tensor_parallel=int((st.get("group") or {}).get("tp", 1)),
             expert_parallel=int((st.get("group") or {}).get("ep", 1))))
@@ -145,6 +146,7 @@ class ExportOptions:
     runtime_version: str | None = None
     served_model: str | None = None
     mapping_path: str | None = None
+    served_draft_model: str | None = None     # the draft checkpoint a speculative plan's command loads
 
 
 def ranks_without_full_attention(ranks: list[RankStage], graph: LayerGraph) -> list[RankStage]:

@@ -34,6 +34,7 @@ from .command import (
     shell_line,
     target_version,
 )
+from .speculative import vllm_speculative
 from .stages import (
     Export,
     ExportOptions,
@@ -204,7 +205,9 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
         argv += ["--gpu-memory-utilization", utilization]
     argv += cache_flags("vllm", graph, limits, source, kv="--kv-cache-dtype",
                         state=(("conv_state", "--mamba-cache-dtype"), ("state", "--mamba-ssm-cache-dtype")))
-    lines = header(doc, "vLLM", launch.version, pp, options)
+    spec_argv, spec_lines = vllm_speculative(doc, graph, options)
+    argv += spec_argv
+    lines = header(doc, "vLLM", launch.version, pp, options) + spec_lines
     if no_attention:
         lines.append(f"# --block-size {block}: {len(no_attention)} of {pp} ranks hold no full-attention layer; "
                      "vLLM skips hybrid block-size alignment there and fails at startup unless the size is given "

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..catalog import hardware_dir, models_dir
 from ..errors import InfeasiblePlacement
 from ..fleet import DEFAULT_POWER_BOUNDARY, Fleet
-from ..model import LayerGraph
+from ..model import DRAFT_EMBEDDING, LayerGraph
 from .schema import SCHEMA_VERSION
 
 __all__ = ["build_mapping", "expert_groups_of", "load_options_of"]
@@ -139,6 +139,8 @@ def build_mapping(instance, result) -> dict:
     if groups is not None:
         model_doc["expert_groups"] = groups
     model_doc.update(load_options_of(base))
+    if any(x.name == DRAFT_EMBEDDING for x in base.layers):
+        model_doc["draft_embedding"] = True
     doc = {
         "schema_version": SCHEMA_VERSION,
         "model": model_doc,
@@ -167,6 +169,9 @@ def build_mapping(instance, result) -> dict:
             solve_seconds=_finite(float(result.seconds)) or 0.0,
             levels=levels_doc(result)),
     }
+    speculation = getattr(instance, "speculation", None)
+    if speculation is not None:
+        doc["speculative"] = speculation.to_dict()
     if instance.require:
         doc["require"] = list(instance.require)
     if instance.pins:

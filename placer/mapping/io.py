@@ -7,7 +7,7 @@ import os
 
 from ..errors import InvalidSpec
 from ..fleet import Fleet, load_fleet
-from ..model import LayerGraph, load_model
+from ..model import DRAFT_EMBEDDING, DRAFT_PREFIX, LayerGraph, load_model
 from ..spec_io import atomic_write_text, parse_json, read_text
 from ..workload import Workload
 from .document import _racks
@@ -87,7 +87,7 @@ def _load(ref, recorded: dict, what: str, loader):
     except InvalidSpec as exc:
         if ref is not None:
             raise
-        flag = "--model" if what == "model" else "--hardware"
+        flag = {"model": "--model", "hardware": "--hardware"}.get(what, "--draft-model")
         raise InvalidSpec(exc.source, exc.field,
                           f"{exc.message} (the mapping names this {what}; pass {flag} to point at it)") from None
 
@@ -105,6 +105,16 @@ def specs_from_mapping(doc: dict, *, model=None, hardware=None, workload: Worklo
     """
     options = _load_options(doc["model"])
     m = _load(model, doc["model"], "model", lambda ref: load_model(ref, **options))
+    draft = (doc.get("speculative") or {}).get("draft")
+    if draft is not None and not any(x.name.startswith(DRAFT_PREFIX) for x in m.layers):
+        # the draft model's nodes are placed beside the target's (placer.speculative.with_draft)
+        from ..speculative import with_draft
+
+        m = with_draft(m, _load(None, draft, "draft model", load_model))
+    if doc["model"].get("draft_embedding") and not any(x.name == DRAFT_EMBEDDING for x in m.layers):
+        from ..speculative import with_draft_embedding
+
+        m = with_draft_embedding(m)
     fleet = _load(hardware, doc["hardware"], "hardware", load_fleet)
     racks = doc["hardware"].get("racks")
     if racks is not None and not isinstance(hardware, Fleet) and racks != _racks(fleet):

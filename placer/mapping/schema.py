@@ -80,6 +80,8 @@ def mapping_schema() -> dict:
                                                "--text-only); every command reloads the model without them"},
                     "mtp": {"type": "boolean",
                             "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
+                    "draft_embedding": {"type": "boolean",
+                                        "description": "the drafter's own embedding copy (mtp.embed_tokens) is placed"},
                 },
             },
             "hardware": {
@@ -109,6 +111,7 @@ def mapping_schema() -> dict:
             "stages": {"type": "array", "minItems": 1, "items": _stage_schema(count, concurrency, name)},
             "route": {"type": "array", "items": name},
             "summary": _summary_schema(count, opt_count, opt_number, concurrency, name),
+            "speculative": _speculative_schema(name, sha, opt_number),
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),
@@ -127,6 +130,21 @@ def mapping_schema() -> dict:
         # from version 3 the summary states every level
         "if": {"properties": {"schema_version": {"const": 3}}, "required": ["schema_version"]},
         "then": {"properties": {"summary": {"required": ["levels"]}}},
+    }
+
+
+def _speculative_schema(name: dict, sha: dict, opt_number: dict) -> dict:
+    return {
+        "type": "object", "required": ["method", "tokens"], "additionalProperties": False,
+        "description": "speculative decoding the plan is made for (placer.speculative.Speculation)",
+        "properties": {
+            "method": {"enum": ["mtp", "eagle3", "draft_model"]},
+            "tokens": {"type": "integer", "minimum": 1, "maximum": 64},
+            "accept": opt_number,
+            "accept_source": {"type": "string"},
+            "draft": {"type": "object", "required": ["name", "sha256"], "additionalProperties": False,
+                      "properties": {"name": name, "sha256": sha, "source": {"type": ["string", "null"]}}},
+        },
     }
 
 

@@ -584,9 +584,39 @@ def check_requirements(r: Reading) -> list[Violation]:
     if "embedding-first-head-last" in require:
         for kind, where, want in (("embedding", "first", 0), ("lm_head", "last", len(r.stages) - 1)):
             for i, x in enumerate(r.nodes):
-                if x.kind == kind and i in r.stage_of and r.stage_of[i] != want:
+                drafter = (x.parent or x.name).startswith(("mtp.", "draft."))     # rides with the drafter
+                if x.kind == kind and not drafter and i in r.stage_of and r.stage_of[i] != want:
                     out.append(Violation("requirement_violated", f"embedding-first-head-last: {x.name} is on stage "
                                                                  f"{r.stage_of[i]}, not the {where} stage ({want})"))
+    if "mtp-with-head" in require:
+        # the drafter runs on the last pipeline rank, beside the LM head: every MTP layer (or part
+        # of one) and every draft-model node on the last stage (free mode: the head's device)
+        last = len(r.stages) - 1
+        heads = {r.stages[r.stage_of[i]]["device"] for i, x in enumerate(r.nodes)
+                 if x.kind == "lm_head" and i in r.stage_of}
+        drafted = False
+        for i, x in enumerate(r.nodes):
+            whole = x.parent or x.name
+            drafts = (x.kind == "mtp" or (x.index is None and whole.startswith("mtp.")) or whole.startswith("draft."))
+            if not drafts or i not in r.stage_of:
+                continue
+            k = r.stage_of[i]
+            where = r.stages[k]["device"] in heads if r.mode == "free" and heads else k == last
+            if x.kind == "mtp" or x.index is None and x.kind != "embedding":
+                drafted = True
+            if not where:
+                out.append(Violation("requirement_violated", f"mtp-with-head: {x.name} is on stage {k}, not "
+                                                             f"with the LM head on the last stage ({last})"))
+        # past one pipeline rank the runtimes load the drafter's own copy of the vocabulary embedding
+        # on the last rank (vLLM _maybe_share_embeddings shares it only when pp = 1; SGLang
+        # pp_draft_embedding.py): an MTP drafter without a placed copy is short of those bytes
+        own = any((x.parent or x.name).startswith("draft.") and x.kind == "embedding" for x in r.nodes)
+        copy = any((x.parent or x.name) == "mtp.embed_tokens" for x in r.nodes)
+        embeds = any(x.kind == "embedding" for x in r.nodes)
+        if drafted and len(r.stages) > 1 and embeds and not own and not copy and r.mode != "free":
+            out.append(Violation("requirement_violated", f"mtp-with-head: {len(r.stages)} stages, but the drafter's "
+                                                         "own vocabulary embedding (mtp.embed_tokens), which the "
+                                                         "runtimes load on the last rank past one rank, is not placed"))
     if "uniform-degree" in require:
         degrees = sorted({r.degree_of(st) for st in r.stages})
         if len(degrees) > 1:

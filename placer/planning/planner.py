@@ -131,6 +131,11 @@ class Plan:
                         for s in self.tried if s.instance is not None]
         if self.speed is not None:
             doc["speed_target"] = self.speed.to_dict()
+        speculation = getattr(self.instance, "speculation", None) if self.instance is not None else None
+        if speculation is not None:
+            doc["speculative"] = speculation.to_dict()      # the drafter, on the LM head's stage
+        if self.instance is not None and self.instance.require:
+            doc["require"] = list(self.instance.require)
         return doc
 
 

@@ -82,6 +82,9 @@ class Requirements:
     the degrees to its own, and are proven like any other constraint; ``max_ttft_ms``: beside a
     speed floor, the p99 time to first token each replica keeps to at its load (the closed-loop
     simulation with chunked prefill).
+    ``spec_tokens`` / ``spec_method`` / ``draft_model`` / ``spec_accept``: speculative decoding
+    (:mod:`placer.speculative`): the drafter's nodes (the model's MTP layers, or a draft model's
+    nodes added beside the target's) are placed on the LM head's stage (``mtp-with-head``).
     """
 
     mode: str | None = None
@@ -99,6 +102,13 @@ class Requirements:
     output_tokens: int = 16
     runtime: str | None = None
     max_ttft_ms: float | None = None
+    # speculative decoding (placer.speculative): draft tokens per step (0: none), the method (None:
+    # draft_model with a draft model, else the model's MTP layers), a draft model placed beside the
+    # target, and the acceptance length (None: the published default for the model's family)
+    spec_tokens: int = 0
+    spec_method: str | None = None
+    draft_model: Any = None
+    spec_accept: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -132,6 +142,7 @@ class Requirements:
             if not self.has_speed_floor:
                 raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a TTFT target is planned beside a speed floor "
                                                            "(--min-user-tps or --max-itl-ms)")
+        self._check_speculation()
         if self.has_speed_floor:
             floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
             if self.per_stage_degrees:
@@ -143,6 +154,25 @@ class Requirements:
                 raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
             if self.pins:
                 raise InvalidSpec(ARGUMENT, "pins", "pins are not supported with --per-stage-tp")
+
+    def _check_speculation(self) -> None:
+        from ..speculative import SPEC_METHODS
+
+        k = self.spec_tokens
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
+            raise InvalidSpec(ARGUMENT, "spec_tokens", "draft tokens per step: an integer from 0 (none) to 64")
+        if not k and (self.spec_method is not None or self.draft_model is not None or self.spec_accept is not None):
+            which = "spec_method" if self.spec_method is not None else (
+                "draft_model" if self.draft_model is not None else "spec_accept")
+            raise InvalidSpec(ARGUMENT, which, "speculative decoding needs spec_tokens (--spec-tokens K)")
+        if self.spec_method is not None and self.spec_method not in SPEC_METHODS:
+            raise InvalidSpec(ARGUMENT, "spec_method", f"must be one of {', '.join(SPEC_METHODS)}")
+        if self.spec_accept is not None and not (isinstance(self.spec_accept, (int, float))
+                                                 and 1.0 <= self.spec_accept <= k + 1):
+            raise InvalidSpec(ARGUMENT, "spec_accept", f"an acceptance length is between 1 and spec_tokens + 1 = {k + 1}")
+        if self.per_stage_degrees and k:
+            raise InvalidSpec(ARGUMENT, "per_stage_tp", "speculative decoding places its drafter with the LM head, "
+                                                        "which per-stage degrees do not model; solve at one degree")
 
     # ------------------------------------------------------------------ derived
     @property
@@ -193,9 +223,10 @@ class Requirements:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        doc = asdict(self)
+        doc = asdict(replace(self, draft_model=None))    # a LayerGraph is named, not copied
         doc["reserve"] = None if self.reserve is None else self.reserve.to_dict()
         doc["speed_floor_tokens_per_s"] = self.speed_floor
+        doc["draft_model"] = None if self.draft_model is None else self.draft_model.name
         doc.pop("extra")
         return doc
 

@@ -12,7 +12,7 @@ result -> stage mapping. This is the only place that sequence is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from .. import algorithms
@@ -21,8 +21,9 @@ from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..fleet import Fleet
 from ..groups import per_device
 from ..instance import Instance, make_instance
-from ..model import LayerGraph
+from ..model import LayerGraph, is_draft_node
 from ..placement import Result, Status
+from ..speculative import needs_draft_embedding, with_draft_embedding
 from ..workload import Workload
 from .layouts import Layouts, device_layouts
 from .requirements import Requirements, SolverSettings
@@ -62,9 +63,44 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     mode = requirements.mode_for(method)
     if concurrency is not None:
         workload = workload.replace(concurrency=concurrency)
-    return make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
-                         pins=requirements.pins, require=requirements.constraints_for(model), tp=tp, ep=ep,
-                         reserve=requirements.reserve)
+    model, speculation = speculative_model(model, requirements)
+    require = requirements.constraints_for(model)
+    if any(is_draft_node(x) for x in model.layers) and "mtp-with-head" not in require:
+        # the runtimes build the drafter on the last pipeline rank (placer.speculative)
+        require = (*require, "mtp-with-head")
+    inst = make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
+                         pins=requirements.pins, require=require, tp=tp, ep=ep, reserve=requirements.reserve)
+    if mode != "free" and _drafter_embedding_placed(inst, requirements):
+        inst = make_instance(with_draft_embedding(model), fleet, workload, mode=mode,
+                             granularity=requirements.granularity_of(mode), pins=requirements.pins, require=require,
+                             tp=tp, ep=ep, reserve=requirements.reserve)
+    return inst if speculation is None else replace(inst, speculation=speculation)
+
+
+def _drafter_embedding_placed(inst: Instance, requirements: Requirements) -> bool:
+    """Whether the drafter's own embedding copy (:func:`placer.speculative.with_draft_embedding`)
+    is placed: the runtimes hold it on pipelines of more than one rank, so it is left out only
+    when every plan the solve can return is one stage: the whole model fits one device (group)
+    and devices are the first level (the one-stage plan is then the optimum)."""
+    if not needs_draft_embedding(inst.model):
+        return False
+    from ..algorithms.objectives import parse_objective
+
+    first = parse_objective(requirements.cpsat_objective)[0]
+    return not (sum(inst.demand_bytes) <= max(inst.capacity_bytes) and first == "devices")
+
+
+def speculative_model(model: LayerGraph, requirements: Requirements):
+    """(the graph placed, the :class:`~placer.speculative.Speculation` or None): ``model`` with the
+    draft model's nodes beside its own when the requirements name one."""
+    if not requirements.spec_tokens:
+        return model, None
+    from ..speculative import speculation_for, with_draft
+
+    draft = requirements.draft_model
+    speculation = speculation_for(model, requirements.spec_tokens, method=requirements.spec_method, draft=draft,
+                                  accept=requirements.spec_accept)
+    return (model if draft is None else with_draft(model, draft)), speculation
 
 
 def place_instance(instance: Instance, solver: SolverSettings, *, method: str | None = None,

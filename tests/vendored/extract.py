@@ -1,4 +1,4 @@
-"""Regenerate the vendored runtime functions in this folder from the runtimes' own wheels.
+"""Regenerate the vendored runtime functions and tables in this folder from the runtimes' own wheels.
 
     pip download --no-deps vllm==0.33.0 sglang==0.5.23 -d /tmp/wheels
     python tests/vendored/extract.py /tmp/wheels
@@ -65,5 +65,75 @@ def main(wheels: str) -> None:
         print(f"{out}: {member} lines {node.lineno}-{node.end_lineno} of {wheel.name}")
 
 
+def _member(wheel: Path, member: str) -> tuple[str, str]:
+    """(text, RECORD digest) of ``member`` of ``wheel``, the digest checked against the RECORD."""
+    with zipfile.ZipFile(wheel) as z:
+        raw = z.read(member)
+        record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
+        rows = [r.split(",") for r in z.read(record).decode().splitlines()]
+    listed = next(r[1] for r in rows if r[0] == member)
+    digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
+    assert digest == listed, f"{member}: {digest} != RECORD {listed}"
+    return raw.decode(), listed
+
+
+def _fields(text: str, cls: str) -> list[tuple[str, str]]:
+    """(name, annotation source) of the annotated attributes of class ``cls``, in order."""
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return [(a.target.id, ast.get_source_segment(text, a.annotation)) for a in node.body
+            if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)]
+
+
+def speculative_tables(wheels: str) -> None:
+    """The speculative-decoding flags' specification: vLLM's method names and SpeculativeConfig
+    fields (what ``--speculative-config`` JSON may hold), SGLang's algorithm names, spec fields
+    and their flag-name rule."""
+    wheel = sorted(Path(wheels).glob("vllm-0.33.0-*.whl"))[-1]
+    member = "vllm/config/speculative.py"
+    text, listed = _member(wheel, member)
+    tree = ast.parse(text)
+    literals = [n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                and n.targets[0].id.endswith(("Types", "Method"))]
+    first, last = literals[0].lineno, literals[-1].end_lineno
+    body = "\n".join(text.splitlines()[first - 1:last])
+    names = [n for n, _ in _fields(text, "SpeculativeConfig")]
+    out = (f"{_header(text)}\n# Vendored for placer's conformance tests from the {wheel.name} wheel, {member}\n"
+           f"# (RECORD {listed}): lines {first}-{last} verbatim (the method names), then the names of\n"
+           f"# SpeculativeConfig's fields (what --speculative-config JSON may set), listed from the class.\n"
+           f"# Regenerate: tests/vendored/extract.py\n\nfrom typing import Literal\n\n{body}\n\n"
+           f"SPECULATIVE_CONFIG_FIELDS = {tuple(names)!r}\n")
+    (HERE / "vllm_0_33_0_spec.py").write_text(out, encoding="utf-8")
+    print(f"vllm_0_33_0_spec.py: {member} lines {first}-{last}, {len(names)} fields")
+
+    wheel = sorted(Path(wheels).glob("sglang-0.5.23-*.whl"))[-1]
+    parts = []
+    for member, what in (("sglang/srt/speculative/spec_info.py", "SpeculativeAlgorithm"),
+                         ("sglang/srt/speculative/spec_registry.py", "_RESERVED_ALIASES"),
+                         ("sglang/srt/arg_groups/arg_utils.py", "_field_to_cli_name"),
+                         ("sglang/srt/arg_groups/fields/spec.py", "Spec")):
+        text, listed = _member(wheel, member)
+        node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == what or (
+            isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == what))
+        if what == "SpeculativeAlgorithm":     # the members only: its methods import the server
+            members = [ast.get_source_segment(text, a) for a in node.body if isinstance(a, ast.Assign)]
+            segment = "class SpeculativeAlgorithm(Enum):\n" + "\n".join(f"    {m}" for m in members)
+            lines = f"members of lines {node.lineno}-{node.end_lineno}"
+        elif what == "Spec":                   # the field names only: the annotations import the server
+            names = [n for n, _ in _fields(text, "Spec")]
+            segment = f"SPEC_FIELDS = {tuple(names)!r}"
+            lines = f"field names of class Spec, lines {node.lineno}-{node.end_lineno}"
+        else:
+            segment = ast.get_source_segment(text, node)
+            lines = f"lines {node.lineno}-{node.end_lineno} verbatim"
+        parts.append(f"# {member} (RECORD {listed}): {lines}\n{segment}\n")
+    out = (f"{_header(text)}\n# Vendored for placer's conformance tests from the {wheel.name} wheel: the\n"
+           f"# speculative-decoding algorithm names, the aliases it reserves, the rule that names a field's flag\n"
+           f"# and the fields of the spec namespace (each flag is --field-name). Regenerate: tests/vendored/extract.py\n\n"
+           f"from enum import Enum, auto\n\n\n" + "\n\n".join(parts))
+    (HERE / "sglang_0_5_23_spec.py").write_text(out, encoding="utf-8")
+    print("sglang_0_5_23_spec.py written")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    speculative_tables(sys.argv[1])
