@@ -128,7 +128,8 @@ def print_progress(info) -> None:
 @click.option("--require", "require", multiple=True, type=click.Choice(list(REQUIREMENTS)),
               help="A constraint on every placement, proven like the levels: attention-per-stage (each stage "
                    "holds a full-attention layer), decoder-per-stage (each holds a decoder layer), "
-                   "embedding-first-head-last, uniform-degree; repeatable (--runtime adds a runtime's own).")
+                   "embedding-first-head-last, uniform-degree, mtp-with-head (the drafter on the LM head's "
+                   "stage); repeatable (--runtime adds a runtime's own).")
 @runtime_option
 @speculative_options
 @quiet_option
