@@ -337,3 +337,27 @@ def test_vllm_and_sglang_rules_put_the_drafter_with_the_head():
         assert "mtp-with-head" not in runtime_requirements(runtime, plain)
     # Megatron-LM accepts MTP layers off the last rank ("MTP standalone")
     assert "mtp-with-head" not in runtime_requirements("megatron", with_mtp)
+
+
+def test_a_speculative_mapping_is_simulated_with_its_drafts(deepseek_plan):
+    """The mapping's speculation (3 draft tokens, acceptance length 2.18) is the simulation's unless
+    the caller says otherwise; the drafter's nodes (the MTP layer and its embedding copy) run as
+    draft passes only, on the last stage."""
+    from placer.simulate.des import simulate_mapping
+    from placer.simulate.speculative import target_and_draft
+
+    model, planned = deepseek_plan
+    doc = planned.mapping
+    res = simulate_mapping(doc, model=model, requests=2, output_tokens=4, decode_only=True)
+    assert (res.spec_k, res.spec_accept) == (3, 2.18)
+    plain = simulate_mapping(doc, model=model, requests=2, output_tokens=4, decode_only=True, spec_k=0)
+    assert plain.spec_k == 0
+    inst = planned.instance
+    from placer.simulate.des import Simulation
+
+    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]], requests=1, output_tokens=2,
+                     decode_only=True)
+    target, draft = target_and_draft(inst, sim.segs)
+    drafted = {inst.nodes[i].name for s in draft for i in s.nodes}
+    assert drafted == {"mtp.0", "mtp.embed_tokens"}
+    assert all(inst.nodes[i].name not in drafted for s in target for i in s.nodes)

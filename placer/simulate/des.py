@@ -665,8 +665,13 @@ def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None 
                      **kw) -> SimResult:
     """:func:`simulate` for a stage-mapping document (``placer simulate MAPPING``); ``power`` and
     ``pue`` choose the boundary the power figures are counted at (:meth:`placer.fleet.Fleet.with_power`;
-    default the fleet's)."""
+    default the fleet's). A mapping made for speculative decoding (``speculative``: draft tokens and
+    a known acceptance length) is simulated with it unless ``spec_k`` is given."""
     from ..mapping import instance_from_mapping, specs_from_mapping
+
+    spec = doc.get("speculative") or {}
+    if "spec_k" not in kw and spec.get("accept") is not None:
+        kw.update(spec_k=int(spec["tokens"]), spec_accept=float(spec["accept"]))
 
     if power is not None or pue is not None:
         m, fleet, _wl = specs_from_mapping(doc, model=model, hardware=hardware)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..instance import Instance
+from ..model import is_draft_node
 from .cost import Segment, group_collectives
 
 __all__ = ["target_and_draft"]
@@ -17,7 +18,8 @@ def target_and_draft(instance: Instance, segs: Sequence[Segment]) -> tuple[list[
     """(target segments, draft segments) of the route ``segs``; no draft segment when the placement
     has no MTP nodes."""
     nodes = instance.nodes
-    mtp = {i for i, x in enumerate(nodes) if x.kind == "mtp"}
+    # MTP layers, a draft model's nodes and the drafter's embedding copy (placer.model.is_draft_node)
+    mtp = {i for i, x in enumerate(nodes) if is_draft_node(x)}
     if not mtp:
         return list(segs), []
     target = [_part(instance, s, [i for i in s.nodes if i not in mtp]) for s in segs]
