@@ -82,6 +82,10 @@ class Requirements:
     the degrees to its own, and are proven like any other constraint; ``max_ttft_ms``: beside a
     speed floor, the p99 time to first token each replica keeps to at its load (the closed-loop
     simulation with chunked prefill).
+    ``attention_dp``: attention data parallelism with experts spread whole
+    (:mod:`placer.attention_dp`): True plans with it only, False never, None tries it for models
+    with MLA attention and MoE layers where it matters, when no tensor-parallel layout places
+    (every TP rank keeps the whole MLA latent cache, so TP cannot hold more MLA requests).
     """
 
     mode: str | None = None
@@ -99,6 +103,7 @@ class Requirements:
     output_tokens: int = 16
     runtime: str | None = None
     max_ttft_ms: float | None = None
+    attention_dp: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -138,6 +143,16 @@ class Requirements:
                 raise InvalidSpec(ARGUMENT, "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
             if self.pins:
                 raise InvalidSpec(ARGUMENT, "pins", "pins cannot be combined with a speed floor")
+        if self.attention_dp:
+            if self.mode == "split":
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs in contiguous or "
+                                                            "free mode, not split")
+            if self.per_stage_degrees:
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs at one degree; "
+                                                            "solve without --per-stage-tp")
+            if self.has_speed_floor:
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism is planned without a "
+                                                            "speed floor (the replica search does not try it yet)")
         if self.per_stage_degrees:
             if self.mode not in (None, "contiguous"):
                 raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
