@@ -83,6 +83,10 @@ def degree_line(tp: int, solved) -> str:
             f"{format_duration_us(r.seconds * 1e6)}")
 
 
+def _layout_word(inst) -> str:
+    return f"{inst.tp} attention-dp" if inst.attention_dp else str(inst.tp)
+
+
 def print_progress(info) -> None:
     """Each solver report as one line on stderr (see :func:`progress_line`)."""
     click.echo(progress_line(info), err=True)
@@ -225,7 +229,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
         over = "proven over every degree" if planned.devices_proven else "not proven over every degree"
         dp = ", attention data parallel" if inst.attention_dp else ""
         click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''}{dp} "
-                   f"(of {', '.join(str(s.instance.tp) for s in planned.tried)}; device count {over}):")
+                   f"(of {', '.join(_layout_word(s.instance) for s in planned.tried)}; device count {over}):")
         for s in planned.tried:
             click.echo(degree_line(s.instance.tp, s))
     if show_stages:
