@@ -196,3 +196,29 @@ def test_solve_attention_dp_flag(run_cli):
     doc = json.loads(out)
     assert doc["parallel"]["attention_dp"] is True
     assert doc["summary"]["concurrency_ceiling"] % 8 == 0
+
+
+def test_the_validators_rule_shares_no_code_with_the_solvers():
+    import ast
+    from pathlib import Path
+
+    import placer
+
+    root = Path(placer.__file__).parent
+    for rel in ("mapping/dp_ranks.py", "mapping/validate.py"):
+        tree = ast.parse((root / rel).read_text())
+        names = {(n.module or "") + "." + a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 for a in n.names}
+        assert not any("attention_dp" in x or "parallel" in x or "algorithms" in x for x in names), rel
+
+
+def test_cpsat_concurrency_level_counts_live_requests_of_the_group():
+    """CP-SAT maximises the rank's requests; the level reports the group's, 8 times as many, and
+    its proof carries over (a rank holding k lets the group hold 8 k and no more)."""
+    m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
+    p = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)),
+             SolverSettings(method="cpsat", time_limit=30))
+    level = {lv.name: lv for lv in p.result.levels}["concurrency"]
+    hand = min(_stage_ceiling(st["layers"]) for st in p.mapping["stages"])
+    assert level.value == p.result.concurrency_ceiling == hand
+    assert level.proven and level.bound == hand and hand % 8 == 0

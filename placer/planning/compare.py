@@ -82,7 +82,7 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
     solve and ``on_degree(tp, solved)`` after it. Raises :class:`InvalidSpec` (``tp``) when the
     model runs at none of them."""
     req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       pins=tuple(pins), constraints=tuple(require))
+                       pins=tuple(pins), constraints=tuple(require), attention_dp=False)
     return search_layouts(model, fleet, workload, req.replace(objective=objective or "lex"), _settings(method, options),
                           before=None if before_degree is None else (lambda tp, _ep: before_degree(tp)),
                           after=None if on_degree is None else (lambda tp, _ep, solved: on_degree(tp, solved)))
@@ -167,10 +167,13 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
                seconds=round(float(r.seconds), 3), message=r.message, levels=levels_doc(r))
     if not r.feasible:
         return row
-    ceiling = r.concurrency_ceiling
-    live = max(1, inst.workload.concurrency if ceiling is None else min(inst.workload.concurrency, ceiling))
+    from ..simulate.data_parallel import for_group
+
+    ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
+    live = max(1, asked if ceiling is None else min(asked, ceiling))
+    rank = -(-live // inst.requests_factor)     # attention data parallelism: the heaviest rank's share
     alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
-    loaded = simulate(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    loaded = for_group(simulate(inst, r.assignment, requests=rank, max_live=rank, output_tokens=output_tokens), inst)
     row["ttft_p99_us"] = getattr(loaded, "ttft_p99_us", None)
     if max_ttft_ms is not None:
         row["meets_ttft"] = row["ttft_p99_us"] is not None and row["ttft_p99_us"] <= max_ttft_ms * 1e3
