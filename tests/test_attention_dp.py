@@ -222,3 +222,29 @@ def test_cpsat_concurrency_level_counts_live_requests_of_the_group():
     hand = min(_stage_ceiling(st["layers"]) for st in p.mapping["stages"])
     assert level.value == p.result.concurrency_ceiling == hand
     assert level.proven and level.bound == hand and hand % 8 == 0
+
+
+def test_compare_lists_attention_dp_rows_with_the_groups_throughput():
+    from placer.planning.compare import compare_degrees
+
+    m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
+    doc = compare_degrees(m, fleet, wl, degrees=(8,), ep=True, time_limit=20, output_tokens=4, attention_dp=True)
+    (tp_row, dp_row) = doc["degrees"]
+    assert tp_row["status"] == "infeasible" and "attention_dp" not in tp_row
+    assert dp_row["attention_dp"] is True and dp_row["devices_used"] == 32 and dp_row["live_requests"] == 256
+    # all 256 live at once over 8 ranks of each stage: the group's tokens/s is 256 users' worth
+    assert 200 < dp_row["aggregate_tokens_per_s"] / dp_row["per_user_tokens_per_s"] <= 256
+
+
+def test_simulating_the_mapping_reports_the_group(dp_plan):
+    from placer.simulate import simulate
+    from placer.simulate.des import simulate_mapping
+
+    m, fleet, p = dp_plan
+    inst, r = p.instance, p.result
+    rank = simulate(inst, r.assignment, requests=32, max_live=32, output_tokens=4)
+    group = simulate_mapping(p.mapping, model=m, hardware=fleet, requests=256, max_live=256, output_tokens=4)
+    assert group.live_requests == 8 * rank.live_requests == 256
+    assert group.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s)
+    assert group.per_user_tokens_per_s == pytest.approx(rank.per_user_tokens_per_s)
+    assert group.power_w == rank.power_w == 32 * 700

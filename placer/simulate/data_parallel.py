@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-__all__ = ["for_group"]
+__all__ = ["for_group", "rank_options"]
 
 
 def for_group(result, instance):
@@ -35,3 +35,17 @@ def for_group(result, instance):
         joules_per_token=None if result.joules_per_token is None else result.joules_per_token / g,
         pipeline_bound_tokens_per_s=result.pipeline_bound_tokens_per_s * g,
         concurrency_cap=times(result.concurrency_cap))
+
+
+def rank_options(options: dict, instance) -> dict:
+    """:func:`~placer.simulate.des.simulate` keyword options given in live requests of a group
+    (``requests``, ``max_live``) as the heaviest rank's share of them, ``ceil(n / tp)``, under
+    attention data parallelism; ``options`` itself otherwise."""
+    g = instance.requests_factor
+    if g == 1:
+        return options
+    out = dict(options)
+    for key in ("requests", "max_live"):
+        if out.get(key) is not None:
+            out[key] = -(-out[key] // g)
+    return out
