@@ -248,3 +248,16 @@ def test_simulating_the_mapping_reports_the_group(dp_plan):
     assert group.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s)
     assert group.per_user_tokens_per_s == pytest.approx(rank.per_user_tokens_per_s)
     assert group.power_w == rank.power_w == 32 * 700
+
+
+def test_an_infeasible_attention_dp_plan_says_what_fits_in_live_requests_of_the_group():
+    m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=1, concurrency=1024, context="128k")
+    p = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)), SolverSettings(method="dp"))
+    assert not p.feasible
+    # one group holds every layer: a rank keeps all weights but 7/8 of the routed experts and
+    # floor(free / (61 x KV)) = 2 requests, so the group holds 16
+    weights = EMBED + 3 * DENSE + 58 * MOE_DP8 + HEAD
+    assert (CAPACITY - weights) // (61 * KV) == 2
+    text = p.explain(time_limit=10)
+    assert "1024 live requests" in text and "128 a rank" in text
+    assert "largest feasible concurrency: 16\n" in text + "\n"
