@@ -261,3 +261,12 @@ def test_an_infeasible_attention_dp_plan_says_what_fits_in_live_requests_of_the_
     text = p.explain(time_limit=10)
     assert "1024 live requests" in text and "128 a rank" in text
     assert "largest feasible concurrency: 16\n" in text + "\n"
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "torch", "json"])
+def test_formats_without_attention_dp_refuse_such_a_plan(dp_plan, fmt):
+    from placer.export import ExportRefused
+
+    m, fleet, p = dp_plan
+    with pytest.raises(ExportRefused, match="attention data parallelism"):
+        export_mapping(p.mapping, fmt, model=m, fleet=fleet, options=ExportOptions(force=True))
