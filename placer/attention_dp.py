@@ -49,7 +49,6 @@ from dataclasses import replace
 
 from .memory import bits_to_bytes, weight_bytes
 from .model import Layer, LayerGraph
-from .parallel import stored_refusal
 from .workload import Workload
 
 __all__ = ["dp_refusal", "dp_model_refusal", "dp_params_per_rank", "dp_weight_bytes_per_rank",
@@ -95,7 +94,10 @@ def dp_model_refusal(model: LayerGraph, g: int, workload: Workload | None = None
         why = dp_refusal(x, model.hidden_size, g)
         if why is not None:
             return why
-    return stored_refusal(model, workload) if g > 1 else None
+    if g > 1 and workload is not None and workload.weights_as_stored and any(x.weight_groups for x in model.layers):
+        return ("weights kept in the checkpoint's stored formats have no attention-data-parallel rule yet "
+                "(--weight-bits N places every weight at N bits)")
+    return None
 
 
 def dp_experts_per_rank(layer: Layer, hidden: int, g: int) -> tuple[int, int, int]:

@@ -270,3 +270,24 @@ def test_formats_without_attention_dp_refuse_such_a_plan(dp_plan, fmt):
     m, fleet, p = dp_plan
     with pytest.raises(ExportRefused, match="attention data parallelism"):
         export_mapping(p.mapping, fmt, model=m, fleet=fleet, options=ExportOptions(force=True))
+
+
+def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
+    import json
+    from pathlib import Path
+
+    from placer.hf import spec_from_hf_config
+    from placer.mapping.dp_ranks import dp_rank_refusal
+    from placer.model import model_from_dict
+    from placer.workload import workload_for
+
+    cfg = json.loads((Path(__file__).parent / "fixtures" / "hf" / "deepseek-v3.json").read_text())
+    m = model_from_dict(spec_from_hf_config(cfg, "config.json"))
+    stored = workload_for(m)
+    assert stored.weights_as_stored
+    _, fleet, _ = load_inputs("deepseek-v3", "h200", racks=1)
+    with pytest.raises(InvalidSpec, match="stored formats"):
+        make_instance(m, fleet, stored, tp=8, attention_dp=True)
+    assert "stored formats" in dp_rank_refusal(m.layers, 8, stored)
+    assert dp_rank_refusal(m.layers, 8, workload_for(m, weight_bits=8)) is None
+    assert make_instance(m, fleet, workload_for(m, weight_bits=8), tp=8, attention_dp=True).attention_dp

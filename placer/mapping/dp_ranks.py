@@ -16,7 +16,8 @@ rules, written here apart from the solver's (:mod:`placer.attention_dp` and
 * per decode step only an MoE layer communicates: a dispatch and a combine all-to-all, ``g - 1``
   link latencies each (:func:`dp_collective_link_latencies`).
 
-A refined node, an MoE layer given as totals and a model without MoE layers have no rule
+A refined node, an MoE layer given as totals, a model without MoE layers and weights kept in a
+checkpoint's stored formats have no rule
 (:func:`dp_rank_refusal`).
 """
 
@@ -39,10 +40,13 @@ def _moe(layer: Layer) -> dict | None:
     return d if d is not None and d.get("type") == "moe" else None
 
 
-def dp_rank_refusal(layers, g: int) -> str | None:
-    """Why ``layers`` (a model's nodes) cannot run attention-data-parallel on ``g`` devices, or None."""
+def dp_rank_refusal(layers, g: int, wl=None) -> str | None:
+    """Why ``layers`` (a model's nodes) cannot run attention-data-parallel on ``g`` devices under
+    ``wl``, or None."""
     if g == 1:
         return None
+    if wl is not None and wl.weights_as_stored and any(x.weight_groups for x in layers):
+        return "weights kept in the checkpoint's stored formats have no attention-data-parallel rule"
     if not any(_moe(x) for x in layers):
         return "attention data parallelism spreads experts, and the model has no MoE layer"
     for x in layers:

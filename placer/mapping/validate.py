@@ -198,8 +198,7 @@ class Reading:
             if g == 1:
                 return None
             if self.attention_dp:
-                return (dp_ranks.dp_rank_refusal(self.graph.layers, g)
-                        or ranks.stored_formats_refusal(self.graph.layers, self.wl))
+                return dp_ranks.dp_rank_refusal(self.graph.layers, g, self.wl)
             for x in self.graph.layers:
                 why = ranks.rank_refusal(x, self.graph.hidden_size, g, self.ep)
                 if why is not None:
