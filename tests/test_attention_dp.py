@@ -224,16 +224,28 @@ def test_cpsat_concurrency_level_counts_live_requests_of_the_group():
     assert level.proven and level.bound == hand and hand % 8 == 0
 
 
-def test_compare_lists_attention_dp_rows_with_the_groups_throughput():
+def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch):
+    import placer.simulate
     from placer.planning.compare import compare_degrees
 
+    calls = []
+    real = placer.simulate.simulate
+
+    def recording(inst, assignment, **kw):
+        res = real(inst, assignment, **kw)
+        calls.append((inst.attention_dp, kw.get("requests"), res))
+        return res
+
+    monkeypatch.setattr(placer.simulate, "simulate", recording)
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
     doc = compare_degrees(m, fleet, wl, degrees=(8,), ep=True, time_limit=20, output_tokens=4, attention_dp=True)
     (tp_row, dp_row) = doc["degrees"]
     assert tp_row["status"] == "infeasible" and "attention_dp" not in tp_row
     assert dp_row["attention_dp"] is True and dp_row["devices_used"] == 32 and dp_row["live_requests"] == 256
-    # all 256 live at once over 8 ranks of each stage: the group's tokens/s is 256 users' worth
-    assert 200 < dp_row["aggregate_tokens_per_s"] / dp_row["per_user_tokens_per_s"] <= 256
+    # the heaviest rank's 32 requests are simulated; the group serves 8 ranks' worth
+    (rank,) = [res for dp, n, res in calls if dp and n == 32]
+    assert dp_row["aggregate_tokens_per_s"] == pytest.approx(8 * rank.aggregate_tokens_per_s)
+    assert dp_row["per_user_tokens_per_s"] == pytest.approx(rank.per_user_tokens_per_s)
 
 
 def test_simulating_the_mapping_reports_the_group(dp_plan):
@@ -247,7 +259,8 @@ def test_simulating_the_mapping_reports_the_group(dp_plan):
     assert group.live_requests == 8 * rank.live_requests == 256
     assert group.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s)
     assert group.per_user_tokens_per_s == pytest.approx(rank.per_user_tokens_per_s)
-    assert group.power_w == rank.power_w == 32 * 700
+    assert group.power_w == rank.power_w            # every device of every group, counted once by the simulator
+    assert group.tokens_per_s_per_mw == pytest.approx(8 * rank.tokens_per_s_per_mw)
 
 
 def test_an_infeasible_attention_dp_plan_says_what_fits_in_live_requests_of_the_group():
@@ -291,3 +304,9 @@ def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
     assert "stored formats" in dp_rank_refusal(m.layers, 8, stored)
     assert dp_rank_refusal(m.layers, 8, workload_for(m, weight_bits=8)) is None
     assert make_instance(m, fleet, workload_for(m, weight_bits=8), tp=8, attention_dp=True).attention_dp
+
+
+def test_a_runtime_without_attention_dp_is_refused_with_it():
+    with pytest.raises(InvalidSpec, match="megatron has no attention data parallelism"):
+        Requirements(attention_dp=True, runtime="megatron")
+    assert Requirements(attention_dp=True, runtime="sglang").attention_dp

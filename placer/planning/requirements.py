@@ -150,6 +150,9 @@ class Requirements:
             if self.per_stage_degrees:
                 raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs at one degree; "
                                                             "solve without --per-stage-tp")
+            if self.runtime not in (None, "vllm", "sglang"):
+                raise InvalidSpec(ARGUMENT, "attention_dp", f"{self.runtime} has no attention data parallelism "
+                                                            "(vllm and sglang run it)")
             if self.has_speed_floor:
                 raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism is planned without a "
                                                             "speed floor (the replica search does not try it yet)")
