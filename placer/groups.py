@@ -119,10 +119,14 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
     return replace(fleet, devices=tuple(devices), links=links)
 
 
-def collectives_of(layer, ep: bool = False) -> tuple[int, int]:
+def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
     """(all-reduces, all-to-alls) ``layer`` runs per decode step on a group of more than one
     device (see the module docstring): a decoder layer (2, 0), or (1, 2) for an MoE layer under
-    expert parallelism; the embedding (1, 0); any other node (0, 0)."""
+    expert parallelism; the embedding (1, 0); any other node (0, 0). Under attention data
+    parallelism (:mod:`placer.attention_dp`) every rank runs its own requests through replicated
+    weights, so only an MoE layer communicates: a dispatch and a combine all-to-all (0, 2)."""
+    if attention_dp:
+        return (0, 2) if layer.ffn == "moe" and layer.ffn_dims and layer.index is not None else (0, 0)
     if layer.kind == "embedding":
         return 1, 0
     if layer.index is None:
@@ -142,12 +146,13 @@ def group_link_us(fleet: Fleet, members) -> float:
     return float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0
 
 
-def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False) -> float:
+def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False,
+                               attention_dp: bool = False) -> float:
     """Link latency ``layer``'s collectives cost on a group of ``g`` devices whose link has
     ``link_us``: ``2 (g - 1)`` per all-reduce and ``g - 1`` per all-to-all."""
     if g < 2:
         return 0.0
-    reduces, to_all = collectives_of(layer, ep)
+    reduces, to_all = collectives_of(layer, ep, attention_dp)
     return (2 * reduces + to_all) * (g - 1) * link_us
 
 
@@ -164,14 +169,15 @@ def group_latency_us(instance, assignment) -> float:
     if instance.tp < 2 or assignment is None or (instance.layout is not None and instance.layout.per_stage):
         return 0.0
     links = _group_links(instance)
-    return sum(node_collective_latency_us(x, instance.tp, links[int(d)], instance.ep)
+    return sum(node_collective_latency_us(x, instance.tp, links[int(d)], instance.ep, instance.attention_dp)
                for x, d in zip(instance.nodes, assignment))
 
 
 def _group_latency_floor_us(instance) -> float:
     links = _group_links(instance)
     cheapest = min(links) if links else 0.0
-    return sum(node_collective_latency_us(x, instance.tp, cheapest, instance.ep) for x in instance.nodes)
+    return sum(node_collective_latency_us(x, instance.tp, cheapest, instance.ep, instance.attention_dp)
+               for x in instance.nodes)
 
 
 def per_device(result, instance):
@@ -182,6 +188,8 @@ def per_device(result, instance):
     the cheapest group's term, so the level stays proven exactly when its value meets the bound).
     ``instance`` may be the degree alone (device figures only)."""
     tp = instance if isinstance(instance, int) else instance.tp
+    if not isinstance(instance, int) and instance.attention_dp:
+        result = _group_requests(result, instance)
     if tp == 1:
         return result
     from dataclasses import replace as _replace
@@ -215,3 +223,16 @@ def per_device(result, instance):
             # the status enum's own "feasible" (placer.placement imports instance, which imports this)
             changes.update(status=type(result.status)("feasible"), proven_optimal=False)
     return result.replace(levels=levels, **changes)
+
+
+def _group_requests(result, instance):
+    """``result`` of an attention-data-parallel instance with its concurrency figures (the ceiling,
+    the largest feasible concurrency, the concurrency level) in live requests of a group: the
+    rank's times the degree, exactly (a rank holding ``k`` requests lets the group hold ``g k``)."""
+    from dataclasses import replace as _replace
+
+    up = instance.group_requests
+    levels = tuple(_replace(lv, value=up(lv.value), bound=up(lv.bound)) if lv.name == "concurrency" else lv
+                   for lv in result.levels)
+    return result.replace(levels=levels, concurrency_ceiling=up(result.concurrency_ceiling),
+                          max_concurrency=up(result.max_concurrency))

@@ -81,6 +81,11 @@ class Layout:
     # the degree differs per stage (placer.planning.stage_degrees): ``groups[k]`` has its own size, ``tp`` is
     # the largest, and every node is one rank's share at the degree of the group that holds it
     per_stage: bool = False
+    # attention data parallelism (placer.attention_dp): each of a group's ``tp`` ranks serves its own
+    # share of the requests; the instance is the heaviest rank's, its workload's concurrency that
+    # rank's ``ceil(c / tp)`` requests, and ``live_requests`` the ``c`` the group holds
+    attention_dp: bool = False
+    live_requests: int | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,42 @@ class Instance:
     def ep(self) -> bool:
         return self.layout.ep if self.layout is not None else False
 
+    @property
+    def attention_dp(self) -> bool:
+        """Whether each group splits its requests over its ranks (:mod:`placer.attention_dp`)."""
+        return self.layout is not None and self.layout.attention_dp
+
+    @property
+    def requests_factor(self) -> int:
+        """Live requests of a group per request of the instance's (heaviest) rank: the degree under
+        attention data parallelism, else 1."""
+        return self.tp if self.attention_dp else 1
+
+    def group_requests(self, concurrency: int | None) -> int | None:
+        """A concurrency of this instance (a ceiling; None unbounded, -1 weights overflow) in live
+        requests of a group: ``tp`` times it under attention data parallelism."""
+        if concurrency is None or concurrency < 0:
+            return concurrency
+        return concurrency * self.requests_factor
+
+    @property
+    def served_workload(self) -> Workload:
+        """The workload as the user gave it: the group's live requests (under attention data
+        parallelism the instance's own workload holds the heaviest rank's share)."""
+        if not self.attention_dp:
+            return self.workload
+        return self.workload.replace(concurrency=self.layout.live_requests)
+
+    def with_live_requests(self, live_requests: int) -> Instance:
+        """The same instance holding ``live_requests`` live requests of a group (:meth:`with_concurrency`
+        takes the instance's own, per-rank count)."""
+        if not self.attention_dp:
+            return self.with_concurrency(live_requests)
+        from .attention_dp import rank_requests
+
+        inst = self.with_concurrency(rank_requests(live_requests, self.tp))
+        return replace(inst, layout=replace(inst.layout, live_requests=live_requests))
+
     def count_words(self, n: int, bare: bool = False) -> str:
         """``n`` of this instance's devices in the fleet's own devices: ``"64 GPUs (32 groups of 2)"``
         at degree 2, ``"16 devices"`` (``"16"`` when ``bare``) at degree 1 (a degree's instance counts
@@ -301,16 +342,21 @@ class Instance:
         return free // per
 
     def with_concurrency(self, concurrency: int) -> Instance:
+        """The same instance at ``concurrency`` of its own (per rank under attention data parallelism,
+        where the group then holds ``tp`` times as many)."""
+        layout = self.layout
+        if self.attention_dp:
+            layout = replace(layout, live_requests=concurrency * self.tp)
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
-                        self.pins, self.base_model, self.require, self.layout)
+                        self.pins, self.base_model, self.require, layout)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
         """The same instance on another fleet (of the specs' devices; groups are formed again)."""
         lay = self.layout
         if lay is not None and (lay.tp > 1 or lay.base_fleet is not None):
-            return group_instance(self.base_model or self.model, fleet, self.workload, tp=lay.tp, ep=lay.ep,
-                                  reserve=lay.reserve, mode=self.mode, pins=self.pins, refined=self.model,
-                                  require=self.require)
+            return group_instance(self.base_model or self.model, fleet, self.served_workload, tp=lay.tp,
+                                  ep=lay.ep, reserve=lay.reserve, mode=self.mode, pins=self.pins,
+                                  refined=self.model, require=self.require, attention_dp=lay.attention_dp)
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
                         None if lay is None else Layout(lay.tp, lay.ep, lay.reserve))
 
@@ -360,19 +406,21 @@ def parse_pin(text: str, model: LayerGraph) -> Pin:
 
 def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str = "contiguous",
                   granularity: str = "layer", pins=(), expert_groups: int = 8, require=(), tp: int = 1,
-                  ep: bool = False, reserve: Reserve | None = None) -> Instance:
+                  ep: bool = False, reserve: Reserve | None = None, attention_dp: bool = False) -> Instance:
     """An instance for ``mode``; ``split`` refines the model to ``granularity`` first; ``require``:
     names of :data:`REQUIREMENTS`.
 
     ``tp`` > 1 (or ``ep``) makes every stage a group of ``tp`` devices of one node
-    (:func:`placer.groups.group_instance`); ``reserve`` overrides the device types' reserves.
+    (:func:`placer.groups.group_instance`); ``attention_dp`` splits each group's requests over
+    its ranks, experts spread whole (:mod:`placer.attention_dp`); ``reserve`` overrides the device
+    types' reserves.
     """
-    if tp != 1 or ep:
+    if tp != 1 or ep or attention_dp:
         if granularity not in (None, "layer"):
             raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only; "
                                                               "split mode runs at --tp 1")
         return group_instance(model, fleet, workload, tp=tp, ep=ep, reserve=reserve, mode=mode, pins=pins,
-                              require=require)
+                              require=require, attention_dp=attention_dp)
     try:
         kind, _ = parse_granularity(granularity)
     except ValueError as exc:
@@ -389,13 +437,18 @@ def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: 
 
 def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: int = 1, ep: bool = False,
                    reserve: Reserve | None = None, mode: str = "contiguous", pins=(),
-                   refined: LayerGraph | None = None, require=()) -> Instance:
+                   refined: LayerGraph | None = None, require=(), attention_dp: bool = False) -> Instance:
     """The instance whose devices are groups of ``tp`` devices of one node of ``fleet`` and whose
     nodes are one rank's share of ``model``'s layers (see the module docstring).
 
-    Raises :class:`InvalidSpec` (field ``--tp``) when the model's dimensions refuse the degree, in
-    split mode, or when no node has ``tp`` devices.
+    With ``attention_dp`` the share is an attention-data-parallel rank's and the workload's
+    concurrency the heaviest rank's requests (:mod:`placer.attention_dp`; experts spread whole).
+    Raises :class:`InvalidSpec` (field ``--tp``, or ``attention_dp``) when the model's dimensions
+    refuse the degree, in split mode, or when no node has ``tp`` devices.
     """
+    if attention_dp:
+        return _dp_group_instance(model, fleet, workload, tp=tp, reserve=reserve, mode=mode, pins=pins,
+                                  refined=refined, require=require)
     if tp < 1:
         raise InvalidSpec(ARGUMENT, "tp", f"a degree is a positive integer, got {tp}")
     if mode == "split" and tp > 1:
@@ -406,7 +459,38 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
         raise InvalidSpec(ARGUMENT, "tp", f"{model.name} cannot run at tp {tp}: {why}")
     derived, members = group_fleet(fleet, tp)
     sharded = shard_model(model, workload, tp, ep)
-    plain = make_instance(sharded, derived, workload, mode=mode)
+    pins = _group_pins(fleet, workload, sharded, derived, members, tp, pins, refined)
+    return Instance(sharded, derived, workload, mode, pins, base_model=model, require=tuple(require),
+                    layout=Layout(tp=tp, ep=ep, reserve=reserve, groups=members, base_fleet=fleet))
+
+
+def _dp_group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: int, reserve, mode, pins,
+                       refined, require) -> Instance:
+    """:func:`group_instance` under attention data parallelism (see :mod:`placer.attention_dp`)."""
+    from .attention_dp import dp_model, dp_model_refusal, rank_requests
+
+    if tp < 1:
+        raise InvalidSpec(ARGUMENT, "tp", f"a degree is a positive integer, got {tp}")
+    if mode == "split":
+        raise InvalidSpec(ARGUMENT, "attention_dp", "split mode cuts layers itself; attention data parallelism "
+                                                    "runs in contiguous or free mode")
+    why = dp_model_refusal(model, tp, workload)
+    if why is not None:
+        raise InvalidSpec(ARGUMENT, "attention_dp", f"{model.name} cannot run attention-data-parallel at "
+                                                    f"tp {tp}: {why}")
+    derived, members = group_fleet(fleet, tp)
+    sharded = dp_model(model, workload, tp)
+    rank = workload.replace(concurrency=rank_requests(workload.concurrency, tp))
+    translated = _group_pins(fleet, rank, sharded, derived, members, tp, pins, refined)
+    layout = Layout(tp=tp, ep=True, reserve=reserve, groups=members, base_fleet=fleet, attention_dp=True,
+                    live_requests=workload.concurrency)
+    return Instance(sharded, derived, rank, mode, translated, base_model=model, require=tuple(require),
+                    layout=layout)
+
+
+def _group_pins(fleet, workload, sharded, derived, members, tp, pins, refined):
+    """Pins naming devices (and nodes) of the specs, translated to the groups' devices."""
+    plain = make_instance(sharded, derived, workload, mode="contiguous")
     of = {m: ids[0] for ids in members for m in ids}
     known = {d.id: d for d in fleet.devices}
     translated = []
@@ -423,9 +507,7 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: i
                                                      f"{node_sizes(fleet)[dev.rack]} available devices)")
             pin = Pin(pin.nodes, of[pin.device])
         translated.append(pin)
-    layout = Layout(tp=tp, ep=ep, reserve=reserve, groups=members, base_fleet=fleet)
-    return Instance(plain.model, derived, workload, mode, tuple(translated), base_model=model,
-                    require=tuple(require), layout=layout)
+    return tuple(translated)
 
 
 def per_stage_instance(model: LayerGraph, fleet: Fleet, workload: Workload, groups, degree_of_node, *, ep: bool = False,

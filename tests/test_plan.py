@@ -56,7 +56,7 @@ def test_two_replicas_beat_one_pipeline():
     assert rows == [(1, 6, 3, 3), (2, 3, 1, 2)]
     assert plan.best.replicas == 2 and plan.best.total_devices == 2
     assert plan.saving_devices == 1
-    assert "saves 1 devices (33.3%)" in plan.summary()
+    assert "saves 1 device (33.3%)" in plan.summary()
     assert "3 replicas need at least 3 x 1 = 3" in plan.stop_reason
 
 
@@ -162,7 +162,7 @@ def test_plan_cli(run_cli, tmp_path):
                                   "fleet": {"racks": 4, "per_rack": 2}}))
     code, out, err = run_cli(["plan", model, "-H", hw, "-n", "6", "--context", "10"])
     assert code == 0, err
-    assert "2 replica(s) of 3 live requests: 2 devices (2 x 1); saves 1 devices (33.3%)" in out
+    assert "2 replicas of 3 live requests: 2 devices (2 x 1); saves 1 device (33.3%)" in out
     code, out, err = run_cli(["plan", model, "-H", hw, "-n", "6", "--context", "10", "--json"])
     doc = json.loads(out)
     assert doc["best_replicas"] == 2 and doc["saving_devices"] == 1

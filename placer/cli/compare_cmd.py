@@ -52,6 +52,9 @@ def _cell(value) -> str:
 @click.option("--reserve", default=None, metavar="R",
               help="Memory held back on every device for the runtime (0.1, 8 GB, 0.1+3.5GB). Default: the "
                    "hardware spec's.")
+@click.option("--attention-dp", "attention_dp", is_flag=True,
+              help="Per-degree table: also attention data parallelism (requests split over a stage's group, "
+                   "experts spread whole; rows marked dp).")
 @click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens each simulated request decodes (per-degree table).")
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
@@ -61,7 +64,8 @@ def _cell(value) -> str:
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...], "degrees": [...]}.')
 @quiet_option
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
-                    output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None, **kw):
+                    output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
+                    attention_dp=False, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
@@ -78,13 +82,13 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
         doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                       as_json, runtime, max_ttft_ms) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
+                       as_json, runtime, max_ttft_ms, attention_dp=attention_dp) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
                                                               threads, quiet, as_json)
     else:
         doc = _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json)
         if not doc.get("interrupted"):
             more = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                            as_json, runtime, max_ttft_ms)
+                            as_json, runtime, max_ttft_ms, attention_dp=attention_dp)
             doc.update(more)
     doc["workload"] = workload_doc(wl)
     doc["power_boundary"], doc["pue"] = fleet.power_boundary, fleet.pue    # of every power figure in the rows
@@ -147,7 +151,7 @@ def _print_methods(m, fleet, wl, doc) -> None:
 
 
 def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json,
-             runtime=None, max_ttft_ms=None) -> dict:
+             runtime=None, max_ttft_ms=None, attention_dp=False) -> dict:
     with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
         started = []
 
@@ -155,14 +159,15 @@ def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, outp
             if started:
                 bar.step()
             started.append(g)
-            label = f"tp {g}" + (", ep" if expert else "")
+            label = f"tp {g}" + (", attention-dp" if expert == "dp" else ", ep" if expert else "")
             bar.describe(f"compare: {label} ")
             if bar.bar is None and not quiet and not as_json:
                 click.echo(f"solving {label} ...", err=True)
 
         doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
                               seed=seed, workers=threads, output_tokens=output_tokens, progress=progress,
-                              runtime=runtime, max_ttft_ms=max_ttft_ms)
+                              runtime=runtime, max_ttft_ms=max_ttft_ms,
+                              attention_dp=attention_dp)
         bar.step()
     return doc
 
@@ -185,7 +190,7 @@ def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
     notes = []
     for r in doc["degrees"]:
         devices = _cell(r["devices_used"]) + ("*" if r["devices_proven"] and r["devices_used"] else " ")
-        ep = "-" if r["ep"] == 1 else str(r["ep"])
+        ep = "dp" if r.get("attention_dp") else "-" if r["ep"] == 1 else str(r["ep"])
         click.echo(f"{r['tp']:>3} {ep:>3} {devices:>7} {_cell(r['stages']):>6} {_cell(r['concurrency_ceiling']):>7} "
                    f"{format_duration_us(r['hop_latency_us']):>8} {_cell(r['proven_optimal']):>6} "
                    f"{_speed(r['alone_tokens_per_s']):>9} {_speed(r['per_user_tokens_per_s']):>9} "
@@ -197,6 +202,7 @@ def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
                "of the groups' all-reduces and all-to-alls; one user / per user / aggregate: simulated tokens/s "
                "(placer simulate's cost model, collectives over the node's links)")
     for r in doc["refused"]:
-        notes.append(f"tp {r['tp']}{', ep' if r['ep'] else ''} excluded: {r['reason']}")
+        kind = f", {r['ep']}" if isinstance(r["ep"], str) else ", ep" if r["ep"] else ""
+        notes.append(f"tp {r['tp']}{kind} excluded: {r['reason']}")
     for note in notes:
         click.echo(note)

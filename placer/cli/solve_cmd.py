@@ -76,13 +76,18 @@ def progress_line(info) -> str:
 def degree_line(tp: int, solved) -> str:
     """One line per degree tried: devices, stages, concurrency ceiling, hop latency, proof."""
     r = solved.result
+    label = f"tp {tp}" + (" attention-dp" if solved.instance is not None and solved.instance.attention_dp else "")
     if not r.feasible:
-        return f"  tp {tp}: {r.status}: {r.message or 'no placement found'}"
+        return f"  {label}: {r.status}: {r.message or 'no placement found'}"
     stages = r.stats.get("groups_used", r.devices_used)
     proof = "proven" if r.proven_optimal else ("devices proven" if r.devices_proven else "not proven")
-    return (f"  tp {tp}: {plural(r.devices_used, 'device')} ({plural(stages, 'stage')} of {tp}), concurrency ceiling "
+    return (f"  {label}: {plural(r.devices_used, 'device')} ({plural(stages, 'stage')} of {tp}), concurrency ceiling "
             f"{_fmt(r.concurrency_ceiling)}, hop latency {format_duration_us(r.hop_latency_us)}, {proof}, "
             f"{format_duration_us(r.seconds * 1e6)}")
+
+
+def _layout_word(inst) -> str:
+    return f"{inst.tp} attention-dp" if inst.attention_dp else str(inst.tp)
 
 
 def print_progress(info) -> None:
@@ -132,11 +137,16 @@ def print_progress(info) -> None:
                    "stage); repeatable (--runtime adds a runtime's own).")
 @runtime_option
 @speculative_options
+@click.option("--attention-dp/--no-attention-dp", "attention_dp", default=None,
+              help="Attention data parallelism: each stage's group splits its requests over its ranks (each "
+                   "its own KV cache, attention weights whole), experts spread whole (SGLang "
+                   "--enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
+                   "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
-                  per_stage_tp=False, runtime=None, max_ttft_ms=None, **kw):
+                  per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -161,7 +171,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
                        objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
                        spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
-                       spec_accept=spec_accept)
+                       spec_accept=spec_accept, attention_dp=False if floor and attention_dp is None else attention_dp)
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
@@ -227,8 +237,9 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                    f"{'proven' if level.proven else 'not proven'}{capped}")
     if len(planned.tried) > 1 or inst.tp > 1:
         over = "proven over every degree" if planned.devices_proven else "not proven over every degree"
-        click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''} "
-                   f"(of {', '.join(str(s.instance.tp) for s in planned.tried)}; device count {over}):")
+        dp = ", attention data parallel" if inst.attention_dp else ""
+        click.echo(f"tensor parallel {inst.tp}{', expert parallel' if inst.ep else ''}{dp} "
+                   f"(of {', '.join(_layout_word(s.instance) for s in planned.tried)}; device count {over}):")
         for s in planned.tried:
             click.echo(degree_line(s.instance.tp, s))
     if show_stages:

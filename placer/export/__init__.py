@@ -20,7 +20,7 @@ from .stages import Export, ExportOptions, ExportRefused
 from .torch import export_torch
 from .vllm import export_vllm
 
-__all__ = ["FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
+__all__ = ["FORMATS", "ATTENTION_DP_FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
 
 FORMATS = {
     "vllm": export_vllm,
@@ -29,6 +29,9 @@ FORMATS = {
     "torch": export_torch,
     "json": export_manifest,
 }
+# the formats whose runtimes run attention data parallelism (placer.attention_dp): SGLang's
+# --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel
+ATTENTION_DP_FORMATS = ("vllm", "sglang")
 
 
 def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str = "<mapping>",
@@ -48,6 +51,10 @@ def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str =
         first = violations[0]
         raise ExportRefused(source, "-", f"the mapping has {len(violations)} violation(s) (first: {first}); "
                                          "run `placer validate` and re-solve before exporting")
+    if (doc.get("parallel") or {}).get("attention_dp") and fmt not in ATTENTION_DP_FORMATS:
+        raise ExportRefused(source, "/parallel/attention_dp",
+                            f"{fmt} has no attention data parallelism (each stage's ranks splitting its requests); "
+                            f"export to {' or '.join(ATTENTION_DP_FORMATS)}, or re-solve with --no-attention-dp")
     graph = base
     if doc["mode"] == "split":
         graph = refine(base, doc["model"].get("granularity", "layer"),

@@ -14,6 +14,11 @@ given (vllm-project/vllm#51752). The value is what the alignment
 (``vllm/platforms/interface.py::_align_hybrid_block_size``) picks on the ranks that do hold
 attention with the default kernel block (16 tokens, at least 128 for MLA): the fewest aligned
 tokens whose attention page holds the largest linear-attention state page.
+
+An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.attention_dp`) runs each
+stage's ``G`` devices as ``--data-parallel-size G --enable-expert-parallel``: ``G`` engines of
+tensor size 1 (attention, dense layers and the LM head whole on each, as placed), the MoE experts
+spread over all of them, and ``--max-num-seqs`` the ceiling's ``1/G`` share per engine.
 """
 
 from __future__ import annotations
@@ -195,11 +200,18 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     if options.bare:
         return Export(text=launch.text, warnings=tuple(warnings))
     argv = ["vllm", "serve", served_model(doc, options), "--pipeline-parallel-size", str(pp)]
-    if tp > 1:
-        argv += ["--tensor-parallel-size", str(tp)]
-    if launch.ep > 1:
-        argv += ["--enable-expert-parallel"]
-    argv += ["--max-num-seqs", str(limits.concurrency), "--max-model-len", str(limits.context_tokens)]
+    seqs = limits.concurrency
+    if (doc.get("parallel") or {}).get("attention_dp"):
+        # attention data parallelism: tp engines of tensor size 1 per stage, experts spread over
+        # all of them; each engine schedules its own requests, a 1/tp share of the plan's ceiling
+        argv += ["--data-parallel-size", str(tp), "--enable-expert-parallel"]
+        seqs = -(-seqs // tp)
+    else:
+        if tp > 1:
+            argv += ["--tensor-parallel-size", str(tp)]
+        if launch.ep > 1:
+            argv += ["--enable-expert-parallel"]
+    argv += ["--max-num-seqs", str(seqs), "--max-model-len", str(limits.context_tokens)]
     utilization = memory_utilization(doc)
     if utilization is not None:
         argv += ["--gpu-memory-utilization", utilization]

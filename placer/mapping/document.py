@@ -75,7 +75,10 @@ def build_mapping(instance, result) -> dict:
     request), recurrent state (concurrency x state bytes per request), activation buffers, the
     runtime reserve and what is left free. ``max_concurrency`` is the largest number of live
     requests the stage holds (``null``: unbounded, the stage keeps no per-request memory; ``-1``:
-    its weights alone overflow). Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
+    its weights alone overflow). Under attention data parallelism (``parallel.attention_dp``) each
+    rank serves ``ceil(c / tp)`` of the ``c`` live requests: a stage's bytes are its heaviest
+    rank's at that count, its ``max_concurrency`` the group's (``tp`` times a rank's), and the
+    workload is the user's. Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
     """
     from ..placement import levels_doc  # not at import: the validator reads mappings without it
 
@@ -118,7 +121,8 @@ def build_mapping(instance, result) -> dict:
         stage.update(
             bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
                        free=dev.memory_bytes - weights - kv - state - act - reserve),
-            max_concurrency=instance.max_concurrency(nodes, d), next_hop_latency_us=_finite(nxt))
+            max_concurrency=instance.group_requests(instance.max_concurrency(nodes, d)),
+            next_hop_latency_us=_finite(nxt))
         stages.append(stage)
 
     # Counted from the assignment when the method left a figure out.
@@ -148,7 +152,7 @@ def build_mapping(instance, result) -> dict:
                          racks=_racks(instance.layout.base_fleet if instance.layout is not None
                                       and instance.layout.base_fleet is not None else fleet),
                          **_power_doc(fleet)),
-        "workload": wl.to_dict(),
+        "workload": instance.served_workload.to_dict(),
         "mode": instance.mode,
         "parallel": _parallel_doc(instance),
         "stages": stages,
@@ -199,6 +203,8 @@ def _parallel_doc(instance) -> dict:
                reserve=None if lay is None or lay.reserve is None else lay.reserve.to_dict())
     if lay is not None and lay.per_stage:
         doc["per_stage"] = True      # tp and ep are the largest stage's; each stage's group has its own
+    if instance.attention_dp:
+        doc["attention_dp"] = True   # each group's ranks split its requests (placer.attention_dp)
     return doc
 
 

@@ -162,7 +162,7 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
                          granularity=granularity if doc["mode"] == "split" else "layer",
                          pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
                          reserve=None if reserve is None else Reserve.from_dict(reserve),
-                         require=tuple(doc.get("require", ())))
+                         require=tuple(doc.get("require", ())), attention_dp=bool(par.get("attention_dp")))
     return m, fleet, wl, inst
 
 

@@ -66,6 +66,10 @@ def mapping_schema() -> dict:
                     "per_stage": {"type": "boolean",
                                   "description": "every stage has its own degree (its group's tp and ep); "
                                                  "tp and ep here are the largest"},
+                    "attention_dp": {"type": "boolean",
+                                     "description": "attention data parallelism: each stage's tp ranks split "
+                                                    "its live requests (ceil(c / tp) each, attention weights "
+                                                    "whole on every rank), experts spread whole (ep = tp)"},
                 },
             },
             "model": {

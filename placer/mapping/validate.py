@@ -3,7 +3,8 @@
 Nothing here comes from the placement methods: every byte is recomputed from the model, hardware
 and workload with :mod:`placer.memory` (per device of a tensor-parallel group with the validator's
 own per-tensor rules, :mod:`placer.mapping.ranks`, from the unsharded model; neither the
-solver's :mod:`placer.parallel` nor its derived instance is used), the runtime reserve from the
+solver's :mod:`placer.parallel` nor its derived instance is used; attention-data-parallel stages
+with :mod:`placer.mapping.dp_ranks`), the runtime reserve from the
 recorded ``--reserve`` or the device type's, links and paths are read from the fleet graph (a
 group reaches another through its members' direct links, and its collectives run over the link
 between its first two members), and every violation is reported (not just the first) as a
@@ -27,7 +28,7 @@ from .. import memory
 from ..refine import parse_granularity, refine
 from ..reserve import NO_RESERVE, Reserve
 from ..units import format_bytes
-from . import check_mapping, ranks, specs_from_mapping
+from . import check_mapping, dp_ranks, ranks, specs_from_mapping
 
 __all__ = ["Violation", "KINDS", "CHECKS", "Reading", "validate_mapping", "validate_file"]
 
@@ -171,6 +172,8 @@ class Reading:
         self.ep = self.ep_degree > 1
         # per-stage degrees: every stage's group states its own tp (and ep); tp and ep above are the largest
         self.per_stage = bool(layout.get("per_stage"))
+        # attention data parallelism: each stage's ranks split its requests (placer.mapping.dp_ranks)
+        self.attention_dp = bool(layout.get("attention_dp"))
         if doc["schema_version"] == 1:
             self.override = NO_RESERVE           # written before reserves existed
         else:
@@ -194,6 +197,8 @@ class Reading:
         def refusal_at(g: int) -> str | None:
             if g == 1:
                 return None
+            if self.attention_dp:
+                return dp_ranks.dp_rank_refusal(self.graph.layers, g, self.wl)
             for x in self.graph.layers:
                 why = ranks.rank_refusal(x, self.graph.hidden_size, g, self.ep)
                 if why is not None:
@@ -236,6 +241,10 @@ class Reading:
             if g == 1 or self.refusals.get(g) is not None:
                 out[i] = (memory.weight_bytes(x, wl), memory.kv_bytes_per_request(x, wl),
                           memory.state_bytes_per_request(x, wl))
+            elif self.attention_dp:
+                # each request whole on the rank that serves it
+                out[i] = (dp_ranks.dp_rank_weight_bytes(x, hidden, wl, g), memory.kv_bytes_per_request(x, wl),
+                          memory.state_bytes_per_request(x, wl))
             else:
                 out[i] = (ranks.rank_weight_bytes(x, hidden, wl, g, self.ep),
                           ranks.rank_kv_bytes_per_request(x, hidden, wl, g),
@@ -245,13 +254,21 @@ class Reading:
     def reserve_of(self, dev) -> int:
         return (self.override or dev.type.reserve).of(dev.memory_bytes)
 
+    @property
+    def rank_live(self) -> int:
+        """Live requests the heaviest rank of a stage serves: all of them, or under attention data
+        parallelism its ``ceil(c / tp)`` share."""
+        c = self.wl.concurrency
+        return dp_ranks.rank_requests(c, self.tp) if self.attention_dp else c
+
     def stage_holds(self, k: int) -> int | None:
         """Live requests stage ``k`` holds (None: no per-request memory; -1: weights alone overflow)."""
         st, dev = self.stages[k], self.by_id[self.stages[k]["device"]]
         mine = sorted({self.index_of[x] for x in st["layers"] if x in self.index_of})
         room = dev.memory_bytes - self.reserve_of(dev) - self.act - sum(self.per_node[i][0] for i in mine)
         per = sum(self.per_node[i][1] + self.per_node[i][2] for i in mine)
-        return -1 if room < 0 else (None if per == 0 else room // per)
+        held = -1 if room < 0 else (None if per == 0 else room // per)
+        return dp_ranks.group_holds(held, self.tp) if self.attention_dp else held
 
     @cached_property
     def ceiling(self) -> int | None:
@@ -285,6 +302,10 @@ def check_degrees(r: Reading) -> list[Violation]:
         out.append(Violation("group_mismatch", f"expert-parallel degree {r.ep_degree} in a plan of tp {r.tp}: "
                                                f"experts are spread over a stage's group (ep = tp) or "
                                                f"tensor-split (ep = 1)"))
+    if r.attention_dp and (r.per_stage or r.ep_degree != r.tp):
+        out.append(Violation("group_mismatch", f"an attention-data-parallel plan spreads experts over each stage's "
+                                               f"group at one degree (ep = tp), it states tp {r.tp}, ep "
+                                               f"{r.ep_degree}" + (", per-stage degrees" if r.per_stage else "")))
     if r.per_stage and r.degrees and max(r.degrees) != r.tp:
         out.append(Violation("group_mismatch", f"a per-stage plan states tp {r.tp}, its largest stage has "
                                                f"{max(r.degrees)}"))
@@ -361,7 +382,7 @@ def check_nodes_placed(r: Reading) -> list[Violation]:
 def check_stage_bytes(r: Reading) -> list[Violation]:
     """Each stage: its rack, its bytes recomputed, capacity, its stated ceiling, the link to the next."""
     out = []
-    c = r.wl.concurrency
+    c = r.rank_live
     for k, st in enumerate(r.stages):
         dev = r.by_id.get(st["device"])
         if dev is None:
@@ -430,7 +451,7 @@ def check_shared_devices(r: Reading) -> list[Violation]:
         mine = sorted({r.index_of[x] for st in r.stages if dev_id in r.group_of(st) for x in st["layers"]
                        if x in r.index_of})
         total = (sum(r.per_node[i][0] for i in mine) + r.act + r.reserve_of(dev)
-                 + r.wl.concurrency * sum(r.per_node[i][1] + r.per_node[i][2] for i in mine))
+                 + r.rank_live * sum(r.per_node[i][1] + r.per_node[i][2] for i in mine))
         if total > dev.memory_bytes:
             out.append(Violation("over_capacity", f"device {dev_id} holds the nodes of {count} stages together: "
                                                   f"{total:,} B > memory {dev.memory_bytes:,} B (over by "
@@ -526,7 +547,9 @@ def _hop_violations(r: Reading) -> list[Violation]:
         for i in range(r.n):
             members = groups[devs[i]]
             link = r.links.direct(members[0], members[1]) if len(members) > 1 else None
-            lat += ranks.collective_link_latencies(nodes[i], len(members), r.ep) * (link or 0.0)
+            count = (dp_ranks.dp_collective_link_latencies(nodes[i], len(members)) if r.attention_dp
+                     else ranks.collective_link_latencies(nodes[i], len(members), r.ep))
+            lat += count * (link or 0.0)
         if not _close(stated, lat):
             out.append(Violation("summary_mismatch", f"summary states group_latency_us {stated}, the groups' "
                                                      f"collectives make {lat}"))

@@ -240,7 +240,7 @@ class ReplicaPlan:
                 text += "; no split into replicas can use fewer"
         else:
             pct = 100.0 * saving / one.total_devices
-            text += f"; saves {saving} devices ({pct:.1f}%) against one pipeline of {one.total_devices}"
+            text += f"; saves {plural(saving, 'device')} ({pct:.1f}%) against one pipeline of {one.total_devices}"
         if not b.proven:
             text += " (device counts not all proven optimal)"
         return text

@@ -19,7 +19,7 @@ from ..model import LayerGraph
 from ..placement import Result, levels_doc
 from ..reserve import Reserve
 from ..workload import Workload
-from .layouts import Layouts, device_layouts
+from .layouts import Layouts, attention_dp_layouts, device_layouts
 from .requirements import DEFAULT_OBJECTIVE, SPLIT_GRANULARITY, Requirements, SolverSettings, granularity_for
 from .solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
 
@@ -82,7 +82,7 @@ def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degree
     solve and ``on_degree(tp, solved)`` after it. Raises :class:`InvalidSpec` (``tp``) when the
     model runs at none of them."""
     req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       pins=tuple(pins), constraints=tuple(require))
+                       pins=tuple(pins), constraints=tuple(require), attention_dp=False)
     return search_layouts(model, fleet, workload, req.replace(objective=objective or "lex"), _settings(method, options),
                           before=None if before_degree is None else (lambda tp, _ep: before_degree(tp)),
                           after=None if on_degree is None else (lambda tp, _ep, solved: on_degree(tp, solved)))
@@ -165,12 +165,17 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
                devices_proven=devices_proven(r), concurrency_ceiling=r.concurrency_ceiling,
                hop_latency_us=r.hop_latency_us, proven_optimal=r.proven_optimal, status=str(r.status),
                seconds=round(float(r.seconds), 3), message=r.message, levels=levels_doc(r))
+    if inst.attention_dp:
+        row["attention_dp"] = True
     if not r.feasible:
         return row
-    ceiling = r.concurrency_ceiling
-    live = max(1, inst.workload.concurrency if ceiling is None else min(inst.workload.concurrency, ceiling))
+    from ..simulate.data_parallel import for_group
+
+    ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
+    live = max(1, asked if ceiling is None else min(asked, ceiling))
+    rank = -(-live // inst.requests_factor)     # attention data parallelism: the heaviest rank's share
     alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
-    loaded = simulate(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    loaded = for_group(simulate(inst, r.assignment, requests=rank, max_live=rank, output_tokens=output_tokens), inst)
     row["ttft_p99_us"] = getattr(loaded, "ttft_p99_us", None)
     if max_ttft_ms is not None:
         row["meets_ttft"] = row["ttft_p99_us"] is not None and row["ttft_p99_us"] <= max_ttft_ms * 1e3
@@ -183,7 +188,8 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
                     reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
                     output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
-                    runtime: str | None = None, max_ttft_ms: float | None = None) -> dict:
+                    runtime: str | None = None, max_ttft_ms: float | None = None,
+                    attention_dp: bool = False) -> dict:
     """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
     (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
     and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
@@ -193,20 +199,26 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
     model (tensor split only on a dense one); True or False lists only that one. Rows come
     tensor-split first; with ``max_ttft_ms`` each row says whether its p99 time to first token at
-    the loaded run meets it (``meets_ttft``). ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
+    the loaded run meets it (``meets_ttft``). ``attention_dp`` adds the attention-data-parallel layouts after them (rows
+    with ``"attention_dp": True``, ``ep`` the degree; :mod:`placer.attention_dp`; refusals with
+    ``ep`` ``"attention-dp"``). ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
     the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
     when no degree asked runs.
     """
     req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require), runtime=runtime)
+                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require), runtime=runtime,
+                       attention_dp=attention_dp or False)
     found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode="contiguous", workload=workload)
-    ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused)
+    dp = (attention_dp_layouts(model, fleet, degrees=req.layout_degrees, workload=workload) if attention_dp
+          else Layouts(()))
+    ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused, dp.attention_dp)
     refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
+    refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
     solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
     rows: list[dict] = []
 
     def out(stopped: bool = False) -> dict:
-        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], r["ep"]))}
+        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"])))}
         if stopped:
             doc["interrupted"] = True
         return doc

@@ -303,9 +303,11 @@ def _available(instance: Instance) -> str:
 
 def _headline(instance: Instance) -> str:
     wl = instance.workload
+    # attention data parallelism: the figures below are the heaviest rank's (its share of the requests)
+    dp = f", attention data parallel: {wl.concurrency} a rank" if instance.attention_dp else ""
     return (f"no placement of {instance.model.name} on {instance.fleet.name} exists ({instance.mode} mode, "
-            f"{instance.n_nodes} nodes on {_available(instance)}, {wl.concurrency} live "
-            f"requests of {format_tokens(wl.context_tokens)} tokens):")
+            f"{instance.n_nodes} nodes on {_available(instance)}, {instance.served_workload.concurrency} live "
+            f"requests of {format_tokens(wl.context_tokens)} tokens{dp}):")
 
 
 def _with_context(instance: Instance, tokens: int) -> Instance:
@@ -473,7 +475,8 @@ def diagnose(instance: Instance, *, time_limit: float = 20.0, probe_limit: float
         notes.append(f"{decide.undecided} probe(s) were not decided within the time limit; figures marked "
                      "'at least' are lower bounds")
     return Explanation(headline=_headline(instance), culprits=tuple(culprits), core=tuple(core),
-                       core_note=core_note, max_concurrency=max_c, max_concurrency_proven=max_c_proven,
+                       core_note=core_note, max_concurrency=instance.group_requests(max_c),
+                       max_concurrency_proven=max_c_proven,
                        max_context_tokens=max_t, max_context_proven=max_t_proven,
                        context_matters=context_matters, notes=tuple(notes), **smallest)
 

@@ -126,7 +126,8 @@ class Plan:
                                  proven_optimal=r.proven_optimal,
                                  levels=[dict(name=lv.name, value=lv.value, bound=lv.bound, proven=lv.proven)
                                          for lv in r.levels])
-        doc["tried"] = [dict(tp=s.instance.tp, ep=s.instance.ep, status=str(s.result.status),
+        doc["tried"] = [dict(tp=s.instance.tp, ep=s.instance.ep, attention_dp=s.instance.attention_dp,
+                             status=str(s.result.status),
                              devices_used=s.result.devices_used, proven_optimal=s.result.proven_optimal)
                         for s in self.tried if s.instance is not None]
         if self.speed is not None:

@@ -85,6 +85,10 @@ class Requirements:
     ``spec_tokens`` / ``spec_method`` / ``draft_model`` / ``spec_accept``: speculative decoding
     (:mod:`placer.speculative`): the drafter's nodes (the model's MTP layers, or a draft model's
     nodes added beside the target's) are placed on the LM head's stage (``mtp-with-head``).
+    ``attention_dp``: attention data parallelism with experts spread whole
+    (:mod:`placer.attention_dp`): True plans with it only, False never, None tries it for models
+    with MLA attention and MoE layers where it matters, when no tensor-parallel layout places
+    (every TP rank keeps the whole MLA latent cache, so TP cannot hold more MLA requests).
     """
 
     mode: str | None = None
@@ -109,6 +113,7 @@ class Requirements:
     spec_method: str | None = None
     draft_model: Any = None
     spec_accept: float | None = None
+    attention_dp: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -149,6 +154,19 @@ class Requirements:
                 raise InvalidSpec(ARGUMENT, "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
             if self.pins:
                 raise InvalidSpec(ARGUMENT, "pins", "pins cannot be combined with a speed floor")
+        if self.attention_dp:
+            if self.mode == "split":
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs in contiguous or "
+                                                            "free mode, not split")
+            if self.per_stage_degrees:
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs at one degree; "
+                                                            "solve without --per-stage-tp")
+            if self.runtime not in (None, "vllm", "sglang"):
+                raise InvalidSpec(ARGUMENT, "attention_dp", f"{self.runtime} has no attention data parallelism "
+                                                            "(vllm and sglang run it)")
+            if self.has_speed_floor:
+                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism is planned without a "
+                                                            "speed floor (the replica search does not try it yet)")
         if self.per_stage_degrees:
             if self.mode not in (None, "contiguous"):
                 raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")

@@ -56,8 +56,10 @@ class Solved:
 
 
 def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements, *,
-                   method: str = "cpsat", tp: int = 1, ep: bool = False, concurrency: int | None = None) -> Instance:
-    """The instance ``requirements`` ask for at degree ``tp`` (``ep``: experts spread whole), in
+                   method: str = "cpsat", tp: int = 1, ep: bool = False, concurrency: int | None = None,
+                   attention_dp: bool = False) -> Instance:
+    """The instance ``requirements`` ask for at degree ``tp`` (``ep``: experts spread whole;
+    ``attention_dp``: requests split over each group's ranks, :mod:`placer.attention_dp`), in
     the mode :meth:`Requirements.mode_for` gives for ``method``; ``concurrency`` replaces the
     workload's live requests."""
     mode = requirements.mode_for(method)
@@ -69,11 +71,12 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
         # the runtimes build the drafter on the last pipeline rank (placer.speculative)
         require = (*require, "mtp-with-head")
     inst = make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
-                         pins=requirements.pins, require=require, tp=tp, ep=ep, reserve=requirements.reserve)
+                         pins=requirements.pins, require=require, tp=tp, ep=ep, reserve=requirements.reserve,
+                         attention_dp=attention_dp)
     if mode != "free" and _drafter_embedding_placed(inst, requirements):
         inst = make_instance(with_draft_embedding(model), fleet, workload, mode=mode,
                              granularity=requirements.granularity_of(mode), pins=requirements.pins, require=require,
-                             tp=tp, ep=ep, reserve=requirements.reserve)
+                             tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp)
     return inst if speculation is None else replace(inst, speculation=speculation)
 
 
@@ -152,10 +155,11 @@ class DegreeSearch:
 
 
 def rank_key(s: Solved):
-    """Fewest devices, then the highest concurrency ceiling, then the least hop latency, then the lower degree."""
+    """Fewest devices, then the highest concurrency ceiling, then the least hop latency, then the
+    lower degree, then tensor parallelism before attention data parallelism."""
     r = s.result
     ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
-    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp)
+    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
 
 
 def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
@@ -163,14 +167,23 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
                    after=None) -> DegreeSearch:
     """:func:`build_instance` and :func:`place_instance` at every layout (default
     :func:`device_layouts` of the requirements), CP-SAT with the requirements' levels;
-    ``before(tp, ep)`` is called before each solve and ``after(tp, ep, solved)`` after it. Raises
-    :class:`InvalidSpec` (``tp``) when no layout runs."""
+    ``before(tp, ep)`` is called before each solve and ``after(tp, ep, solved)`` after it (``ep``
+    is ``"dp"`` for an attention-data-parallel layout). Raises :class:`InvalidSpec` (``tp``) when
+    no layout runs.
+
+    Attention-data-parallel layouts (:attr:`Layouts.attention_dp`) are solved after the others:
+    always when ``requirements.attention_dp`` is True (then alone), and when it is None only if
+    no other layout placed (where tensor parallelism cannot hold the requests)."""
     method = solver.method or "cpsat"
     if layouts is None:
         layouts = device_layouts(model, fleet, degrees=requirements.layout_degrees,
                                  ep=bool(requirements.expert_parallel), mode=requirements.mode_for(method),
-                                 workload=workload)
+                                 workload=workload, attention_dp=requirements.attention_dp)
     refused = layouts.refused_degrees(bool(requirements.expert_parallel))
+    dp_refused = {f"{tp} attention-dp" if tp > 0 else "attention-dp": why
+                  for (tp, e), why in layouts.refused.items() if e == "dp"}
+    if requirements.attention_dp:
+        refused.update(dp_refused)
     layouts.require_some(model)
     out: list[Solved] = []
     skipped: list[int] = []
@@ -187,6 +200,21 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
             out.append(solved)
             if after is not None:
                 after(tp, ep, solved)
+        if layouts.attention_dp and (requirements.attention_dp or not any(s.result.feasible for s in out)):
+            if requirements.attention_dp is None:
+                refused.update(dp_refused)
+            for tp in layouts.attention_dp:
+                if out and (out[-1].result.interrupted or interrupted()):
+                    skipped.append(tp)
+                    continue
+                if before is not None:
+                    before(tp, "dp")
+                inst = build_instance(model, fleet, workload, requirements, method=method, tp=tp, ep=True,
+                                      attention_dp=True)
+                solved = place_instance(inst, solver, method=method, objective=objective)
+                out.append(solved)
+                if after is not None:
+                    after(tp, "dp", solved)
     if not out:
         raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
     placed = [s for s in out if s.result.feasible]

@@ -61,7 +61,8 @@ from ..errors import InvalidSpec
 from ..instance import Instance
 
 __all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
-           "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "compute_flops", "group_collectives"]
+           "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "attention_data_parallel",
+           "compute_flops", "group_collectives"]
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,19 @@ def expert_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_
     the experts receive, ``hidden_bytes_per_token`` (the hidden state; a latent MoE's latent)."""
     return Collective("all_to_all", group_size, hidden_bytes_per_token * experts_per_token, count=2 * moe_layers,
                       latency_us=latency_us, bandwidth_bytes_per_s=bandwidth_bytes_per_s)
+
+
+def attention_data_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_token: int,
+                            moe_layers: int, latency_us: float, bandwidth_bytes_per_s: float | None) -> Collective:
+    """Attention data parallelism with expert parallelism over ``group_size`` devices
+    (:mod:`placer.attention_dp`): every rank runs attention for its own requests on replicated
+    weights (no all-reduce), then per MoE layer sends each of its tokens to the ranks of its
+    ``experts_per_token`` experts (dispatch) and gathers the results back (combine), each an
+    all-to-all of ``hidden_bytes_per_token x experts_per_token`` per token of the rank's own
+    batch. The segment's batch is the rank's share of the requests (the instance is one rank's),
+    so the time is per rank, and every rank of the group runs the same step at once."""
+    return expert_parallel(group_size, hidden_bytes_per_token, experts_per_token, moe_layers, latency_us,
+                           bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -401,7 +415,8 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     counts are :func:`placer.groups.collectives_of`, the ones the solver's hop-latency level uses.
     Latency and bandwidth are the node's link between the group's first two members; a device
     type whose perf gives ``collective_latency_us`` pays that per collective instead of the link
-    latency per ring step.
+    latency per ring step. Under attention data parallelism only the MoE layers' dispatch and
+    combine remain (:func:`attention_data_parallel`).
     """
     from ..groups import collectives_of
 
@@ -419,7 +434,8 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     wl = instance.workload
     hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)
     layers = [instance.nodes[i] for i in nodes]
-    counts = [collectives_of(x, instance.ep) for x in layers]
+    dp = instance.attention_dp
+    counts = [collectives_of(x, instance.ep, dp) for x in layers]
     reduces = sum(r for r, _ in counts)
     out = []
     # a token goes to the experts at the width they run at: the hidden state, or a latent MoE's
@@ -432,7 +448,8 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
             key = (d.get("latent_size") or instance.model.hidden_size, d["experts_per_token"])
             routed[key] = routed.get(key, 0) + 1
     for (width, k), n in sorted(routed.items()):
-        c = expert_parallel(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency, bandwidth)
+        pattern = attention_data_parallel if dp else expert_parallel
+        c = pattern(g, memory.bits_to_bytes(width, wl.activation_bits), k, n, latency, bandwidth)
         out.append(Collective(c.kind, c.group_size, c.bytes_per_token, c.count, c.latency_us,
                               c.bandwidth_bytes_per_s, fixed))
     if reduces:

@@ -684,4 +684,6 @@ def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None 
     unknown = [d for d in route if d not in index]
     if unknown:
         raise InvalidSpec("<mapping>", "route", f"unknown or unavailable device {unknown[0]!r}")
-    return simulate(inst, [index[d] for d in route], **kw)
+    from .data_parallel import for_group, rank_options
+
+    return for_group(simulate(inst, [index[d] for d in route], **rank_options(kw, inst)), inst)
