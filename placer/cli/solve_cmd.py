@@ -303,11 +303,11 @@ def _print_speed_plan(planned, output, as_json) -> int:
     layouts = [s.layout for s in sorted({(s.tp, s.ep): s for s in sp.shapes}.values(), key=lambda s: (s.tp, s.ep))]
     click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}, {sp.chosen.shape.layout} "
                f"of {', '.join(layouts)}), "
-               f"{'-' if r['power_w'] is None else format(r['power_w'] / 1e3, ',.1f')} kW; per user "
+               f"{'-' if r['power_w'] is None else format(r['power_w'] / 1e3, ',.1f')} kW ({fleet.power_boundary}); per user "
                f"{r['per_user_tokens_per_s']:,.1f} tokens/s at {r['load_per_replica']} live per replica; "
                f"aggregate {r['aggregate_tokens_per_s']:,.0f} tokens/s; "
                f"{'-' if r['tokens_per_s_per_mw'] is None else format(r['tokens_per_s_per_mw'], ',.0f')} "
-               f"tokens/s per MW; "
+               f"tokens/s per MW ({fleet.power_boundary}); "
                f"holds {r['held']} live requests at the floor")
     click.echo(f"  every figure from a discrete-event run of the placement (continuous batching); "
                f"{len(sp.candidates)} candidate(s) met the floor")
