@@ -186,13 +186,23 @@ def test_schema_errors_name_the_json_pointer(contiguous, tmp_path, edit, pointer
 
 def test_other_schema_version_gets_a_clear_message(contiguous):
     _, doc = contiguous
-    doc["schema_version"] = 4
+    doc["schema_version"] = 5
     doc["stages"] = "whatever a later version writes"
     with pytest.raises(InvalidSpec) as err:
         check_mapping(doc, "old.json")
     assert err.value.field == "/schema_version"
-    assert err.value.message == ("written by a different placer version (schema_version 4; "
-                                 "this placer reads 1, 2 and 3)")
+    assert err.value.message == ("written by a different placer version (schema_version 5; "
+                                 "this placer reads 1, 2, 3 and 4)")
+
+
+def test_a_one_pool_mapping_is_not_read_as_version_4(contiguous):
+    """Version 4 is the two-pool form: a one-pool document stamped 4 is refused at its pools."""
+    _, doc = contiguous
+    doc["schema_version"] = 4
+    with pytest.raises(InvalidSpec) as err:
+        check_mapping(doc, "x.json")
+    assert err.value.field == "/"
+    assert "'kind' is a required property" in err.value.message or "required" in err.value.message
 
 
 @pytest.mark.parametrize("content, words", [

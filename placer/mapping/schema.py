@@ -19,7 +19,10 @@ __all__ = ["SCHEMA_VERSION", "READS_VERSIONS", "mapping_schema", "check_mapping"
 
 SCHEMA_VERSION = 3
 # version 1: no groups (one device per stage) and no reserve; 2: no summary levels, no requirements
-READS_VERSIONS = (1, 2, 3)
+STAGE_VERSIONS = (1, 2, 3)   # one-pool stage mappings
+# version 4: a two-pool (disaggregated prefill/decode) mapping whose pools are version-3 stage
+# mappings (placer/mapping/pools.py); one-pool mappings are still written as version 3
+READS_VERSIONS = (1, 2, 3, 4)
 _STATUSES = ("optimal", "feasible", "infeasible", "unknown", "heuristic")
 _WORKLOAD_REQUIRED = ("context_tokens", "concurrency", "weight_bits", "kv_bits", "state_bits", "micro_batch")
 
@@ -49,7 +52,7 @@ def mapping_schema() -> dict:
         # a misspelt field (devcie) is refused, not silently ignored
         "additionalProperties": False,
         "properties": {
-            "schema_version": {"enum": list(READS_VERSIONS)},
+            "schema_version": {"enum": list(STAGE_VERSIONS)},
             "parallel": {
                 "type": "object", "required": ["tp", "ep"], "additionalProperties": False,
                 "properties": {
@@ -259,6 +262,24 @@ def _pointer(parts) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _check_pooled(doc: dict, source: str) -> dict:
+    """A two-pool mapping (:mod:`placer.mapping.pools`): its own fields, then each pool as a stage mapping."""
+    from .pools import POOLED_VERSION, POOLS, pooled_schema_error
+
+    error = pooled_schema_error(doc)
+    if error is not None:
+        raise InvalidSpec(source, error[0], error[1])
+    for pool in POOLS:
+        sub = doc["pools"][pool]
+        if sub.get("schema_version") == POOLED_VERSION:
+            raise InvalidSpec(source, f"/pools/{pool}/schema_version", "a pool is a one-pool stage mapping")
+        try:
+            check_mapping(sub, source)
+        except InvalidSpec as exc:
+            raise InvalidSpec(source, f"/pools/{pool}{exc.field}", exc.message) from None
+    return doc
+
+
 def check_mapping(doc, source: str = "<mapping>") -> dict:
     """``doc`` if it is a schema-valid mapping; else :class:`InvalidSpec` naming the JSON pointer of the bad field.
 
@@ -271,6 +292,8 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
         raise InvalidSpec(source, "/schema_version",
                           f"written by a different placer version (schema_version {version}; "
                           f"this placer reads {', '.join(map(str, READS_VERSIONS[:-1]))} and {READS_VERSIONS[-1]})")
+    if version == 4:
+        return _check_pooled(doc, source)
     from jsonschema.exceptions import best_match
 
     error = best_match(_validator().iter_errors(doc))

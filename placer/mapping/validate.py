@@ -660,7 +660,8 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
 
     ``model`` / ``fleet`` (objects, catalog names or paths) and ``workload`` override what the
     mapping records. Raises :class:`InvalidSpec` when ``doc`` is not a schema-valid mapping or a
-    spec it names cannot be loaded: those are unreadable inputs, not violations.
+    spec it names cannot be loaded: those are unreadable inputs, not violations. A two-pool
+    mapping is :func:`placer.mapping.validate_pools.validate_document`'s.
     """
     check_mapping(doc, source)
     base, fl, wl = specs_from_mapping(doc, model=model, hardware=fleet, workload=workload)
