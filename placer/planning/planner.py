@@ -5,6 +5,9 @@
 (:class:`~placer.planning.requirements.SolverSettings`), and returns a :class:`Plan`. It chooses
 the planner the requirements call for, each a branch of this function:
 
+* disaggregated pools (``disagg``): a prefill pool and a decode pool, the ratio of their
+  replicas chosen for a request rate under TTFT and TPOT targets
+  (:func:`placer.planning.disagg.plan_disagg`);
 * a speed floor (``min_user_tps`` / ``max_itl_ms``): the fewest devices (or least power, or most
   tokens/s per MW) of identical replicas whose simulated per-user speed meets the floor
   (:func:`placer.planning.speed.speed_search`);
@@ -41,8 +44,10 @@ class Plan:
     replicas serve the workload and the live requests each holds, the simulation of one replica at
     that load (speed floors), every layout tried and what was refused (``{"tp 3": why}``).
 
-    ``kind``: ``layouts`` (the degree search), ``per-stage`` or ``speed-floor``. ``devices``
-    counts every device of every replica.
+    ``kind``: ``layouts`` (the degree search), ``per-stage``, ``speed-floor`` or ``disagg``.
+    ``devices`` counts every device of every replica (of both pools). A disaggregated plan keeps
+    its pools in ``pools`` (:class:`~placer.planning.disagg.DisaggPlan`); ``solved`` is then the
+    decode replica and ``mapping`` the two-pool document.
     """
 
     kind: str
@@ -61,6 +66,7 @@ class Plan:
     speed: Any = None                 # the speed floor's SpeedPlan (candidates, shapes, message)
     devices_proven: bool = False      # the device count is proven over every layout tried
     message: str = ""
+    pools: Any = None                 # disaggregated: the DisaggPlan (both pools, the ratio, the transfer)
 
     # ------------------------------------------------------------------ the chosen placement
     @property
@@ -78,7 +84,10 @@ class Plan:
     @property
     def mapping(self) -> dict | None:
         """The stage mapping of one replica (None without a placement); a speed-floor plan's records
-        the floor, the replicas and the live requests of each (:func:`placer.mapping.speed_floor_mapping`)."""
+        the floor, the replicas and the live requests of each (:func:`placer.mapping.speed_floor_mapping`);
+        a disaggregated plan's is the two-pool document."""
+        if self.pools is not None:
+            return self.pools.mapping
         if self.kind == "speed-floor" and self.speed is not None and self.speed.chosen is not None:
             from ..mapping import speed_floor_mapping
 
@@ -95,11 +104,15 @@ class Plan:
     def devices(self) -> int | None:
         if not self.feasible:
             return None
+        if self.pools is not None:
+            return self.pools.chosen.devices
         return self.replicas * self.result.devices_used
 
     @property
     def proven(self) -> bool:
         """Every level of every layout tried proven (the device count alone: :attr:`devices_proven`)."""
+        if self.pools is not None:
+            return self.pools.proven
         return (self.feasible and not self.skipped
                 and all(s.result.status == "infeasible" or s.result.proven_optimal for s in self.tried))
 
@@ -137,6 +150,8 @@ class Plan:
             doc["speculative"] = speculation.to_dict()      # the drafter, on the LM head's stage
         if self.instance is not None and self.instance.require:
             doc["require"] = list(self.instance.require)
+        if self.pools is not None:
+            doc["disagg"] = self.pools.to_dict()
         return doc
 
 
@@ -153,6 +168,8 @@ def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requ
     solver = solver or SolverSettings()
     if req.per_stage_degrees and solver.method not in (None, "cpsat"):
         raise InvalidSpec(ARGUMENT, "method", "per-stage degrees are solved by cpsat")
+    if req.disagg:
+        return _disagg_plan(model, fleet, workload, req, solver, log)
     if req.has_speed_floor:
         return _speed_plan(model, fleet, workload, req, solver, log)
     if req.per_stage_degrees:
@@ -198,3 +215,17 @@ def _speed_plan(model, fleet, workload, req: Requirements, solver: SolverSetting
                 tuple(s.solved for s in sp.shapes), dict(sp.refused), replicas=chosen.replicas,
                 load_per_replica=chosen.load, simulation=chosen.sim, speed=sp,
                 devices_proven=chosen.shape.result.devices_proven, message=sp.message)
+
+
+def _disagg_plan(model, fleet, workload, req: Requirements, solver: SolverSettings, log) -> Plan:
+    from .disagg import plan_disagg
+
+    dp = plan_disagg(model, fleet, workload, req, solver, log=log)
+    c = dp.chosen
+    if c is None:
+        return Plan("disagg", model, fleet, workload, req, solver, None, message=dp.message, pools=dp)
+    tried = tuple(s.solved for s in dp.prefill_shapes) + tuple(s.solved for s in dp.decode_shapes)
+    return Plan("disagg", model, fleet, workload, req, solver, dp.decode_solved, tried, replicas=c.y,
+                load_per_replica=c.load, simulation=c.decode_sim,
+                devices_proven=c.prefill.solved.result.devices_proven and dp.decode_solved.result.devices_proven,
+                message=dp.message, pools=dp)

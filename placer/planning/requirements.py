@@ -89,6 +89,14 @@ class Requirements:
     (:mod:`placer.attention_dp`): True plans with it only, False never, None tries it for models
     with MLA attention and MoE layers where it matters, when no tensor-parallel layout places
     (every TP rank keeps the whole MLA latent cache, so TP cannot hold more MLA requests).
+
+    ``disagg``: a prefill pool and a decode pool (:mod:`placer.planning.disagg`), the prefill pool
+    on ``prefill_fleet`` (a second :class:`~placer.fleet.Fleet`, or a device type of the fleet;
+    None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
+    ``maximize_rate``: instead, the most requests/s the fleet serves under the targets;
+    ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request,
+    TTFT at most ``max_ttft_ms`` and TPOT at most ``max_itl_ms`` (or ``1 / min_user_tps``);
+    ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget).
     """
 
     mode: str | None = None
@@ -114,6 +122,13 @@ class Requirements:
     draft_model: Any = None
     spec_accept: float | None = None
     attention_dp: bool | None = None
+    disagg: bool = False
+    prefill_fleet: Any = field(default=None, compare=False)    # a Fleet, a device type's name, or None
+    rate: float | None = None
+    maximize_rate: bool = False
+    prompt_tokens: int | None = None
+    decode_tokens: int = 1000
+    max_num_batched_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -141,6 +156,7 @@ class Requirements:
             from ..runtime_rules import check_runtime_request
 
             check_runtime_request(self.runtime, mode=self.mode, degrees=self.degrees, per_stage=self.per_stage_degrees)
+        self._check_disagg()
         if self.max_ttft_ms is not None:
             if not (isinstance(self.max_ttft_ms, (int, float)) and self.max_ttft_ms > 0 and math.isfinite(self.max_ttft_ms)):
                 raise InvalidSpec(ARGUMENT, "max_ttft_ms", "must be a positive number of milliseconds")
@@ -192,6 +208,34 @@ class Requirements:
             raise InvalidSpec(ARGUMENT, "per_stage_tp", "speculative decoding places its drafter with the LM head, "
                                                         "which per-stage degrees do not model; solve at one degree")
 
+    def _check_disagg(self) -> None:
+        def positive(name, integer=False):
+            v = getattr(self, name)
+            if v is None:
+                return
+            bad = (not isinstance(v, int) or isinstance(v, bool)) if integer else not isinstance(v, (int, float))
+            if bad or not v > 0 or not math.isfinite(v):
+                raise InvalidSpec(ARGUMENT, name, "must be a positive " + ("integer" if integer else "number"))
+
+        for name, integer in (("rate", False), ("max_ttft_ms", False), ("prompt_tokens", True),
+                              ("decode_tokens", True), ("max_num_batched_tokens", True)):
+            positive(name, integer)
+        if self.maximize_rate and self.rate is not None:
+            raise InvalidSpec(ARGUMENT, "rate", "give a rate or ask for the most the fleet serves, not both")
+        if not self.disagg:
+            if self.prefill_fleet is not None:
+                raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated plans: add --disagg")
+            return
+        if self.max_ttft_ms is None:
+            raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a disaggregated plan needs a TTFT target (--max-ttft-ms)")
+        if not self.has_speed_floor:
+            raise InvalidSpec(ARGUMENT, "max_itl_ms", "a disaggregated plan needs a TPOT target "
+                                                      "(--max-itl-ms or --min-user-tps)")
+        if self.per_stage_degrees:
+            raise InvalidSpec(ARGUMENT, "per_stage_tp", "per-stage degrees are not planned in disaggregated pools")
+        if self.mode not in (None, "contiguous"):
+            raise InvalidSpec(ARGUMENT, "mode", "disaggregated pools place contiguous stages")
+
     # ------------------------------------------------------------------ derived
     @property
     def has_speed_floor(self) -> bool:
@@ -241,10 +285,12 @@ class Requirements:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        doc = asdict(replace(self, draft_model=None))    # a LayerGraph is named, not copied
+        doc = asdict(replace(self, draft_model=None, prefill_fleet=None))    # a LayerGraph or Fleet is named, not copied
         doc["reserve"] = None if self.reserve is None else self.reserve.to_dict()
         doc["speed_floor_tokens_per_s"] = self.speed_floor
         doc["draft_model"] = None if self.draft_model is None else self.draft_model.name
+        pf = self.prefill_fleet
+        doc["prefill_fleet"] = pf if pf is None or isinstance(pf, str) else pf.name
         doc.pop("extra")
         return doc
 
