@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InvalidSpec
 from ..planning import Requirements, build_instance
 from ..planning.budget import plan_replicas
 from ..units import plural
@@ -23,8 +24,19 @@ from .common import (
 @click.command("plan")
 @click.argument("model")
 @hardware_option(required=True)
-@click.option("--total-concurrency", "-n", type=click.IntRange(1, 10**9), required=True,
-              help="Live requests the replicas hold together.")
+@click.option("--total-concurrency", "-n", type=click.IntRange(1, 10**9), default=None,
+              help="Live requests the replicas hold together (or --rate).")
+@click.option("--rate", type=float, default=None, metavar="R",
+              help="Requests per second: the fewest devices meeting --max-ttft-ms and --max-itl-ms (or "
+                   "--min-user-tps), aggregated and disaggregated side by side.")
+@click.option("--max-ttft-ms", type=float, default=None, metavar="MS", help="With --rate: TTFT target.")
+@click.option("--max-itl-ms", type=float, default=None, metavar="MS", help="With --rate: TPOT target.")
+@click.option("--min-user-tps", type=float, default=None, metavar="X", help="With --rate: TPOT target as 1000 / X ms.")
+@click.option("--isl", type=click.IntRange(1, 2**40), default=None, help="With --rate: prompt tokens (default --context).")
+@click.option("--osl", type=click.IntRange(1, 2**40), default=1000, show_default=True,
+              help="With --rate: output tokens per request.")
+@click.option("--prefill-hardware", default=None, metavar="HW",
+              help="With --rate: the disaggregated plan's prefill hardware, or a device type of the fleet.")
 @click.option("--context", type=context_type, default=None, help="Context tokens per request, e.g. 256k.")
 @click.option("--mode", type=click.Choice(["contiguous", "free", "split"]), default="contiguous", show_default=True)
 @granularity_option
@@ -35,11 +47,22 @@ from .common import (
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
 @click.option("--json", "as_json", is_flag=True)
 @quiet_option
-def plan_command(model, hardware, total_concurrency, context, mode, granularity, method, time_limit,
-                 weight_bits, kv_bits, racks, as_json, quiet):
-    """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k."""
+def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl,
+                 prefill_hardware, context, mode, granularity, method, time_limit, weight_bits, kv_bits, racks,
+                 as_json, quiet):
+    """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k;
+    with --rate, the fewest devices meeting TTFT and TPOT targets at that request rate, aggregated
+    and disaggregated side by side."""
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
                                racks=racks)
+    if rate is not None:
+        from .plan_rate import print_recommendation
+
+        return print_recommendation(m, fleet, wl, rate=rate, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,
+                                    min_user_tps=min_user_tps, isl=isl, osl=osl, prefill_hardware=prefill_hardware,
+                                    time_limit=time_limit, as_json=as_json, quiet=quiet)
+    if total_concurrency is None:
+        raise InvalidSpec("--total-concurrency", "total_concurrency", "give --total-concurrency N or --rate R")
     inst = build_instance(m, fleet, wl, Requirements(mode=mode, granularity=granularity))
     with Progress(None, "replica counts", quiet=quiet, desc="plan ") as bar:
         plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit,

@@ -123,6 +123,11 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
+    if mapping.get("kind") == "disaggregated":
+        from .simulate_pooled import print_pooled_simulation
+
+        return print_pooled_simulation(mapping, model=model_ref, output_tokens=output_tokens, seed=seed,
+                                       as_json=as_json)
     serving = serving_of(mapping)
     if serving is not None:
         # a plan for a speed floor runs at the load it was planned for (one replica), unless told otherwise

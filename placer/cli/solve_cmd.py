@@ -32,6 +32,7 @@ from .common import (
     workload_text,
     write_mapping_if_asked,
 )
+from .solve_disagg import disagg_fields, disagg_options, print_disagg_plan
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
 LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
@@ -142,11 +143,13 @@ def print_progress(info) -> None:
                    "its own KV cache, attention weights whole), experts spread whole (SGLang "
                    "--enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
+@disagg_options
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
-                  per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, **kw):
+                  per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
+                  prefill_hardware=None, rate=None, isl=None, osl=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -171,10 +174,13 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
                        objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
                        spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
-                       spec_accept=spec_accept, attention_dp=False if floor and attention_dp is None else attention_dp)
+                       spec_accept=spec_accept, attention_dp=False if floor and attention_dp is None else attention_dp,
+                       **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
+    if planned.kind == "disagg":
+        return print_disagg_plan(planned, output, as_json)
     if planned.kind == "speed-floor":
         return _print_speed_plan(planned, output, as_json)
     if planned.kind == "per-stage":

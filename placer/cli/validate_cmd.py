@@ -5,6 +5,7 @@ import click
 from ..errors import InvalidSpec
 from ..mapping import read_mapping
 from ..mapping.validate import validate_mapping
+from ..mapping.validate_pools import validate_document
 from ..units import plural
 from .common import echo_json, input_file, output_file, workload_text
 
@@ -33,12 +34,14 @@ def validate_command(mapping, model_ref, hardware_ref, rebuild, output, as_json)
     if output:
         raise InvalidSpec("-o", "output", "writes the rebuilt mapping: use it with --rebuild")
     doc = read_mapping(mapping)
-    violations = validate_mapping(doc, model=model_ref, fleet=hardware_ref, source=mapping)
+    violations = validate_document(doc, model=model_ref, fleet=hardware_ref, source=mapping)
     _report(mapping, doc, violations, as_json)
     return 1 if violations else 0
 
 
 def _report(mapping, doc, violations, as_json, **extra) -> None:
+    if doc.get("kind") == "disaggregated":
+        return _report_pooled(mapping, doc, violations, as_json)
     if as_json:
         echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
                    "workload": doc.get("workload"), **extra})
@@ -53,6 +56,26 @@ def _report(mapping, doc, violations, as_json, **extra) -> None:
                    f"{plural(s['devices_used'], 'device')}, {plural(s['hops'], 'hop')}, concurrency ceiling "
                    f"{s['concurrency_ceiling']})")
         click.echo(workload_text(doc["workload"]))
+
+
+def _report_pooled(mapping, doc, violations, as_json) -> None:
+    pools = doc["pools"]
+    if as_json:
+        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
+                   "workload": {p: pools[p]["workload"] for p in pools}})
+        return
+    if violations:
+        click.echo(f"{mapping}: {len(violations)} violation(s)")
+        for v in violations:
+            click.echo(f"  {v.kind}: {v.message}")
+        return
+    r = doc["replicas"]
+    click.echo(f"{mapping}: valid (two pools of {doc['model']['name']}: {r['prefill']} prefill x "
+               f"{pools['prefill']['summary']['devices_used']} devices on {pools['prefill']['hardware']['name']}, "
+               f"{r['decode']} decode x {pools['decode']['summary']['devices_used']} devices on "
+               f"{pools['decode']['hardware']['name']}; {doc['summary']['devices_used']} devices)")
+    for p in ("prefill", "decode"):
+        click.echo(f"{p}: " + workload_text(pools[p]["workload"]))
 
 
 def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:

@@ -6,7 +6,8 @@ runtime's form and parses it back with the runtime's own rules before returning 
 ``vllm`` / ``sglang`` (the launch command with the partition variable), ``megatron`` (the flags:
 layout string or hybrid pattern, layer kinds), ``torch`` (a ``torch.distributed.pipelining``
 script), ``json`` (placer's executor manifest). ``ExportOptions(bare=True)`` gives the runtime's
-value alone (partition string, layout / pattern, split points as JSON).
+value alone (partition string, layout / pattern, split points as JSON). A two-pool mapping
+exports each pool with the runtime's prefill/decode flags (:mod:`.pools`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,15 @@ def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str =
     Raises :class:`ExportRefused` (an :class:`~placer.errors.InvalidSpec`) when the mapping has
     violations or the runtime cannot express it, naming the reason.
     """
+    from ..mapping.pools import is_pooled
     from ..mapping.validate import validate_mapping
 
     if fmt not in FORMATS:
         raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if is_pooled(doc):
+        from .pools import export_pooled
+
+        return export_pooled(doc, fmt, export_mapping, model=model, source=source, options=options)
     base, fl, _ = specs_from_mapping(doc, model=model, hardware=fleet)
     violations = validate_mapping(doc, model=base, fleet=fl, source=source)
     if violations:

@@ -1,0 +1,41 @@
+"""``placer plan --rate R``: aggregated and disaggregated answers side by side (printing only)."""
+
+from __future__ import annotations
+
+import click
+
+from ..planning import Requirements, SolverSettings
+from ..planning.recommend import recommend
+from .common import echo_json, workload_text
+from .solve_disagg import _prefill_fleet
+
+
+def _f(v, fmt="{:,.1f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def print_recommendation(m, fleet, wl, *, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl, prefill_hardware,
+                         time_limit, as_json, quiet) -> int:
+    req = Requirements(rate=rate, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
+                       prompt_tokens=isl, decode_tokens=osl, prefill_fleet=_prefill_fleet(fleet, prefill_hardware),
+                       disagg=True)
+    solver = SolverSettings(method=None, time_limit=time_limit)
+    rec = recommend(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        echo_json(rec.to_dict())
+        return 0 if any(r["feasible"] and r["meets_ttft"] for r in rec.rows()) else 1
+    click.echo(f"{m.name} on {fleet.name} at {rate:,.3g} requests/s: TTFT <= {max_ttft_ms:g} ms, TPOT <= "
+               f"{1000 / req.speed_floor:.4g} ms, ISL {isl or wl.context_tokens}, OSL {osl}")
+    click.echo(workload_text(wl, fleet=fleet))
+    click.echo(f"{'serving':<14} {'devices':>7} {'kW':>7} {'layout':<34} {'TTFT ms':>8} {'TPOT ms':>8} "
+               f"{'meets':>5} {'proven':>6}")
+    for r in rec.rows():
+        kw = None if r["power_w"] is None else r["power_w"] / 1e3
+        click.echo(f"{r['serving']:<14} {_f(r['devices'], '{}'):>7} {_f(kw):>7} {str(r['layout'] or '-'):<34} "
+                   f"{_f(r['ttft_ms']):>8} {_f(r['tpot_ms'], '{:,.2f}'):>8} {'yes' if r['meets_ttft'] else 'no':>5} "
+                   f"{'yes' if r['proven'] else 'no':>6}")
+        if not r["feasible"]:
+            click.echo(f"  {r['message']}")
+    click.echo("aggregated: live requests by Little's law at the targets, TTFT from the closed-loop simulation "
+               "with chunked prefill; disaggregated: TTFT = M/D/1 queueing + prefill + KV transfer")
+    return 0
