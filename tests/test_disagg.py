@@ -27,8 +27,10 @@ MODEL = "name: pdtoy\nlayers:\n" + "".join(
     f"  - {{kind: attention, params: 500000000, kv_bytes_per_token: {KV_PER_TOKEN}}}\n" for _ in range(LAYERS))
 MIXED = """name: pdmixed
 device_types:
-  pgpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W}
-  dgpu: {kind: gpu, memory: 32 GB, memory_bandwidth: 4 TB/s, compute: 200 TFLOPS, power: 800 W}
+  pgpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
+         perf: {prefill_compute_efficiency: 1.0}}
+  dgpu: {kind: gpu, memory: 32 GB, memory_bandwidth: 4 TB/s, compute: 200 TFLOPS, power: 800 W,
+         perf: {prefill_compute_efficiency: 1.0}}
 fleet:
   groups:
     - {device: pgpu, racks: 2, per_rack: 2}
@@ -40,20 +42,22 @@ fleet:
 """
 WAFERS = """name: pdwafers
 device: {kind: wafer, memory: 12 GB, memory_bandwidth: 20 PB/s, compute: 100 PFLOPS, power: 20 kW,
-         perf: {fixed_overhead_us_per_layer: 400}}
+         perf: {fixed_overhead_us_per_layer: 400, prefill_compute_efficiency: 1.0}}
 fleet: {racks: 2, per_rack: 4, intra_rack_latency_us: 2, inter_rack_latency_us: 4,
         intra_rack_bandwidth: 150 GB/s, inter_rack_bandwidth: 150 GB/s}
 """
 GPUS = """name: pdgpus
-device: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W}
+device: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
+         perf: {prefill_compute_efficiency: 1.0}}
 fleet: {racks: 2, per_rack: 4, intra_rack_latency_us: 2, inter_rack_latency_us: 6,
         intra_rack_bandwidth: 400 GB/s, inter_rack_bandwidth: 50 GB/s}
 """
 ONE_FLEET = """name: pdwafergpu
 device_types:
   wafer: {kind: wafer, memory: 12 GB, memory_bandwidth: 20 PB/s, compute: 100 PFLOPS, power: 20 kW,
-          perf: {fixed_overhead_us_per_layer: 400}}
-  gpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W}
+          perf: {fixed_overhead_us_per_layer: 400, prefill_compute_efficiency: 1.0}}
+  gpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
+         perf: {prefill_compute_efficiency: 1.0}}
 fleet:
   groups:
     - {device: wafer, racks: 2, per_rack: 4}
