@@ -237,7 +237,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                f"hop latency {format_duration_us(sm['hop_latency_us'])} over {sm['hops']} hops")
     click.echo(f"status {sm['status']} ({proven}{gap}), {format_duration_us(sm['solve_seconds'] * 1e6)}")
     for level in levels:
-        capped = "" if getattr(level, "cap", None) is None else f", searched up to the workload limit of {level.cap:,}"
+        capped = "" if level.cap is None else f", searched up to the workload limit of {level.cap:,}"
         click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
                    f"bound {_level_value(level.name, level.bound, 'none')}, "
                    f"{'proven' if level.proven else 'not proven'}{capped}")

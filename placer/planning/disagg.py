@@ -44,7 +44,7 @@ from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
 from ..model import LayerGraph
 from ..workload import Workload
-from .layouts import device_layouts
+from .layouts import device_layouts, layout_label
 from .requirements import Requirements, SolverSettings
 from .solve import Solved, build_instance, place_instance
 
@@ -147,8 +147,7 @@ class PrefillShape:
 
     @property
     def layout(self) -> str:
-        i = self.solved.instance
-        return f"tp {i.tp}" + (" ep" if i.ep else "")
+        return layout_label(self.solved.instance.tp, self.solved.instance.ep)
 
     @property
     def prompts_per_s(self) -> float:
@@ -169,8 +168,7 @@ class DecodeShape:
 
     @property
     def layout(self) -> str:
-        i = self.solved.instance
-        return f"tp {i.tp}" + (" ep" if i.ep else "")
+        return layout_label(self.solved.instance.tp, self.solved.instance.ep)
 
     @property
     def tpot_us(self) -> float:

@@ -29,9 +29,10 @@ from ..model import LayerGraph
 from ..reserve import Reserve
 from ..spec_io import atomic_write_text
 from ..workload import Workload
-from .layouts import device_layouts
+from .layouts import device_layouts, layout_label
 from .requirements import Requirements, SolverSettings
 from .solve import build_instance, place_instance
+from .speed import ttft_within
 from .sweep import check_backend, run_tasks
 
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
@@ -75,7 +76,7 @@ def _simulate_point(task: tuple) -> dict:
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
                 aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
-                schedule=sim.schedule, ttft_p99_us=getattr(sim, "ttft_p99_us", None)))
+                schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -129,7 +130,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
         for tp, spread in found.allowed:
             base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1)
             n_groups = len(base.devices)
-            tag = f"tp {tp}{' ep' if spread else ''}"
+            tag = layout_label(tp, spread)
             seen: set[tuple] = set()
             target = 1
             while target <= (max_target or 2**30):
@@ -169,7 +170,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["devices"], r["target"], r["live_per_replica"]))
     limit = None if max_ttft_ms is None else max_ttft_ms * 1e3
     for r in rows:      # a TTFT target: points over it stay listed, off the Pareto set and the answers
-        r["meets_ttft"] = limit is None or (r.get("ttft_p99_us") is not None and r["ttft_p99_us"] <= limit)
+        r["meets_ttft"] = ttft_within(r.get("ttft_p99_us"), limit)
         r["pareto"] = False
     for name in dict.fromkeys(r["platform"] for r in rows):
         mine = [r for r in rows if r["platform"] == name and r["meets_ttft"]]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .layouts import layout_label
 from .requirements import Requirements, SolverSettings
 
 __all__ = ["Recommendation", "recommend"]
@@ -39,7 +40,7 @@ class Recommendation:
             req = a.requirements
             meets = a.feasible and ttft is not None and ttft <= req.extra.get("max_ttft_ms", math.inf)
             out.append(dict(serving="aggregated", feasible=a.feasible, devices=a.devices, replicas=a.replicas,
-                            layout=None if not a.feasible else f"tp {a.instance.tp}" + (" ep" if a.instance.ep else ""),
+                            layout=None if not a.feasible else layout_label(a.instance.tp, a.instance.ep),
                             live_requests=self.live_aggregated, ttft_ms=ttft, tpot_ms=tpot,
                             meets_ttft=bool(meets), proven=a.feasible and a.result.proven_optimal,
                             power_w=None if not a.feasible or a.speed.chosen is None else a.speed.chosen.power_w,

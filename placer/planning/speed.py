@@ -40,7 +40,7 @@ from ..model import LayerGraph
 from ..placement import Result
 from ..reserve import Reserve
 from ..workload import Workload
-from .layouts import device_layouts, has_experts
+from .layouts import device_layouts, has_experts, layout_label
 from .requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
 from .solve import Solved, build_instance, place_instance
 
@@ -88,7 +88,7 @@ class Shape:
 
     @property
     def layout(self) -> str:
-        return f"tp {self.tp}" + (" ep" if self.ep else "")
+        return layout_label(self.tp, self.ep)
 
     solved: Solved | None = None     # the placement step that made it
 
@@ -169,16 +169,18 @@ def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **s
     return simulate(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
 
 
+def ttft_within(ttft_us: float | None, max_ttft_us: float | None) -> bool:
+    """Whether a p99 time to first token meets a TTFT target (no target: always; no TTFT: never)."""
+    return max_ttft_us is None or (ttft_us is not None and ttft_us <= max_ttft_us)
+
+
 def meets(sim, floor: float, max_ttft_us: float | None = None) -> bool:
     """Whether a simulation's per-user speed is at least ``floor`` tokens/s and, with a TTFT
     target, its p99 time to first token at most ``max_ttft_us`` (the closed loop with prefill)."""
     v = sim.per_user_tokens_per_s
     if v is None or v < floor:
         return False
-    if max_ttft_us is None:
-        return True
-    ttft = getattr(sim, "ttft_p99_us", None)
-    return ttft is not None and ttft <= max_ttft_us
+    return ttft_within(sim.ttft_p99_us, max_ttft_us)
 
 
 def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: int, output_tokens: int = 16,
@@ -296,7 +298,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     for tp, spread in found.allowed:
         base = build_instance(model, fleet, workload, requirements, tp=tp, ep=spread)
         seen: set[tuple] = set()
-        tag = f"tp {tp}{' ep' if spread else ''}"
+        tag = layout_label(tp, spread)
         for t in _targets(total, top):
             solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
             r = solved.raw

@@ -29,7 +29,7 @@ from ..fleet import Fleet
 from ..instance import REQUIREMENTS, Instance, Layout, per_stage_instance
 from ..model import LayerGraph
 from ..parallel import shard_model
-from ..placement import Level, Result, Status, evaluate
+from ..placement import Result, Status, evaluate
 from ..reserve import Reserve
 from ..workload import Workload
 from .layouts import device_layouts
@@ -194,5 +194,4 @@ def _result(inst: Instance, assignment, out, stats) -> Result:
     return r.replace(devices_used=gpus, lower_bound_devices=bound, objective=float(gpus),
                      bound=None if bound is None else float(bound), proven_optimal=proven,
                      gap=None if bound is None else (gpus - bound) / gpus, stats=stats,
-                     levels=tuple(Level(lv.name, lv.value, lv.bound, lv.proven, cap=getattr(lv, "cap", None))
-                                 for lv in out.levels))
+                     levels=tuple(out.levels))
