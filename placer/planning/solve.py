@@ -49,11 +49,6 @@ class Solved:
             return None
         return build_mapping(self.instance, self.result)
 
-    @property
-    def groups_used(self) -> int:
-        """Stages' groups used (devices / tp for a uniform degree)."""
-        return (self.raw or self.result).devices_used
-
 
 def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements, *,
                    method: str = "cpsat", tp: int = 1, ep: bool = False, concurrency: int | None = None,
