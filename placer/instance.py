@@ -348,17 +348,18 @@ class Instance:
         if self.attention_dp:
             layout = replace(layout, live_requests=concurrency * self.tp)
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
-                        self.pins, self.base_model, self.require, layout)
+                        self.pins, self.base_model, self.require, layout, self.speculation)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
         """The same instance on another fleet (of the specs' devices; groups are formed again)."""
         lay = self.layout
         if lay is not None and (lay.tp > 1 or lay.base_fleet is not None):
-            return group_instance(self.base_model or self.model, fleet, self.served_workload, tp=lay.tp,
-                                  ep=lay.ep, reserve=lay.reserve, mode=self.mode, pins=self.pins,
-                                  refined=self.model, require=self.require, attention_dp=lay.attention_dp)
+            grouped = group_instance(self.base_model or self.model, fleet, self.served_workload, tp=lay.tp,
+                                     ep=lay.ep, reserve=lay.reserve, mode=self.mode, pins=self.pins,
+                                     refined=self.model, require=self.require, attention_dp=lay.attention_dp)
+            return replace(grouped, speculation=self.speculation)
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
-                        None if lay is None else Layout(lay.tp, lay.ep, lay.reserve))
+                        None if lay is None else Layout(lay.tp, lay.ep, lay.reserve), self.speculation)
 
 
 def check_requirements(require, mode: str) -> None:

@@ -361,3 +361,27 @@ def test_a_speculative_mapping_is_simulated_with_its_drafts(deepseek_plan):
     drafted = {inst.nodes[i].name for s in draft for i in s.nodes}
     assert drafted == {"mtp.0", "mtp.embed_tokens"}
     assert all(inst.nodes[i].name not in drafted for s in target for i in s.nodes)
+
+
+def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
+    """A speed floor planned with an EAGLE-3 draft simulates its replica with that draft (4 tokens,
+    the published 3.08): the chosen replica's figures are those of an independent run with the
+    speculation given explicitly, and faster per user than the same placement without it."""
+    from placer.simulate import simulate
+
+    draft_path = tmp_path / "draft.yaml"
+    draft_path.write_text(DRAFT)
+    target = load_model("llama-3.1-8b")
+    req = Requirements(degrees=(1,), spec_tokens=4, spec_method="eagle3", draft_model=load_model(draft_path),
+                       min_user_tps=10)
+    planned = plan(target, load_fleet("h100"), Workload(concurrency=4, context_tokens=2048), req,
+                   SolverSettings(method="dp"))
+    sim = planned.simulation
+    assert (sim.spec_k, sim.spec_accept) == (4, 3.08)
+    load, assignment = planned.load_per_replica, planned.solved.raw.assignment
+    again = simulate(planned.instance, assignment, requests=load, max_live=load, output_tokens=req.output_tokens,
+                     spec_k=4, spec_accept=3.08)
+    assert again.per_user_tokens_per_s == sim.per_user_tokens_per_s
+    plain = simulate(planned.instance, assignment, requests=load, max_live=load, output_tokens=req.output_tokens,
+                     spec_k=0)
+    assert plain.spec_k == 0 and plain.per_user_tokens_per_s < sim.per_user_tokens_per_s

@@ -98,7 +98,17 @@ def speculative_model(model: LayerGraph, requirements: Requirements):
     draft = requirements.draft_model
     speculation = speculation_for(model, requirements.spec_tokens, method=requirements.spec_method, draft=draft,
                                   accept=requirements.spec_accept)
+    if speculation.accept is None and (requirements.has_speed_floor or requirements.disagg):
+        check_accept(speculation)
     return (model if draft is None else with_draft(model, draft)), speculation
+
+
+def check_accept(speculation) -> None:
+    """:class:`InvalidSpec` (field ``spec_accept``) when a plan judged by simulated speed drafts
+    with an acceptance length nobody published for its model and method."""
+    if speculation is not None and speculation.accept is None:
+        raise InvalidSpec(ARGUMENT, "spec_accept", f"no acceptance length is published for {speculation.method} on "
+                                                   "this model; a plan judged by its speed needs --spec-accept")
 
 
 def place_instance(instance: Instance, solver: SolverSettings, *, method: str | None = None,

@@ -169,7 +169,7 @@ class Simulation:
                  max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
                  arrival_rate: float | None = None, duration_s: float | None = None,
                  max_live: int | None = None, seed: int = 0, decode_only: bool = False,
-                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, spec_k: int = 0,
+                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None,
                  spec_accept: float | None = None, trace: bool = False):
         self.instance = instance
         self.assignment = list(assignment)
@@ -190,7 +190,7 @@ class Simulation:
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(requests, rounds)
-        self._speculation(spec_k, spec_accept)
+        self._speculation(*_spec_of(instance, spec_k, spec_accept))
         self.trace: list[Interval] | None = [] if trace else None
 
     # ------------------------------------------------------------------ arguments and sizes
@@ -628,7 +628,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
              arrival_rate: float | None = None, duration_s: float | None = None,
              max_live: int | None = None, seed: int = 0, prefill: bool | None = None,
              trace: bool = False, decode_only: bool = False, max_num_batched_tokens: int | None = None,
-             rounds: int = DEFAULT_ROUNDS, spec_k: int = 0, spec_accept: float | None = None) -> SimResult:
+             rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None, spec_accept: float | None = None) -> SimResult:
     """Simulate serving ``instance`` placed by ``assignment`` (device index per node): one
     :class:`Simulation` run.
 
@@ -647,7 +647,9 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     loop of ``min(requests, live cap)`` users, at least ``rounds`` requests each; ``decode_only``
     leaves prefill out (``prefill=False`` is its older spelling; ``prefill=True`` is the default).
     ``spec_k`` > 0 decodes speculatively with the placement's MTP layers, ``spec_accept`` tokens
-    accepted per verify step on average (:meth:`Simulation._speculation`).
+    accepted per verify step on average (:meth:`Simulation._speculation`); ``spec_k=None`` (the
+    default) takes the instance's own speculation (``instance.speculation``, an instance built for
+    speculative decoding) when its acceptance length is known, and ``spec_k=0`` decodes without it.
     """
     if prefill is not None:
         if prefill and decode_only:
@@ -659,6 +661,17 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                       max_live=max_live, seed=seed, decode_only=decode_only,
                       max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, spec_k=spec_k,
                       spec_accept=spec_accept, trace=trace).run()
+
+
+def _spec_of(instance: Instance, spec_k: int | None, spec_accept: float | None) -> tuple[int, float | None]:
+    """(draft tokens, acceptance length) a run decodes with: those given, else the instance's own
+    speculation when it knows its acceptance length (else none)."""
+    if spec_k is not None:
+        return spec_k, spec_accept
+    spec = getattr(instance, "speculation", None)
+    if spec is None or spec.accept is None:
+        return 0, spec_accept
+    return spec.tokens, spec_accept if spec_accept is not None else spec.accept
 
 
 def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
