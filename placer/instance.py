@@ -100,6 +100,8 @@ class Instance:
     layout: Layout | None = field(default=None, compare=False)
     # speculative decoding the plan is made for (placer.speculative.Speculation), stated in its mapping
     speculation: object = field(default=None, compare=False)
+    # leading prompt tokens of every request found in the prefix cache (the simulator prefills the rest)
+    cached_prompt_tokens: int = field(default=0, compare=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -348,7 +350,8 @@ class Instance:
         if self.attention_dp:
             layout = replace(layout, live_requests=concurrency * self.tp)
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
-                        self.pins, self.base_model, self.require, layout, self.speculation)
+                        self.pins, self.base_model, self.require, layout, self.speculation,
+                        self.cached_prompt_tokens)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
         """The same instance on another fleet (of the specs' devices; groups are formed again)."""
@@ -357,9 +360,10 @@ class Instance:
             grouped = group_instance(self.base_model or self.model, fleet, self.served_workload, tp=lay.tp,
                                      ep=lay.ep, reserve=lay.reserve, mode=self.mode, pins=self.pins,
                                      refined=self.model, require=self.require, attention_dp=lay.attention_dp)
-            return replace(grouped, speculation=self.speculation)
+            return replace(grouped, speculation=self.speculation, cached_prompt_tokens=self.cached_prompt_tokens)
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
-                        None if lay is None else Layout(lay.tp, lay.ep, lay.reserve), self.speculation)
+                        None if lay is None else Layout(lay.tp, lay.ep, lay.reserve), self.speculation,
+                        self.cached_prompt_tokens)
 
 
 def check_requirements(require, mode: str) -> None:

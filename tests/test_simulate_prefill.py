@@ -243,3 +243,38 @@ def test_prompt_chunks_run_at_the_prefill_efficiency_not_the_decode_fit():
     # with no decode in the step the chunk reads the 2 MB of weights itself, and writes its 100 tokens' KV
     assert chunk_time_us(seg, (Chunk(0, 100),)) == pytest.approx(
         (2e6 + 1000 * 100) / BW + (2e6 * 100 + 1000 * tri(100)) / 5e8, rel=1e-12)
+
+
+def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
+    """400-token requests, 20 generated, 250 of the 380 prompt tokens a prefix-cache hit: the
+    prompt's remaining 130 tokens run as chunks of 100 and 30 after position 250, each reading the
+    KV of the positions before it (cached ones included), by hand."""
+    inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
+    ttft = chunk_only_us(250, 100) + chunk_only_us(350, 30)
+    # = 2 x 15 + (2 x 2e6 + 1000 x (350 + 380)) / BW + (2e6 x 130 + 1000 x (tri(380) - tri(250))) / FL
+    assert ttft == pytest.approx(30 + 9.46 + (2.6e8 + 1000 * 41_015) / 5e8, rel=1e-12)
+    assert prompt_time_us(segments_of(inst, (0,)), 380, 100, cached=250) == pytest.approx(ttft, rel=1e-12)
+    res = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, cached_prompt_tokens=250,
+                   trace=True)
+    assert res.ttft_p50_us == pytest.approx(ttft, rel=1e-12) and res.cached_prompt_tokens == 250
+    assert [iv.prefill_tokens for iv in res.trace[:3]] == [100, 30, 0]
+    # a plan made with the prefix cache carries it: its instance, its mapping and a mapping's simulation
+    from dataclasses import replace
+
+    from placer.mapping import build_mapping, instance_from_mapping
+    from placer.placement import Status, evaluate
+
+    cached = replace(inst, cached_prompt_tokens=250)
+    assert simulate(cached, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100).ttft_p50_us == \
+        pytest.approx(ttft, rel=1e-12)
+    doc = build_mapping(cached, evaluate(cached, [0], method="dp", status=Status.OPTIMAL))
+    assert doc["prefix_cache"] == {"cached_prompt_tokens": 250}
+    from placer.mapping.validate import validate_mapping
+
+    assert validate_mapping(doc, model=ONE, fleet=FLEET) == []
+    assert instance_from_mapping(doc, model=ONE, hardware=FLEET)[3].cached_prompt_tokens == 250
+    # every token cached: one is still computed, so the first token comes from a step
+    whole = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, cached_prompt_tokens=10**6)
+    assert whole.ttft_p50_us == pytest.approx(chunk_only_us(379, 1), rel=1e-12)
+    with pytest.raises(InvalidSpec, match="cached_prompt_tokens"):
+        simulate(inst, (0,), requests=1, cached_prompt_tokens=-1)

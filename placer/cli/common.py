@@ -19,7 +19,7 @@ __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "g
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
            "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "load_draft",
-           "speculation_text"]
+           "speculation_text", "cached_prompt_option"]
 
 
 class _Tokens(click.ParamType):
@@ -466,6 +466,13 @@ def speculative_options(f):
     return click.option("--spec-tokens", type=click.IntRange(1, 64), default=None, metavar="K",
                         help="Speculative decoding: K draft tokens per step, verified as K + 1 positions; the "
                              "drafter's weights and KV are placed on the LM head's stage.")(f)
+
+
+def cached_prompt_option(f):
+    """``--cached-prompt TOKENS``: of every prompt, the leading tokens a prefix cache holds."""
+    return click.option("--cached-prompt", "cached_prompt", type=context_type, default=None, metavar="TOKENS",
+                        help="Of every prompt, this many leading tokens are a prefix-cache hit (an agent's "
+                             "repeated context): their KV is in place, only the rest is prefilled (default 0).")(f)
 
 
 def load_draft(ref):

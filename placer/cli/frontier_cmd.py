@@ -5,14 +5,17 @@ import click
 from ..errors import InvalidSpec
 from ..instance import MODES
 from ..per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
+from ..planning import Requirements
 from ..units import plural
 from .common import (
     Progress,
     backend_options,
+    cached_prompt_option,
     context_type,
     echo_json,
     granularity_option,
     jobs_option,
+    load_draft,
     load_fleet_chosen,
     method_option,
     output_file,
@@ -23,6 +26,7 @@ from .common import (
     renamed,
     reserve_of,
     runtime_option,
+    speculative_options,
     time_limit_option,
     warn,
     workload_doc,
@@ -76,11 +80,20 @@ def _speeds(text: str) -> tuple[float, ...]:
               help="Points whose p99 time to first token (closed loop with chunked prefill) exceeds MS stay "
                    "in the CSV but leave the Pareto sets and the answers.")
 @runtime_option
+@speculative_options
+@cached_prompt_option
+@click.option("--disagg", is_flag=True,
+              help="Also plan, per fleet and per --speeds floor, the disaggregated pools serving the most "
+                   "requests/s under that TPOT and --max-ttft-ms (required), prefill on the same fleet and on "
+                   "--prefill-hardware; each pairing is a platform of its own.")
+@click.option("--prefill-hardware", default=None, metavar="HW",
+              help="With --disagg: a second fleet for the prefill pool, paired with every --hardware fleet.")
 @power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
-                     as_json, quiet, runtime=None, max_ttft_ms=None):
+                     as_json, quiet, runtime=None, max_ttft_ms=None, spec_tokens=None, spec_method=None, draft_model=None,
+                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
     and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
@@ -95,8 +108,15 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     refs = [h.strip() for h in hardware.split(",") if h.strip()]
     if not refs:
         raise InvalidSpec("--hardware", "hardware", "name at least one fleet")
-    m = load_model(model, text_only=text_only)
+    if prefill_hardware is not None and not disagg:
+        raise InvalidSpec("--prefill-hardware", "prefill_hardware", "applies to --disagg")
+    if disagg and max_ttft_ms is None:
+        raise InvalidSpec("--max-ttft-ms", "max_ttft_ms", "--disagg plans its pools for a TTFT target: give it")
+    # drafting with the model's own MTP layers places them
+    mtp = bool(spec_tokens) and draft_model is None and spec_method in (None, "mtp")
+    m = load_model(model, text_only=text_only, mtp=mtp)
     fleets = [load_fleet_chosen(h) for h in refs]
+    prefill_fleet = None if prefill_hardware is None else load_fleet_chosen(prefill_hardware)
     where = fleets[0].power_label()
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
@@ -110,11 +130,15 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
             bar[0] = Progress(total, "points", quiet=quiet, desc="frontier ", failures=False)
         bar[0].step()
 
+    req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), expert_parallel=True if ep else None,
+                       reserve=reserve_of(reserve), runtime=runtime, spec_tokens=spec_tokens or 0, spec_method=spec_method,
+                       draft_model=load_draft(draft_model), spec_accept=spec_accept,
+                       cached_prompt_tokens=cached_prompt or 0)
     try:
-        rep = speed_frontier(m, fleets, wl, speeds=floors, mode=mode, granularity=granularity, method=method,
-                             output_tokens=output_tokens, jobs=jobs, progress=progress, degrees=parse_degrees(tp),
-                             ep=True if ep else None, reserve=reserve_of(reserve), max_target=max_target, backend=backend, address=address,
-                             runtime=runtime, max_ttft_ms=max_ttft_ms, **opts)
+        rep = speed_frontier(m, fleets, wl, speeds=floors, method=method, output_tokens=output_tokens, jobs=jobs,
+                             progress=progress, max_target=max_target, backend=backend, address=address,
+                             max_ttft_ms=max_ttft_ms, requirements=req, disagg=disagg, prefill_fleet=prefill_fleet,
+                             **opts)
     finally:
         if bar[0] is not None:
             bar[0].close()

@@ -11,6 +11,7 @@ from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SC
 from ..units import format_duration_us, plural
 from ..workload import workload_for
 from .common import (
+    cached_prompt_option,
     context_type,
     echo_json,
     granularity_option,
@@ -78,10 +79,11 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Modes for --compare.")
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@cached_prompt_option
 def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
                      schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, decode_only,
                      max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
-                     as_json):
+                     as_json, cached_prompt=None):
     """Simulate serving the stage mapping TARGET at full size (tokens/s per user and aggregate,
     inter-token latency, time to first token, stage utilisation, live requests, power, tokens/s per
     MW, J/token at the --power boundary), or, with --compare MODEL / --all-modes, every mode's
@@ -94,6 +96,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if decode_only and max_num_batched_tokens is not None:
         raise InvalidSpec("--max-num-batched-tokens", "max_num_batched_tokens", "prices prefill chunks; "
                                                                                 "--decode-only has none")
+    if cached_prompt is not None and (decode_only or compare_model or all_modes):
+        raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to the prefill of one mapping's simulation")
     if compare_model or all_modes:
         model_ref_ = compare_model or target
         if not model_ref_:
@@ -140,7 +144,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                            schedule=schedule, max_batch=max_batch, runtime=runtime,
                            micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration,
                            max_live=max_live, seed=seed, decode_only=decode_only,
-                           max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None)
+                           max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None,
+                           cached_prompt_tokens=cached_prompt)
     if gantt:
         from ..simulate.gantt import save_gantt
         gantt = save_gantt(res, gantt)

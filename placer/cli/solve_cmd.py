@@ -8,6 +8,7 @@ from ..planning import Requirements, SolverSettings, plan
 from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us, plural
 from .common import (
+    cached_prompt_option,
     echo_json,
     echo_json_mapping,
     granularity_option,
@@ -144,12 +145,13 @@ def print_progress(info) -> None:
                    "--enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
 @disagg_options
+@cached_prompt_option
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
-                  prefill_hardware=None, rate=None, isl=None, osl=None, **kw):
+                  prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -175,6 +177,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
                        spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
                        spec_accept=spec_accept, attention_dp=False if floor and attention_dp is None else attention_dp,
+                       cached_prompt_tokens=cached_prompt or 0,
                        **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)

@@ -173,9 +173,16 @@ def build_mapping(instance, result) -> dict:
             solve_seconds=_finite(float(result.seconds)) or 0.0,
             levels=levels_doc(result)),
     }
+    return _with_optional_sections(doc, instance, model)
+
+
+def _with_optional_sections(doc: dict, instance, model) -> dict:
+    """``doc`` with the sections only some plans have: speculation, a prefix cache, requirements, pins."""
     speculation = getattr(instance, "speculation", None)
     if speculation is not None:
         doc["speculative"] = speculation.to_dict()
+    if instance.cached_prompt_tokens:
+        doc["prefix_cache"] = {"cached_prompt_tokens": int(instance.cached_prompt_tokens)}
     if instance.require:
         doc["require"] = list(instance.require)
     if instance.pins:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 from ..errors import InvalidSpec
 from ..fleet import Fleet, load_fleet
@@ -157,13 +158,19 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     if par.get("per_stage"):
         inst = _per_stage_instance(doc, probe, fleet, wl, ep=par.get("ep", 1) > 1,
                                         reserve=None if reserve is None else Reserve.from_dict(reserve))
-        return m, fleet, wl, inst
+        return m, fleet, wl, _with_prefix_cache(inst, doc)
     inst = make_instance(m, fleet, wl, mode=doc["mode"],
                          granularity=granularity if doc["mode"] == "split" else "layer",
                          pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
                          reserve=None if reserve is None else Reserve.from_dict(reserve),
                          require=tuple(doc.get("require", ())), attention_dp=bool(par.get("attention_dp")))
-    return m, fleet, wl, inst
+    return m, fleet, wl, _with_prefix_cache(inst, doc)
+
+
+def _with_prefix_cache(inst, doc: dict):
+    """``inst`` with the prefix-cache hit the mapping's plan assumed (its simulations use it)."""
+    cached = (doc.get("prefix_cache") or {}).get("cached_prompt_tokens", 0)
+    return replace(inst, cached_prompt_tokens=int(cached)) if cached else inst
 
 
 def _per_stage_instance(doc: dict, model: LayerGraph, fleet: Fleet, workload: Workload, *, ep: bool = False,

@@ -126,6 +126,8 @@ def rebuild_mapping(doc: dict, *, model=None, hardware=None) -> Rebuilt:
     rebuilt = build_mapping(inst, result)
     if isinstance(doc.get("serving"), dict):
         rebuilt["serving"] = doc["serving"]      # how the plan is served (a speed floor's replicas): not derived
+    if isinstance(doc.get("prefix_cache"), dict):
+        rebuilt["prefix_cache"] = doc["prefix_cache"]
     # the claims hold only for the placement and figures they were made for: any edit drops them
     changed = recorded != assignment or doc["stages"] != rebuilt["stages"]
     if not changed and old:

@@ -119,6 +119,12 @@ def mapping_schema() -> dict:
             "route": {"type": "array", "items": name},
             "summary": _summary_schema(count, opt_count, opt_number, concurrency, name),
             "speculative": _speculative_schema(name, sha, opt_number),
+            "prefix_cache": {
+                "type": "object", "required": ["cached_prompt_tokens"], "additionalProperties": False,
+                "description": "the prefix-cache hit the plan's speeds assume: of every prompt, this many leading "
+                               "tokens have their KV in place on admission (only the rest is prefilled)",
+                "properties": {"cached_prompt_tokens": {"type": "integer", "minimum": 0}},
+            },
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),

@@ -184,20 +184,22 @@ def _power(solved: Solved) -> float | None:
 
 
 def _prefill_times(solved: Solved, prompt: int, budget: int) -> tuple[float, float]:
-    """``(t_prefill, s)``: one prompt alone through the route, and the busiest device's share."""
+    """``(t_prefill, s)``: one prompt alone through the route, and the busiest device's share (the
+    instance's prefix-cache hit is not computed)."""
     from ..simulate import segments_of
     from ..simulate.prefill import Chunk, prompt_time_us, step_time_us
 
     segs = segments_of(solved.instance, solved.raw.assignment)
     busy: dict[int, float] = {}
     zero = {w: 0.0 for w in set().union(*(s.windows() for s in segs))}
-    start = 0
+    cached = min(solved.instance.cached_prompt_tokens, prompt - 1)
+    start = cached
     while start < prompt:
         n = min(budget, prompt - start)
         for s in segs:
             busy[s.device] = busy.get(s.device, 0.0) + step_time_us(s, 0, zero, (Chunk(start, n),))
         start += n
-    return prompt_time_us(segs, prompt, budget), max(busy.values())
+    return prompt_time_us(segs, prompt, budget, cached), max(busy.values())
 
 
 def prefill_shapes(model, fleet, workload, req: Requirements, solver: SolverSettings, prompt: int,

@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
 from ..model import LayerGraph
 from ..reserve import Reserve
@@ -31,16 +32,18 @@ from ..spec_io import atomic_write_text
 from ..workload import Workload
 from .layouts import device_layouts, layout_label
 from .requirements import Requirements, SolverSettings
-from .solve import build_instance, place_instance
+from .solve import build_instance, check_accept, place_instance
 from .speed import ttft_within
 from .sweep import check_backend, run_tasks
 
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
 
-COLUMNS = ["platform", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total", "per_user_tokens_per_s",
-           "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w", "tokens_per_s_per_mw", "tokens_per_s_per_device",
-           "joules_per_token", "hop_latency_us", "valid", "pareto", "schedule", "context_tokens", "route",
-           "ttft_p99_us", "meets_ttft"]
+COLUMNS = ["platform", "serving", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total",
+           "per_user_tokens_per_s", "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w",
+           "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
+           "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
+           "spec_accept", "cached_prompt_tokens", "ttft_model_us", "rate_per_s", "prefill_layout", "decode_layout",
+           "proven"]
 
 
 @dataclass
@@ -70,13 +73,16 @@ def _simulate_point(task: tuple) -> dict:
 
     model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
     inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"])
+    # the instance's own speculation and prefix cache (build_instance) are the run's
     sim = simulate(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
                 aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
-                schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us))
+                schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us, spec_tokens=sim.spec_k,
+                spec_accept=sim.spec_accept, cached_prompt_tokens=sim.cached_prompt_tokens,
+                power_boundary=sim.power_boundary))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -97,7 +103,9 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
                    address: str | None = None, require=(), runtime: str | None = None, time_limit: float = 30.0,
-                   seed: int = 0, workers: int = 2, max_ttft_ms: float | None = None) -> FrontierReport:
+                   seed: int = 0, workers: int = 2, max_ttft_ms: float | None = None,
+                   requirements: Requirements | None = None, disagg: bool = False,
+                   prefill_fleet: Fleet | None = None) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
     ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
@@ -113,22 +121,36 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     answers (``meets_ttft`` False); ``time_limit``, ``seed``, ``workers``:
     CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
     placed by :func:`~placer.planning.solve.place_instance`.
+
+    ``requirements``: instead of ``mode`` ... ``runtime``, the whole :class:`Requirements` every
+    placement is made under, speculative decoding (its drafter placed, every point simulated with
+    it) and the prefix cache included; it holds no speed floor (the frontier sweeps the loads).
+    ``disagg``: also, per fleet and per speed of ``speeds``, the disaggregated plan serving the most
+    requests/s under that TPOT and ``max_ttft_ms`` (required then), its prefill pool on the same
+    fleet and, when given, on ``prefill_fleet`` (:mod:`placer.planning.frontier_disagg`); those
+    rows are platforms of their own (``wse-3t disagg``, ``wse-3t decode + b200 prefill``).
     """
     from ..mapping.validate import validate_mapping
 
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
-    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       constraints=tuple(require), runtime=runtime)
+    req = _requirements(requirements, dict(mode=mode, granularity=granularity, degrees=degrees, ep=ep,
+                                           reserve=reserve, require=tuple(require), runtime=runtime))
+    mode, ep = req.mode or "contiguous", req.expert_parallel
+    if disagg and max_ttft_ms is None:
+        raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
+    if prefill_fleet is not None and not disagg:
+        raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated points: add --disagg")
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=mode, workload=workload)
+        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=req.mode or mode, workload=workload)
         refused = found.refused_by_label()
         if refused:
             notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
         for tp, spread in found.allowed:
             base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1)
+            check_accept(base.speculation)      # every point is simulated with it
             n_groups = len(base.devices)
             tag = layout_label(tp, spread)
             seen: set[tuple] = set()
@@ -147,7 +169,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                     seen.add(key)
                     doc = solved.mapping
                     violations = validate_mapping(doc, model=model, fleet=fleet)
-                    meta = dict(platform=fleet.name, tp=tp, ep=spread, devices=r.devices_used * tp,
+                    meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread,
+                                devices=r.devices_used * tp, proven=bool(r.proven_optimal),
                                 replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
                                 valid=not violations, context_tokens=workload.context_tokens,
                                 route=" ".join(doc["route"]))
@@ -172,14 +195,44 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     for r in rows:      # a TTFT target: points over it stay listed, off the Pareto set and the answers
         r["meets_ttft"] = ttft_within(r.get("ttft_p99_us"), limit)
         r["pareto"] = False
+    platforms = [f.name for f in fleets]
+    if disagg:
+        from .frontier_disagg import disagg_points
+
+        more, why = disagg_points(model, fleets, workload, req, solver, speeds=speeds, output_tokens=output_tokens,
+                                  max_ttft_ms=max_ttft_ms, prefill_fleet=prefill_fleet)
+        rows += more
+        notes += why
+        platforms += list(dict.fromkeys(r["platform"] for r in more))
     for name in dict.fromkeys(r["platform"] for r in rows):
         mine = [r for r in rows if r["platform"] == name and r["meets_ttft"]]
         for r, p in zip(mine, pareto(mine)):
             r["pareto"] = p
     report = FrontierReport(model=model.name, context_tokens=workload.context_tokens,
-                            platforms=[f.name for f in fleets], rows=rows, speeds=tuple(speeds), notes=notes)
+                            platforms=platforms, rows=rows, speeds=tuple(speeds), notes=notes)
     report.sentences = compare_at_speeds(report, speeds)
     return report
+
+
+_KEYWORD_DEFAULTS = dict(mode="contiguous", granularity=None, degrees=None, ep=None, reserve=None, require=(),
+                        runtime=None)
+
+
+def _requirements(requirements: Requirements | None, keywords: dict) -> Requirements:
+    """The requirements every placement of the frontier is made under: ``requirements`` as given
+    (then none of the keyword forms may be), else the keyword forms'."""
+    if requirements is None:
+        k = keywords
+        return Requirements(mode=k["mode"], granularity=k["granularity"], degrees=k["degrees"],
+                            expert_parallel=k["ep"], reserve=k["reserve"], constraints=k["require"],
+                            runtime=k["runtime"])
+    given = [k for k, v in keywords.items() if v != _KEYWORD_DEFAULTS[k]]
+    if given:
+        raise TypeError(f"speed_frontier: give {given[0]} inside requirements, not beside it")
+    if requirements.has_speed_floor or requirements.disagg:
+        raise InvalidSpec(ARGUMENT, "requirements", "a frontier sweeps the loads: no speed floor or disaggregation "
+                                                    "in its requirements (disagg=True adds those points)")
+    return requirements
 
 
 def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:
@@ -190,7 +243,10 @@ def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:
 
 
 def _degree(row: dict) -> str:
-    """``", tp 8 ep"`` for a point on device groups, nothing for one device per stage."""
+    """``", tp 8 ep"`` for a point on device groups, nothing for one device per stage; a
+    disaggregated point's pools (``", 3 x tp 2 (b200, 10 devices) prefill + ..."``)."""
+    if row.get("serving") == "disaggregated":
+        return f", {row['prefill_layout']} prefill + {row['decode_layout']} decode"
     tp = row.get("tp", 1)
     return "" if tp == 1 else f", tp {tp}{' ep' if row.get('ep') else ''}"
 

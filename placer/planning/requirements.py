@@ -97,6 +97,10 @@ class Requirements:
     ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request,
     TTFT at most ``max_ttft_ms`` and TPOT at most ``max_itl_ms`` (or ``1 / min_user_tps``);
     ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget).
+
+    ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
+    agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
+    pool computes only the rest (the KV moved to decode is still the whole prompt's).
     """
 
     mode: str | None = None
@@ -129,6 +133,7 @@ class Requirements:
     prompt_tokens: int | None = None
     decode_tokens: int = 1000
     max_num_batched_tokens: int | None = None
+    cached_prompt_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
@@ -145,6 +150,9 @@ class Requirements:
             raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
         if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
             raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
+        c = self.cached_prompt_tokens
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            raise InvalidSpec(ARGUMENT, "cached_prompt_tokens", "prompt tokens found in the prefix cache: an integer >= 0")
         if self.objective is not None:
             from ..algorithms.registry import parse_objective
 

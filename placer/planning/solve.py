@@ -72,7 +72,11 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
         inst = make_instance(with_draft_embedding(model), fleet, workload, mode=mode,
                              granularity=requirements.granularity_of(mode), pins=requirements.pins, require=require,
                              tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp)
-    return inst if speculation is None else replace(inst, speculation=speculation)
+    if speculation is not None:
+        inst = replace(inst, speculation=speculation)
+    if requirements.cached_prompt_tokens:
+        inst = replace(inst, cached_prompt_tokens=requirements.cached_prompt_tokens)
+    return inst
 
 
 def _drafter_embedding_placed(inst: Instance, requirements: Requirements) -> bool:

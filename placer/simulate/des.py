@@ -12,7 +12,10 @@ optionally, fewer than ``max_live`` are live.
 holds the running decodes first (one token each), then prompt chunks of the admitted requests in
 admission order, each ``min(remaining prompt, remaining budget)`` tokens of the step's token budget
 ``max_num_batched_tokens``; decodes and chunks run as one forward pass
-(:mod:`placer.simulate.prefill` prices the chunk part). The step that ends a prompt gives its first
+(:mod:`placer.simulate.prefill` prices the chunk part). With ``cached_prompt_tokens`` the leading
+tokens of every prompt are a prefix-cache hit (their KV in place on admission, as vLLM's and SGLang's
+prefix caches give an agent's repeated context): only the rest is prefilled, its attention reading
+the cached part. The step that ends a prompt gives its first
 token. Inter-token latency under load therefore includes the prefill chunks that share a step, and
 the time to first token (TTFT) is reported beside it.
 
@@ -57,7 +60,7 @@ import simpy
 from .. import memory
 from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from ..instance import Instance
-from ..units import parse_tokens
+from . import arguments
 from .contexts import ContextDist, parse_context_dist
 from .cost import cached_tokens, segments_of
 from .prefill import Chunk, step_time_us, sum_min
@@ -170,18 +173,19 @@ class Simulation:
                  arrival_rate: float | None = None, duration_s: float | None = None,
                  max_live: int | None = None, seed: int = 0, decode_only: bool = False,
                  max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None,
-                 spec_accept: float | None = None, trace: bool = False):
+                 spec_accept: float | None = None, cached_prompt_tokens: int | None = None, trace: bool = False):
         self.instance = instance
         self.assignment = list(assignment)
         self._settle_schedule(schedule, max_batch, runtime, micro_batch)
-        _check_counts(output_tokens=output_tokens, arrival_rate=arrival_rate, duration_s=duration_s,
+        arguments.check_counts(output_tokens=output_tokens, arrival_rate=arrival_rate, duration_s=duration_s,
                       max_live=max_live, max_num_batched_tokens=max_num_batched_tokens, rounds=rounds)
         self.output_tokens, self.arrival_rate, self.max_live = output_tokens, arrival_rate, max_live
         self.end_us = duration_s * 1e6 if duration_s is not None else None
         self.decode_only = bool(decode_only)
         self.budget = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
         self.closed_loop = not self.decode_only and arrival_rate is None
-        self.dist = _context_dist(instance, context, context_dist)
+        self.cached_prompt = arguments.cached_prompt(instance, cached_prompt_tokens)
+        self.dist = arguments.context_dist(instance, context, context_dist)
         self.segs = segments_of(instance, self.assignment)
         self.reserve = _Reserve(instance, self.assignment)
         if any(v < 0 for v in self.reserve.free.values()):
@@ -190,7 +194,7 @@ class Simulation:
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(requests, rounds)
-        self._speculation(*_spec_of(instance, spec_k, spec_accept))
+        self._speculation(*arguments.spec_of(instance, spec_k, spec_accept))
         self.trace: list[Interval] | None = [] if trace else None
 
     # ------------------------------------------------------------------ arguments and sizes
@@ -321,6 +325,8 @@ class Simulation:
         r = _Req(id=len(self.reqs), arrival=self.env.now, context=c, output=out, prompt=c - out, user=user)
         if self.decode_only:
             r.prefilled = r.prompt
+        else:       # a prefix-cache hit: those tokens' KV is in place; at least one token is computed
+            r.prefilled = min(self.cached_prompt, r.prompt - 1)
         self.reqs.append(r)
         self.waiting.append(r)
         if len(self.reqs) >= self.requests:
@@ -591,34 +597,7 @@ class Simulation:
             prefill_step_fraction=self.steps[3] / self.steps[0] if self.steps[0] else 0.0,
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
             spec_k=self.spec_k, spec_accept=self.spec_accept,
-            trace=self.trace)
-
-
-def _check_counts(**values) -> None:
-    """The numeric arguments, each in its own words."""
-    if values["output_tokens"] < 1:
-        raise InvalidSpec(ARGUMENT, "output_tokens", "must be at least 1")
-    rate = values["arrival_rate"]
-    if rate is not None and not rate > 0:
-        raise InvalidSpec(ARGUMENT, "arrival_rate", "must be a positive number of requests per second")
-    duration = values["duration_s"]
-    if duration is not None and not duration > 0:
-        raise InvalidSpec(ARGUMENT, "duration_s", "must be positive (seconds)")
-    for name in ("max_live", "max_num_batched_tokens", "rounds"):
-        v = values[name]
-        if v is not None and v < 1:
-            raise InvalidSpec(ARGUMENT, name, "must be at least 1")
-
-
-def _context_dist(instance: Instance, context, context_dist) -> ContextDist:
-    if context_dist is not None and context is not None:
-        raise InvalidSpec(ARGUMENT, "context_dist", "give context or context_dist, not both")
-    if isinstance(context_dist, str):
-        return parse_context_dist(context_dist)
-    if context_dist is not None:
-        return context_dist
-    c = instance.workload.context_tokens if context is None else parse_tokens(context)
-    return ContextDist("fixed", (float(c),))
+            cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, trace=self.trace)
 
 
 def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
@@ -628,7 +607,8 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
              arrival_rate: float | None = None, duration_s: float | None = None,
              max_live: int | None = None, seed: int = 0, prefill: bool | None = None,
              trace: bool = False, decode_only: bool = False, max_num_batched_tokens: int | None = None,
-             rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None, spec_accept: float | None = None) -> SimResult:
+             rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None, spec_accept: float | None = None,
+             cached_prompt_tokens: int | None = None) -> SimResult:
     """Simulate serving ``instance`` placed by ``assignment`` (device index per node): one
     :class:`Simulation` run.
 
@@ -660,18 +640,7 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
                       micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration_s,
                       max_live=max_live, seed=seed, decode_only=decode_only,
                       max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, spec_k=spec_k,
-                      spec_accept=spec_accept, trace=trace).run()
-
-
-def _spec_of(instance: Instance, spec_k: int | None, spec_accept: float | None) -> tuple[int, float | None]:
-    """(draft tokens, acceptance length) a run decodes with: those given, else the instance's own
-    speculation when it knows its acceptance length (else none)."""
-    if spec_k is not None:
-        return spec_k, spec_accept
-    spec = getattr(instance, "speculation", None)
-    if spec is None or spec.accept is None:
-        return 0, spec_accept
-    return spec.tokens, spec_accept if spec_accept is not None else spec.accept
+                      spec_accept=spec_accept, cached_prompt_tokens=cached_prompt_tokens, trace=trace).run()
 
 
 def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,

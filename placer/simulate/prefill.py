@@ -98,11 +98,12 @@ def step_time_us(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chun
     return t + chunk_time_us(seg, chunks, decodes) if chunks else t
 
 
-def prompt_time_us(segs: Sequence[Segment], prompt: int, budget: int) -> float:
+def prompt_time_us(segs: Sequence[Segment], prompt: int, budget: int, cached: int = 0) -> float:
     """Time to first token of one ``prompt``-token request alone on the route ``segs``: its
-    ``ceil(prompt / budget)`` chunks run one after the other, each walking every segment and hop
-    (the last one's step gives the first token)."""
-    total, start = 0.0, 0
+    ``ceil((prompt - cached) / budget)`` chunks run one after the other, each walking every segment
+    and hop (the last one's step gives the first token); the first ``cached`` tokens are a
+    prefix-cache hit (at most ``prompt - 1``: one token is always computed)."""
+    total, start = 0.0, min(cached, prompt - 1)
     while start < prompt:
         n = min(budget, prompt - start)
         ch = (Chunk(start, n),)

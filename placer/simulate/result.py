@@ -68,6 +68,7 @@ class SimResult:
     pue: float | None = None              # facility boundary: the power usage effectiveness applied
     spec_k: int = 0                       # speculative decoding: draft tokens verified per step
     spec_accept: float | None = None      # and the mean tokens a verify step emits (acceptance length)
+    cached_prompt_tokens: int = 0         # of every prompt, the tokens found in the prefix cache (not prefilled)
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:

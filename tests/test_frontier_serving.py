@@ -1,0 +1,142 @@
+"""Speed frontiers with the serving of today: disaggregated points (each the plan
+:func:`placer.plan` makes for the most requests/s at that TPOT, re-derived here), every point
+simulated with the speculation it is planned for, and a prefix-cache hit shortening the prefill
+pool's prompts by exactly the closed form's chunks."""
+
+from __future__ import annotations
+
+import pytest
+from test_disagg import GPUS, MODEL, WAFERS
+
+from placer.errors import InvalidSpec
+from placer.fleet import load_fleet
+from placer.mapping.validate_pools import validate_document
+from placer.model import load_model
+from placer.planning import Requirements, SolverSettings, plan
+from placer.planning.frontier import compare_at_speeds, speed_frontier
+from placer.simulate import segments_of, simulate
+from placer.simulate.prefill import prompt_time_us
+from placer.workload import workload_for
+
+ISL, OSL = 2000, 200
+TTFT_MS = 200.0
+FLOOR = 500.0
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("frontier_serving")
+    for name, text in (("model.yaml", MODEL), ("wafers.yaml", WAFERS), ("gpus.yaml", GPUS)):
+        (d / name).write_text(text)
+    return d
+
+
+@pytest.fixture(scope="module")
+def disagg_report(specs):
+    m = load_model(specs / "model.yaml")
+    wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml")
+    wl = workload_for(m, context=ISL + OSL)
+    rep = speed_frontier(m, [wafers], wl, speeds=(FLOOR,), method="dp", output_tokens=OSL, jobs=1,
+                         max_ttft_ms=TTFT_MS, disagg=True, prefill_fleet=gpus, time_limit=10)
+    return m, wafers, gpus, wl, rep
+
+
+def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
+    m, wafers, gpus, wl, rep = disagg_report
+    assert rep.platforms == ["pdwafers", "pdwafers disagg", "pdwafers decode + pdgpus prefill"]
+    for label, prefill in (("pdwafers disagg", None), ("pdwafers decode + pdgpus prefill", gpus)):
+        (row,) = [r for r in rep.rows if r["platform"] == label]
+        req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=prefill, min_user_tps=FLOOR,
+                           max_ttft_ms=TTFT_MS, prompt_tokens=ISL, decode_tokens=OSL)
+        p = plan(m, wafers, wl, req, SolverSettings(method="dp", time_limit=10))
+        c = p.pools.chosen
+        assert row["serving"] == "disaggregated" and row["valid"] and row["meets_ttft"]
+        assert validate_document(p.mapping, model=m) == []
+        assert row["devices"] == c.x * c.prefill.devices + c.y * c.decode.devices
+        assert row["rate_per_s"] == pytest.approx(c.rate, rel=1e-12)
+        assert row["aggregate_tokens_per_s"] == pytest.approx(c.rate * OSL, rel=1e-12)
+        assert row["power_w"] == pytest.approx(c.x * c.prefill.power_w + c.y * c.decode.power_w, rel=1e-12)
+        assert row["tokens_per_s_per_mw"] == pytest.approx(c.rate * OSL / row["power_w"] * 1e6, rel=1e-12)
+        assert row["per_user_tokens_per_s"] == pytest.approx(1e6 / c.tpot_us, rel=1e-12)
+        assert row["per_user_tokens_per_s"] >= FLOOR
+        assert row["ttft_model_us"] == pytest.approx(c.ttft_us, rel=1e-12)
+        assert row["ttft_model_us"] <= TTFT_MS * 1e3
+        assert row["ttft_p99_us"] is None and row["proven"] == p.pools.proven
+
+
+def test_the_comparison_ranks_aggregated_and_disaggregated_points_together(disagg_report):
+    *_, rep = disagg_report
+    best = {}
+    for r in rep.rows:
+        if r["valid"] and r["meets_ttft"] and r["per_user_tokens_per_s"] >= FLOOR:
+            best[r["platform"]] = max(best.get(r["platform"], 0.0), r["tokens_per_s_per_mw"])
+    order = sorted(best, key=lambda k: -best[k])
+    (sentence,) = compare_at_speeds(rep, (FLOOR,))
+    assert sentence.startswith(f"At {FLOOR:,.0f} tokens/s per user, {order[0]} is ahead with "
+                               f"{best[order[0]]:,.0f} tokens/s per MW")
+    assert f"{best[order[0]] / best[order[1]]:.2f}x {order[1]}" in sentence
+
+
+def test_disaggregated_points_need_a_ttft_target(specs):
+    m = load_model(specs / "model.yaml")
+    with pytest.raises(InvalidSpec, match="max_ttft_ms"):
+        speed_frontier(m, [load_fleet(specs / "wafers.yaml")], workload_for(m, context=ISL + OSL), speeds=(FLOOR,),
+                       disagg=True, jobs=1)
+    with pytest.raises(TypeError, match="mode"):
+        speed_frontier(m, [load_fleet(specs / "wafers.yaml")], workload_for(m, context=ISL + OSL), mode="free",
+                       requirements=Requirements(), jobs=1)
+
+
+DRAFT = """\
+name: toy-draft
+layers:
+  - {kind: attention, params: 20000000, kv_bytes_per_token: 4096}
+  - {kind: lm_head, weight_bytes: 40000000}
+"""
+TARGET = MODEL + "  - {kind: lm_head, weight_bytes: 200000000}\n"
+
+
+def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path):
+    (tmp_path / "draft.yaml").write_text(DRAFT)
+    (tmp_path / "target.yaml").write_text(TARGET)
+    m = load_model(tmp_path / "target.yaml")
+    gpus = load_fleet(specs / "gpus.yaml")
+    wl = workload_for(m, context=1024)
+    req = Requirements(spec_tokens=3, spec_method="eagle3", draft_model=load_model(tmp_path / "draft.yaml"),
+                       spec_accept=2.5)
+    rep = speed_frontier(m, [gpus], wl, method="dp", output_tokens=16, jobs=1, requirements=req, max_target=2,
+                         time_limit=10)
+    assert rep.rows
+    from placer.planning.solve import build_instance
+
+    for r in rep.rows:
+        assert (r["spec_tokens"], r["spec_accept"]) == (3, 2.5)
+        inst = build_instance(m, gpus, wl, req, tp=r["tp"], ep=r["ep"]).with_concurrency(r["target"])
+        route = [inst.device_index[d] for d in r["route"].split()]
+        assert {inst.nodes[i].name for i, d in enumerate(route) if d == route[-1]} >= {"draft.layers.0",
+                                                                                        "draft.lm_head", "lm_head"}
+        live = r["live_per_replica"]
+        sim = simulate(inst, route, requests=live, max_live=live, output_tokens=16, spec_k=3, spec_accept=2.5)
+        assert r["per_user_tokens_per_s"] == pytest.approx(sim.per_user_tokens_per_s, rel=1e-12)
+        plain = simulate(inst, route, requests=live, max_live=live, output_tokens=16, spec_k=0)
+        assert plain.per_user_tokens_per_s != pytest.approx(sim.per_user_tokens_per_s, rel=1e-6)
+    with pytest.raises(InvalidSpec, match="spec_accept"):      # nothing published for this toy
+        speed_frontier(m, [gpus], wl, method="dp", jobs=1, max_target=1,
+                       requirements=Requirements(spec_tokens=3, spec_method="eagle3",
+                                                 draft_model=load_model(tmp_path / "draft.yaml")))
+
+
+def test_a_cached_prefix_shortens_the_prefill_pool_by_the_closed_form(specs):
+    m = load_model(specs / "model.yaml")
+    wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml")
+    wl = workload_for(m, context=ISL)
+    base = dict(disagg=True, prefill_fleet=gpus, rate=20.0, max_ttft_ms=TTFT_MS, max_itl_ms=2.0, decode_tokens=OSL)
+    cold = plan(m, wafers, wl, Requirements(**base), SolverSettings(time_limit=10)).pools
+    warm = plan(m, wafers, wl, Requirements(**base, cached_prompt_tokens=1500), SolverSettings(time_limit=10)).pools
+    for pools, cached in ((cold, 0), (warm, 1500)):
+        for shape in pools.prefill_shapes:
+            segs = segments_of(shape.solved.instance, shape.solved.raw.assignment)
+            assert shape.prefill_us == pytest.approx(prompt_time_us(segs, ISL, pools.budget_tokens, cached), rel=1e-12)
+    assert warm.chosen.prefill.prefill_us < cold.chosen.prefill.prefill_us
+    assert warm.transfer_bytes == cold.transfer_bytes       # the whole prompt's KV still moves to decode
+    assert warm.mapping is not None
