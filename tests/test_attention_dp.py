@@ -183,8 +183,6 @@ def test_layouts_and_requirements_refuse_what_cannot_run():
     assert all("no MoE layers" in why for why in found.refused_by_label().values())
     with pytest.raises(InvalidSpec, match="attention_dp"):
         Requirements(attention_dp=True, mode="split")
-    with pytest.raises(InvalidSpec, match="attention_dp"):
-        Requirements(attention_dp=True, min_user_tps=10)
 
 
 def test_solve_attention_dp_flag(run_cli):
@@ -310,3 +308,26 @@ def test_a_runtime_without_attention_dp_is_refused_with_it():
     with pytest.raises(InvalidSpec, match="megatron has no attention data parallelism"):
         Requirements(attention_dp=True, runtime="megatron")
     assert Requirements(attention_dp=True, runtime="sglang").attention_dp
+
+
+def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
+    """A speed floor at attention data parallelism: the replica is a group's placement, its held
+    load is the group's live requests (8 per rank-request), and its figures are an independent
+    run of one rank's share stated for the group (placer.simulate.data_parallel)."""
+    from placer.simulate import simulate
+    from placer.simulate.data_parallel import for_group
+
+    m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=2, concurrency=40, context=4096)
+    req = Requirements(degrees=(8,), attention_dp=True, min_user_tps=5.0, output_tokens=4)
+    p = plan(m, fleet, wl, req, SolverSettings(method="dp"))
+    assert p.kind == "speed-floor" and p.feasible, p.message
+    inst = p.instance
+    assert inst.attention_dp and inst.tp == 8
+    assert all(s.instance.attention_dp for s in p.speed.shapes)
+    load = p.load_per_replica
+    rank = simulate(inst, p.solved.raw.assignment, requests=-(-load // 8), max_live=-(-load // 8), output_tokens=4)
+    group = for_group(rank, inst)
+    assert p.simulation.per_user_tokens_per_s == pytest.approx(group.per_user_tokens_per_s, rel=1e-12)
+    assert p.simulation.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s, rel=1e-12)
+    assert p.simulation.per_user_tokens_per_s >= 5.0
+    assert p.replicas * load >= 40 and p.speed.chosen.shape.layout == "tp 8 attention-dp"

@@ -176,7 +176,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
                        objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
                        spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
-                       spec_accept=spec_accept, attention_dp=False if floor and attention_dp is None else attention_dp,
+                       spec_accept=spec_accept, attention_dp=attention_dp,
                        cached_prompt_tokens=cached_prompt or 0,
                        **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,

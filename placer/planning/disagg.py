@@ -168,7 +168,8 @@ class DecodeShape:
 
     @property
     def layout(self) -> str:
-        return layout_label(self.solved.instance.tp, self.solved.instance.ep)
+        inst = self.solved.instance
+        return layout_label(inst.tp, inst.ep, inst.attention_dp)
 
     @property
     def tpot_us(self) -> float:
@@ -208,7 +209,7 @@ def prefill_shapes(model, fleet, workload, req: Requirements, solver: SolverSett
     chunk = min(prompt, budget)
     base = workload.replace(context_tokens=prompt, micro_batch=chunk)
     out = []
-    for tp, ep in _layouts(model, fleet, base, req):
+    for tp, ep, _dp in _layouts(model, fleet, base, req):
         in_flight, shape = 1, None
         for _ in range(MAX_PREFILL_ROUNDS):
             inst = build_instance(model, fleet, base, req, tp=tp, ep=ep, concurrency=in_flight)
@@ -238,18 +239,18 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
 
     base_wl = workload.replace(context_tokens=context)
     out = []
-    for tp, ep in _layouts(model, fleet, base_wl, req):
+    for tp, ep, adp in _layouts(model, fleet, base_wl, req, decode=True):
         seen: set[tuple] = set()
         target = 1
-        while target <= top:
-            inst = build_instance(model, fleet, base_wl, req, tp=tp, ep=ep, concurrency=target)
+        while target <= top:      # a rank's live requests under attention data parallelism
+            inst = build_instance(model, fleet, base_wl, req, tp=tp, ep=ep, concurrency=target, attention_dp=adp)
             solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
             if not solved.result.feasible:
                 break
             key = tuple(solved.raw.assignment)
             if key not in seen:
                 seen.add(key)
-                cap = int(solved.result.concurrency_ceiling or target)
+                cap = int(inst.group_requests(solved.raw.concurrency_ceiling) or inst.group_requests(target))
                 held, sim = concurrency_at_speed(inst, solved.raw.assignment, floor, cap=cap,
                                                  output_tokens=req.output_tokens, decode_only=True)
                 if held:
@@ -261,11 +262,14 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
     return out
 
 
-def _layouts(model, fleet, workload, req: Requirements):
+def _layouts(model, fleet, workload, req: Requirements, decode: bool = False):
+    """``(tp, ep, attention_dp)`` of every layout a pool tries: attention data parallelism (as
+    ``req.attention_dp`` says) in the decode pool only (a prefill replica's ranks would each
+    prefill their own prompts, which the prefill model does not price)."""
     found = device_layouts(model, fleet, degrees=req.degrees, ep=req.expert_parallel, mode=req.mode_for("cpsat"),
-                           workload=workload)
+                           workload=workload, attention_dp=req.attention_dp if decode else False)
     found.require_some(model)
-    return found.allowed
+    return found.every()
 
 
 # ----------------------------------------------------------------------------- the ratio
@@ -550,7 +554,7 @@ def _decode_apart(model, fleet, workload, req, solver, c: DisaggCandidate, share
         return d
     inst = d.instance
     rebuilt = build_instance(model, fleet.without(p_used), workload.replace(context_tokens=context), req,
-                             tp=inst.tp, ep=inst.ep, concurrency=c.decode.target)
+                             tp=inst.tp, ep=inst.ep, concurrency=c.decode.target, attention_dp=inst.attention_dp)
     again = place_instance(rebuilt, solver, reports=False, keep_interrupted=False)
     return again if again.result.feasible else d
 

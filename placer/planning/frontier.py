@@ -38,7 +38,7 @@ from .sweep import check_backend, run_tasks
 
 __all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
 
-COLUMNS = ["platform", "serving", "tp", "ep", "devices", "replicas", "target", "live_per_replica", "live_total",
+COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replicas", "target", "live_per_replica", "live_total",
            "per_user_tokens_per_s", "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w",
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
@@ -70,11 +70,15 @@ def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
     from ..per_user import with_aggregate_per_live
     from ..simulate import simulate
+    from ..simulate.data_parallel import for_group, rank_options
 
     model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
-    inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"])
-    # the instance's own speculation and prefix cache (build_instance) are the run's
-    sim = simulate(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"],
+                          attention_dp=meta["attention_dp"])
+    # the instance's own speculation and prefix cache (build_instance) are the run's; a group's
+    # live requests under attention data parallelism (its heaviest rank runs its share)
+    sim = for_group(simulate(inst, assignment, output_tokens=output_tokens,
+                             **rank_options(dict(requests=live, max_live=live), inst)), inst)
     agg = sim.aggregate_tokens_per_s
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
@@ -144,15 +148,16 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=req.mode or mode, workload=workload)
+        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=req.mode or mode, workload=workload,
+                               attention_dp=req.attention_dp)
         refused = found.refused_by_label()
         if refused:
             notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
-        for tp, spread in found.allowed:
-            base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1)
+        for tp, spread, adp in found.every():
+            base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
             check_accept(base.speculation)      # every point is simulated with it
             n_groups = len(base.devices)
-            tag = layout_label(tp, spread)
+            tag = layout_label(tp, spread, adp)
             seen: set[tuple] = set()
             target = 1
             while target <= (max_target or 2**30):
@@ -163,13 +168,13 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                     if target == 1:
                         notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
                     break
-                top = int(r.concurrency_ceiling or target)
+                top = int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target))
                 key = tuple(r.assignment)
                 if key not in seen:
                     seen.add(key)
                     doc = solved.mapping
                     violations = validate_mapping(doc, model=model, fleet=fleet)
-                    meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread,
+                    meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread, attention_dp=adp,
                                 devices=r.devices_used * tp, proven=bool(r.proven_optimal),
                                 replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
                                 valid=not violations, context_tokens=workload.context_tokens,
@@ -190,7 +195,8 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
 
     run_tasks(_simulate_point, (), tasks, finished, backend=backend, workers=jobs or os.cpu_count() or 1,
               address=address)
-    rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["devices"], r["target"], r["live_per_replica"]))
+    rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["attention_dp"], r["devices"], r["target"],
+                             r["live_per_replica"]))
     limit = None if max_ttft_ms is None else max_ttft_ms * 1e3
     for r in rows:      # a TTFT target: points over it stay listed, off the Pareto set and the answers
         r["meets_ttft"] = ttft_within(r.get("ttft_p99_us"), limit)
@@ -248,6 +254,8 @@ def _degree(row: dict) -> str:
     if row.get("serving") == "disaggregated":
         return f", {row['prefill_layout']} prefill + {row['decode_layout']} decode"
     tp = row.get("tp", 1)
+    if row.get("attention_dp"):
+        return f", {layout_label(tp, True, True)}"
     return "" if tp == 1 else f", tp {tp}{' ep' if row.get('ep') else ''}"
 
 

@@ -31,8 +31,8 @@ def has_experts(model: LayerGraph) -> bool:
     return any(x.ffn == "moe" and x.ffn_dims for x in model.layers)
 
 
-def layout_label(tp: int, ep: bool | str) -> str:
-    if ep == "dp":
+def layout_label(tp: int, ep: bool | str, attention_dp: bool = False) -> str:
+    if ep == "dp" or attention_dp:
         return f"tp {tp} attention-dp"
     return f"tp {tp}" + (" ep" if ep else "")
 
@@ -57,6 +57,11 @@ class Layouts:
     @property
     def degrees(self) -> list[int]:
         return sorted({tp for tp, _ in self.allowed})
+
+    def every(self) -> list[tuple[int, bool, bool]]:
+        """Every layout to solve as ``(tp, ep, attention_dp)``: the allowed ones, then the
+        attention-data-parallel degrees (experts spread whole)."""
+        return [(tp, ep, False) for tp, ep in self.allowed] + [(g, True, True) for g in self.attention_dp]
 
     def refused_by_label(self) -> dict[str, str]:
         """``{"tp 3": why, "tp 4 ep": why, "ep": why}``."""

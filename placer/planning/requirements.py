@@ -188,9 +188,6 @@ class Requirements:
             if self.runtime not in (None, "vllm", "sglang"):
                 raise InvalidSpec(ARGUMENT, "attention_dp", f"{self.runtime} has no attention data parallelism "
                                                             "(vllm and sglang run it)")
-            if self.has_speed_floor:
-                raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism is planned without a "
-                                                            "speed floor (the replica search does not try it yet)")
         if self.per_stage_degrees:
             if self.mode not in (None, "contiguous"):
                 raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")

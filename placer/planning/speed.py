@@ -88,7 +88,7 @@ class Shape:
 
     @property
     def layout(self) -> str:
-        return layout_label(self.tp, self.ep)
+        return layout_label(self.tp, self.ep, self.instance.attention_dp)
 
     solved: Solved | None = None     # the placement step that made it
 
@@ -164,9 +164,13 @@ class SpeedPlan:
 
 
 def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **sim):
+    """``live`` requests of a replica simulated (a group's, under attention data parallelism: its
+    heaviest rank runs its share and the figures are the group's, :mod:`placer.simulate.data_parallel`)."""
     from ..simulate import simulate
+    from ..simulate.data_parallel import for_group, rank_options
 
-    return simulate(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
+    opts = rank_options(dict(requests=live, max_live=live, **sim), instance)
+    return for_group(simulate(instance, assignment, output_tokens=output_tokens, **opts), instance)
 
 
 def ttft_within(ttft_us: float | None, max_ttft_us: float | None) -> bool:
@@ -238,7 +242,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
     powers = [None if inst.devices[d].type.power_w is None else inst.devices[d].type.power_w * len(inst.members(d))
               for d in used]
     shape = Shape(target=target, instance=inst, result=r, devices=r.devices_used * inst.tp,
-                  ceiling=int(r.concurrency_ceiling or target),
+                  ceiling=int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target)),
                   power_w=float(sum(powers)) if all(powers) else None, alone_tokens_per_s=1e6 / latency,
                   groups=r.devices_used, available_groups=len(inst.devices), solved=solved)
     shape.held, shape.sim_at_held = concurrency_at_speed(
@@ -290,16 +294,17 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
     mode = requirements.mode_for(solver.method or "cpsat")
     found = device_layouts(model, fleet, degrees=requirements.layout_degrees, ep=requirements.expert_parallel, mode=mode,
-                           workload=workload).require_some(model)
+                           workload=workload, attention_dp=requirements.attention_dp).require_some(model)
     refused = found.refused_by_label()
     top = max_concurrency if max_concurrency is not None else 4 * total
     say = log or (lambda _msg: None)
     shapes: list[Shape] = []
-    for tp, spread in found.allowed:
-        base = build_instance(model, fleet, workload, requirements, tp=tp, ep=spread)
+    for tp, spread, adp in found.every():
+        base = build_instance(model, fleet, workload, requirements, tp=tp, ep=spread, attention_dp=adp)
         seen: set[tuple] = set()
-        tag = layout_label(tp, spread)
-        for t in _targets(total, top):
+        tag = layout_label(tp, spread, adp)
+        # targets are a rank's live requests under attention data parallelism (the group holds tp times)
+        for t in _targets(-(-total // base.requests_factor), -(-top // base.requests_factor)):
             solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
             r = solved.raw
             if not r.feasible:
