@@ -140,3 +140,41 @@ def test_a_cached_prefix_shortens_the_prefill_pool_by_the_closed_form(specs):
     assert warm.chosen.prefill.prefill_us < cold.chosen.prefill.prefill_us
     assert warm.transfer_bytes == cold.transfer_bytes       # the whole prompt's KV still moves to decode
     assert warm.mapping is not None
+
+
+def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli, tmp_path):
+    """``placer compare --disagg``: the exact methods meet the plan's own pools (the DP and CP-SAT
+    give each pool's proven count, the heuristics at least as many) and the plan totals follow
+    from the plan's replica counts (an independent plan() call)."""
+    import json
+
+    from test_disagg import MIXED
+
+    (tmp_path / "mixed.yaml").write_text(MIXED)
+    args = ["compare", specs / "model.yaml", "-H", tmp_path / "mixed.yaml", "--context", ISL, "--disagg",
+            "--prefill-hardware", "pgpu", "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--osl", OSL,
+            "--time-limit", 10, "-q"]
+    code, text, err = run_cli([*args, "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    m = load_model(specs / "model.yaml")
+    p = plan(m, load_fleet(tmp_path / "mixed.yaml"), workload_for(m, context=ISL),
+             Requirements(disagg=True, prefill_fleet="pgpu", rate=80.0, max_ttft_ms=100.0, max_itl_ms=5.0,
+                          decode_tokens=OSL), SolverSettings(time_limit=10))
+    c = p.pools.chosen
+    per = {"prefill": (c.prefill.devices, c.x), "decode": (p.pools.decode_solved.result.devices_used, c.y)}
+    rows = doc["pools"]
+    assert {(r["pool"], r["method"]) for r in rows} == {(pool, m_) for pool in per for m_ in
+                                                         ("greedy", "pathwalk", "dp", "cpsat")}
+    for r in rows:
+        devices, replicas = per[r["pool"]]
+        assert r["replicas"] == replicas
+        if r["method"] in ("dp", "cpsat"):
+            assert r["devices_per_replica"] == devices and r["devices_proven"]
+            assert r["plan_devices"] == p.devices
+        else:
+            assert r["devices_per_replica"] >= devices
+    code, text, err = run_cli(args)
+    assert code == 0 and "plan total" in text and "decode" in text, err
+    code, _text, err = run_cli(["compare", specs / "model.yaml", "-H", tmp_path / "mixed.yaml", "--max-itl-ms", 5])
+    assert code == 2 and "--disagg" in err

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InvalidSpec
 from ..groups import has_gpus
+from ..planning import Requirements, SolverSettings
 from ..planning.compare import COMPARE_ROWS, compare, compare_degrees
 from ..units import format_duration_us
 from .common import (
@@ -23,6 +25,7 @@ from .common import (
     workload_options,
     workload_text,
 )
+from .solve_disagg import disagg_fields, disagg_options
 
 
 def _cell(value) -> str:
@@ -62,10 +65,16 @@ def _cell(value) -> str:
               help="Per degree, whether the loaded run's p99 time to first token meets MS (meets_ttft).")
 @runtime_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [...], "degrees": [...]}.')
+@disagg_options
+@click.option("--max-itl-ms", type=float, default=None, metavar="MS",
+              help="With --disagg: the decode pool's TPOT target.")
+@click.option("--min-user-tps", type=float, default=None, metavar="X",
+              help="With --disagg: the TPOT target as tokens/s per user.")
 @quiet_option
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
                     output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
-                    attention_dp=False, **kw):
+                    attention_dp=False, disagg=False, prefill_hardware=None, rate=None, isl=None, osl=None,
+                    max_itl_ms=None, min_user_tps=None, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
@@ -75,9 +84,21 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     published rule and the heuristics, which know no runtime)."""
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     degrees_only = degrees_only or runtime is not None
+    if not disagg and (max_itl_ms is not None or min_user_tps is not None):
+        flag = "--max-itl-ms" if max_itl_ms is not None else "--min-user-tps"
+        raise InvalidSpec(flag, flag.lstrip("-").replace("-", "_"), "applies to --disagg (the decode pool's TPOT)")
     m, fleet, wl = load_inputs(model, hardware, **kw)
     degrees = parse_degrees(tp)
     reserve = reserve_of(reserve)
+    if disagg:
+        from .compare_pools import print_pool_comparison
+
+        req = Requirements(degrees=degrees, expert_parallel=True if ep else None if ep is None else False,
+                           reserve=reserve, runtime=runtime, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,
+                           min_user_tps=min_user_tps, attention_dp=True if attention_dp else None,
+                           output_tokens=output_tokens, **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
+        return print_pool_comparison(m, fleet, wl, req, SolverSettings(time_limit=time_limit, seed=seed, threads=threads),
+                                     as_json=as_json, quiet=quiet)
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
