@@ -305,7 +305,7 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
                                 weight_groups=storage.groups_of_params("vision", v.params, v.format, "vision_tower")))
             notes.append(f"vision/audio tower ({v.params:,} parameters) is its own node, placed before the "
                          "embedding (--text-only drops it)")
-    if spec.vocab_size and h and not fold and not any(x.kind == "embedding" for x in body):
+    if spec.vocab_size and h and not fold and spec.input_embedding and not any(x.kind == "embedding" for x in body):
         layers.append(Layer(name="embedding", kind="embedding", params_other=spec.vocab_size * h,
                             active_params=h, activation_elements_per_token=h, vocab_size=spec.vocab_size,
                             weight_groups=storage.embedding_groups(spec.vocab_size * h, "embedding")))

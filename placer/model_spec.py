@@ -235,6 +235,9 @@ class ModelSpec(StrictSpec):
     vocab_size: PosInt | None = None
     tie_word_embeddings: bool = False
     fold_embeddings: bool = False
+    # false: the model reads its input embeddings from another model's table (a draft head sharing
+    # its target's), so it has no embedding node of its own
+    input_embedding: bool = True
     norm_params_per_layer: NonNegInt | None = None
     num_layers: PosInt | None = None
     pattern: str | None = None

@@ -385,3 +385,24 @@ def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
     plain = simulate(planned.instance, assignment, requests=load, max_live=load, output_tokens=req.output_tokens,
                      spec_k=0)
     assert plain.spec_k == 0 and plain.per_user_tokens_per_s < sim.per_user_tokens_per_s
+
+
+def test_a_draft_pass_pays_the_moe_cost_of_its_own_layers_only(deepseek_plan):
+    """The MTP pass runs one routed-expert layer (mtp.0), so it pays one per-MoE-layer cost, not
+    those of every layer on its stage; the verify pass pays the target's 58 (61 layers, the first 3
+    dense)."""
+    from placer.simulate.des import Simulation
+    from placer.simulate.speculative import target_and_draft
+
+    _model, planned = deepseek_plan
+    inst, doc = planned.instance, planned.mapping
+    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]], requests=1, output_tokens=2,
+                     decode_only=True)
+    target, draft = target_and_draft(inst, sim.segs)
+    assert sum(s.moe_layers for s in draft) == 1
+    assert sum(s.moe_layers for s in target) == 58
+    assert sum(s.moe_layers for s in sim.segs) == 59
+    (last,) = [s for s in draft]
+    per_moe = last.overhead_moe_layer_us
+    assert per_moe > 0 and last.fixed_us(1) == pytest.approx(
+        last.overhead_stage_us + (last.overhead_layer_us + last.overhead_layer_request_us) * last.layers + per_moe)

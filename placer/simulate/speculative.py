@@ -30,10 +30,13 @@ def target_and_draft(instance: Instance, segs: Sequence[Segment]) -> tuple[list[
 
 def _part(instance: Instance, seg: Segment, ids: Sequence[int]) -> Segment:
     """``seg`` restricted to the nodes ``ids``: their costs, the model layers they belong to
-    (counted once) and the collectives they run in the device group."""
+    (counted once), the routed-expert layers among them (each paying the per-MoE-layer cost) and
+    the collectives they run in the device group."""
     if len(ids) == len(seg.nodes):
         return seg
     nodes, keep = instance.nodes, set(ids)
-    costs = tuple(c for i, c in zip(seg.nodes, seg.costs) if i in keep)
+    kept = [(i, c) for i, c in zip(seg.nodes, seg.costs) if i in keep]
+    costs = tuple(c for _i, c in kept)
     return replace(seg, nodes=tuple(ids), costs=costs, layers=len({nodes[i].parent or nodes[i].name for i in ids}),
+                   moe_layers=len({nodes[i].parent or nodes[i].name for i, c in kept if c.num_experts}),
                    collectives=group_collectives(instance, seg.device, ids))
