@@ -406,3 +406,30 @@ def test_a_draft_pass_pays_the_moe_cost_of_its_own_layers_only(deepseek_plan):
     per_moe = last.overhead_moe_layer_us
     assert per_moe > 0 and last.fixed_us(1) == pytest.approx(
         last.overhead_stage_us + (last.overhead_layer_us + last.overhead_layer_request_us) * last.layers + per_moe)
+
+
+def test_where_speculation_stops_paying(deepseek_plan, tmp_path, run_cli):
+    """The gain at each load is the ratio of two independent runs (with and without the drafts);
+    it stops paying at the first load whose gain is below 1; the command prints the same rows."""
+    from placer.simulate import simulate
+    from placer.simulate.spec_gain import speculation_gain
+
+    model, planned = deepseek_plan
+    inst, assignment = planned.instance, planned.solved.raw.assignment
+    gain = speculation_gain(inst, assignment, spec_k=3, spec_accept=2.18, cap=8, output_tokens=8)
+    assert [r["live"] for r in gain.rows] == [1, 2, 4, 8]
+    for r in gain.rows:
+        on = simulate(inst, assignment, requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True,
+                      spec_k=3, spec_accept=2.18)
+        off = simulate(inst, assignment, requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True,
+                       spec_k=0)
+        assert r["gain"] == pytest.approx(on.aggregate_tokens_per_s / off.aggregate_tokens_per_s, rel=1e-12)
+        assert (r["per_user_with"], r["per_user_without"]) == (on.per_user_tokens_per_s, off.per_user_tokens_per_s)
+    below = [r["live"] for r in gain.rows if r["gain"] < 1]
+    assert gain.stops_paying_at == (below[0] if below else None)
+    path = tmp_path / "ds.json"
+    path.write_text(dumps_mapping(planned.mapping))
+    code, out, err = run_cli(["simulate", path, "--spec-gain", "--requests", 8, "--output-tokens", 8, "--json",
+                              "--model", DEEPSEEK])
+    assert code == 0, err
+    assert [round(r["gain"], 9) for r in json.loads(out)["rows"]] == [round(r["gain"], 9) for r in gain.rows]

@@ -80,10 +80,14 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @cached_prompt_option
+@click.option("--spec-gain", is_flag=True,
+              help="A mapping planned for speculative decoding: simulate it with and without its drafts at live "
+                   "loads 1, 2, 4, ... up to its KV ceiling (--requests caps them) and say where speculation "
+                   "stops paying.")
 def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
                      schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, decode_only,
                      max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
-                     as_json, cached_prompt=None):
+                     as_json, cached_prompt=None, spec_gain=False):
     """Simulate serving the stage mapping TARGET at full size (tokens/s per user and aggregate,
     inter-token latency, time to first token, stage utilisation, live requests, power, tokens/s per
     MW, J/token at the --power boundary), or, with --compare MODEL / --all-modes, every mode's
@@ -132,6 +136,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
 
         return print_pooled_simulation(mapping, model=model_ref, output_tokens=output_tokens, seed=seed,
                                        as_json=as_json)
+    if spec_gain:
+        return _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens or 32, as_json)
     serving = serving_of(mapping)
     if serving is not None:
         # a plan for a speed floor runs at the load it was planned for (one replica), unless told otherwise
@@ -188,6 +194,39 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         click.echo(f"  note: {note}")
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
+    return 0
+
+
+def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_json) -> int:
+    """``--spec-gain``: the gain of the mapping's speculation at each live load (decode only)."""
+    from ..mapping import instance_from_mapping
+    from ..simulate.spec_gain import speculation_gain
+
+    spec = mapping.get("speculative") or {}
+    if spec.get("accept") is None:
+        raise InvalidSpec("<mapping>", "speculative", "--spec-gain needs a mapping planned for speculative decoding "
+                                                      "with a known acceptance length (placer solve --spec-tokens K "
+                                                      "[--spec-accept A])")
+    _m, _f, _wl, inst = instance_from_mapping(mapping, model=model_ref, hardware=hardware)
+    route = [inst.device_index[d] for d in mapping["route"]]
+    ceiling = mapping["summary"].get("concurrency_ceiling") or 1
+    cap = min(ceiling, requests) if requests else min(ceiling, 1024)
+    gain = speculation_gain(inst, route, spec_k=int(spec["tokens"]), spec_accept=float(spec["accept"]), cap=cap,
+                            output_tokens=output_tokens)
+    if as_json:
+        echo_json(gain.to_dict())
+        return 0
+    click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']}: {spec['tokens']} draft token(s) per "
+               f"step at acceptance length {spec['accept']:g}, decode only, {output_tokens} tokens per request")
+    click.echo(f"{'live':>6} {'tok/s with':>11} {'tok/s without':>14} {'per user with':>14} "
+               f"{'per user without':>17} {'gain':>6}")
+    for r in gain.rows:
+        click.echo(f"{r['live']:>6} {_f(r['with_tokens_per_s'], '{:,.0f}'):>11} "
+                   f"{_f(r['without_tokens_per_s'], '{:,.0f}'):>14} {_f(r['per_user_with']):>14} "
+                   f"{_f(r['per_user_without']):>17} {_f(r['gain'], '{:.2f}x'):>6}")
+    top = gain.rows[-1]["live"]
+    click.echo(f"speculation stops paying at {gain.stops_paying_at} live requests" if gain.stops_paying_at else
+               f"speculation pays at every load up to {top} live requests")
     return 0
 
 
