@@ -1,7 +1,7 @@
 """Attention data parallelism: a group of ``g`` devices that splits *requests*, not heads.
 
 This is how MLA MoE models (DeepSeek-V3/R1, Kimi K2) are served at scale: SGLang's
-``--enable-dp-attention --dp-size g --tp g`` and vLLM's ``--data-parallel-size g
+``--tp-size g --attn-dp-size g`` (formerly ``--enable-dp-attention --dp-size g``) and vLLM's ``--data-parallel-size g
 --enable-expert-parallel``. Under tensor parallelism every rank keeps the whole MLA latent cache
 of every request (:mod:`placer.parallel`), so TP never raises MLA concurrency; with attention
 data parallelism each rank runs attention for its own share of the requests and keeps only their

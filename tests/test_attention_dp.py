@@ -136,9 +136,9 @@ def test_exports_give_the_runtimes_data_parallel_flags(dp_plan):
     assert "--enable-expert-parallel" in vllm and "--tensor-parallel-size" not in vllm
     assert vllm[vllm.index("--max-num-seqs") + 1] == str(ceiling // 8)      # per engine
     sgl = export_mapping(doc, "sglang", model=m, fleet=fleet, options=ExportOptions(force=True)).text.split()
-    for flag, value in (("--tp-size", "8"), ("--dp-size", "8"), ("--ep-size", "8"), ("--moe-dense-tp-size", "1")):
+    for flag, value in (("--tp-size", "8"), ("--attn-dp-size", "8"), ("--ep-size", "8"), ("--moe-dense-tp-size", "1")):
         assert sgl[sgl.index(flag) + 1] == value
-    assert "--enable-dp-attention" in sgl and "--enable-dp-lm-head" in sgl
+    assert "--enable-dp-lm-head" in sgl and "--enable-dp-attention" not in sgl and "--dp-size" not in sgl
 
 
 def test_the_simulator_costs_dispatch_and_combine_only(dp_plan):

@@ -142,7 +142,7 @@ def print_progress(info) -> None:
 @click.option("--attention-dp/--no-attention-dp", "attention_dp", default=None,
               help="Attention data parallelism: each stage's group splits its requests over its ranks (each "
                    "its own KV cache, attention weights whole), experts spread whole (SGLang "
-                   "--enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
+                   "--attn-dp-size, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
 @disagg_options
 @cached_prompt_option

@@ -31,7 +31,7 @@ FORMATS = {
     "json": export_manifest,
 }
 # the formats whose runtimes run attention data parallelism (placer.attention_dp): SGLang's
-# --enable-dp-attention, vLLM's --data-parallel-size with --enable-expert-parallel
+# --attn-dp-size, vLLM's --data-parallel-size with --enable-expert-parallel
 ATTENTION_DP_FORMATS = ("vllm", "sglang")
 
 

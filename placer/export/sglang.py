@@ -7,10 +7,12 @@ one. SGLang ignores the variable when the pipeline size is 1. The command sets `
 ``--kv-cache-dtype`` and, for models with recurrent state, ``--mamba-ssm-dtype``.
 
 An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.attention_dp`) runs each
-stage's group as ``--tp-size G --dp-size G --enable-dp-attention`` (SGLang's attention tensor
-size is ``tp_size // dp_size``, here 1: attention whole on every rank, requests split) with its
-experts spread by ``--ep-size G``, ``--moe-dense-tp-size 1`` (dense MLPs replicated, as placed)
-and ``--enable-dp-lm-head`` (the LM head replicated, as placed).
+stage's group as ``--tp-size G --attn-dp-size G`` (SGLang 0.5.23's field ``attn_dp_size``, "the
+number of data-parallel attention groups inside the TP group": G groups of one rank, attention
+whole on every rank, requests split; the older ``--dp-size G --enable-dp-attention`` is a
+deprecated spelling that 0.5.23 still translates, to be removed after 2026-12-31) with its experts
+spread by ``--ep-size G``, ``--moe-dense-tp-size 1`` (dense MLPs replicated, as placed) and
+``--enable-dp-lm-head`` (the LM head replicated, as placed).
 """
 
 from __future__ import annotations
@@ -48,8 +50,7 @@ def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
     if launch.ep > 1:
         argv += ["--ep-size", str(launch.ep)]
     if (doc.get("parallel") or {}).get("attention_dp"):
-        argv += ["--dp-size", str(launch.tp), "--enable-dp-attention", "--moe-dense-tp-size", "1",
-                 "--enable-dp-lm-head"]
+        argv += ["--attn-dp-size", str(launch.tp), "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
     spec_argv, spec_lines = sglang_speculative(doc, graph, options, served_model(doc, options))

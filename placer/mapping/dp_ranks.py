@@ -1,7 +1,7 @@
 """The validator's own per-rank bytes of a stage that runs attention data-parallel.
 
 A mapping with ``parallel.attention_dp`` says every stage's ``tp`` ranks split its live requests
-(SGLang ``--enable-dp-attention``, vLLM ``--data-parallel-size`` with expert parallelism). The
+(SGLang ``--attn-dp-size``, vLLM ``--data-parallel-size`` with expert parallelism). The
 rules, written here apart from the solver's (:mod:`placer.attention_dp` and
 :mod:`placer.parallel` are never imported) and tensor by tensor over the spec's tensor list
 (:func:`placer.layers.ffn_tensors`):

@@ -134,6 +134,126 @@ def speculative_tables(wheels: str) -> None:
     print("sglang_0_5_23_spec.py written")
 
 
+def _constants(tree) -> dict:
+    """Module-level ``NAME = [str, ...]`` / ``(str, ...)`` constants of a parsed module."""
+    out = {}
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(n.value)
+            except ValueError:
+                continue
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                out[n.targets[0].id] = tuple(value)
+    return out
+
+
+def _sglang_field(text: str, ann, name: str, consts: dict) -> dict:
+    """One ``A[type, "help" | Arg(...)]`` field: its flags, whether the CLI skips it, its choices."""
+    elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+    kind = ast.get_source_segment(text, elts[0])
+    info = {"type": kind, "flags": ["--" + name.replace("_", "-")], "no_cli": False, "choices": None}
+    lit = elts[0]
+    if isinstance(lit, ast.Subscript) and getattr(lit.value, "id", None) == "Literal":
+        info["choices"] = tuple(ast.literal_eval(lit.slice) if isinstance(lit.slice, ast.Tuple)
+                                else (ast.literal_eval(lit.slice),))
+    for meta in elts[1:]:
+        if not (isinstance(meta, ast.Call) and getattr(meta.func, "id", None) == "Arg"):
+            continue
+        for kw in meta.keywords:
+            if kw.arg == "cli_name":
+                info["flags"][0] = ast.literal_eval(kw.value)
+            elif kw.arg == "aliases":
+                info["flags"] += list(ast.literal_eval(kw.value))
+            elif kw.arg == "no_cli":
+                info["no_cli"] = bool(ast.literal_eval(kw.value))
+            elif kw.arg == "choices":
+                try:
+                    info["choices"] = tuple(ast.literal_eval(kw.value))
+                except ValueError:
+                    info["choices"] = consts.get(getattr(kw.value, "id", None))
+    info["flags"] = tuple(info["flags"])
+    return info
+
+
+def serving_tables(wheels: str) -> None:
+    """The launch flags the exports use, as each runtime's own argument code defines them: SGLang's
+    fields (each a flag, its aliases, whether the CLI skips it, its choices) from
+    ``sglang/srt/arg_groups/fields/*.py``, and vLLM's engine flags (the ``add_argument`` names of
+    ``EngineArgs.add_cli_args``) with the fields ``--kv-transfer-config`` JSON may set."""
+    wheel = sorted(Path(wheels).glob("sglang-0.5.23-*.whl"))[-1]
+    with zipfile.ZipFile(wheel) as z:
+        members = sorted(n for n in z.namelist() if n.startswith("sglang/srt/arg_groups/fields/")
+                         and n.endswith(".py") and not n.endswith("__init__.py"))
+    consts: dict = {}
+    for member in ["sglang/srt/arg_groups/choices.py", "sglang/srt/arg_groups/fields/__init__.py", *members]:
+        try:
+            text, _ = _member(wheel, member)
+        except (KeyError, StopIteration):
+            continue
+        consts.update(_constants(ast.parse(text)))
+    fields, sources = {}, []
+    for member in members:
+        text, listed = _member(wheel, member)
+        tree = ast.parse(text)
+        local = {**consts, **_constants(tree)}
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            for a in cls.body:
+                if (isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)
+                        and isinstance(a.annotation, ast.Subscript) and getattr(a.annotation.value, "id", None) == "A"):
+                    fields[a.target.id] = _sglang_field(text, a.annotation, a.target.id, local)
+        sources.append(f"# {member} (RECORD {listed})")
+    out = (f"# Vendored for placer's conformance tests from the {wheel.name} wheel: every server field of\n"
+           f"# sglang/srt/arg_groups/fields/*.py as its CLI registers it (the flag --field-name or its\n"
+           f"# cli_name, its aliases, no_cli: not a flag, choices from its Literal type or Arg(choices=)),\n"
+           f"# read from the classes' annotations. Regenerate: tests/vendored/extract.py\n" + "\n".join(sources)
+           + f"\n\nFIELDS = {fields!r}\n")
+    (HERE / "sglang_0_5_23_cli.py").write_text(out, encoding="utf-8")
+    print(f"sglang_0_5_23_cli.py: {len(fields)} fields")
+
+    wheel = sorted(Path(wheels).glob("vllm-0.33.0-*.whl"))[-1]
+    member = "vllm/engine/arg_utils.py"
+    text, listed = _member(wheel, member)
+    tree = ast.parse(text)
+    engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EngineArgs")
+    adder = next(n for n in engine.body if isinstance(n, ast.FunctionDef) and n.name == "add_cli_args")
+    flags = sorted({a.value for c in ast.walk(adder) if isinstance(c, ast.Call)
+                    and getattr(c.func, "attr", None) == "add_argument"
+                    for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")})
+    kv_member = "vllm/config/kv_transfer.py"
+    kv_text, kv_listed = _member(wheel, kv_member)
+    kv_tree = ast.parse(kv_text)
+    kv_fields = [n for n, _ in _fields(kv_text, "KVTransferConfig")]
+    aliases = {n.targets[0].id: n.value for n in kv_tree.body if isinstance(n, ast.Assign)
+               and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Subscript)}
+
+    def literal(node) -> list[str]:     # Literal["a", "b"], or a Literal of such aliases, flattened
+        if isinstance(node, ast.Name):
+            return literal(aliases[node.id])
+        if isinstance(node, ast.Subscript):
+            return literal(node.slice)
+        if isinstance(node, ast.Tuple):
+            return [v for e in node.elts for v in literal(e)]
+        return [ast.literal_eval(node)]
+    roles = tuple(dict.fromkeys(literal(aliases["KVRole"])))
+    fe_member = "vllm/entrypoints/common/cli_args.py"
+    fe_text, fe_listed = _member(wheel, fe_member)
+    # FrontendArgs.add_cli_args: f"--{key.replace('_', '-')}" for every field of the class and its base
+    frontend = sorted({"--" + n.replace("_", "-") for cls in ("BaseFrontendArgs", "FrontendArgs")
+                       for n, _ in _fields(fe_text, cls)})
+    out = (f"# Vendored for placer's conformance tests from the {wheel.name} wheel: the engine flags\n"
+           f"# EngineArgs.add_cli_args registers ({member}, RECORD {listed}, lines\n"
+           f"# {adder.lineno}-{adder.end_lineno}: the names of its add_argument calls), the OpenAI server's flags\n"
+           f"# (--field-name of BaseFrontendArgs and FrontendArgs, {fe_member}, RECORD {fe_listed}) and the\n"
+           f"# fields and roles of KVTransferConfig ({kv_member}, RECORD {kv_listed}).\n"
+           f"# Regenerate: tests/vendored/extract.py\n\n"
+           f"ENGINE_FLAGS = {tuple(flags)!r}\nFRONTEND_FLAGS = {tuple(frontend)!r}\n"
+           f"KV_TRANSFER_FIELDS = {tuple(kv_fields)!r}\nKV_ROLES = {roles!r}\n")
+    (HERE / "vllm_0_33_0_cli.py").write_text(out, encoding="utf-8")
+    print(f"vllm_0_33_0_cli.py: {len(flags)} engine flags, {len(kv_fields)} KV transfer fields")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
     speculative_tables(sys.argv[1])
+    serving_tables(sys.argv[1])
