@@ -148,3 +148,25 @@ def test_solve_command_with_a_floor_degrees_experts_and_a_reserve(run_cli, tmp_p
     chosen = json.loads(text)["speed_target"]["chosen"]
     assert chosen["ep"] is True and chosen["tp"] in (4, 8)
     assert _sim(doc, chosen["load_per_replica"]) >= 1
+
+
+def test_solve_floor_simulates_the_output_length_asked(run_cli, tmp_path):
+    """--output-tokens reaches the speed floor's simulations: the mapping's serving figures are those
+    of a run of that many tokens per request (an independent simulation at the held load)."""
+    from placer.mapping import instance_from_mapping
+    from placer.simulate import simulate
+
+    out = tmp_path / "p.json"
+    args = ["solve", "llama-3.1-8b", "-H", "h100", "--concurrency", 4, "--context", 2048, "--min-user-tps", 10,
+            "--tp", 1, "--method", "dp", "-q", "-o", out]
+    code, _text, err = run_cli([*args, "--output-tokens", 64])
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    serving = doc["serving"]
+    assert serving["output_tokens"] == 64
+    _m, _f, _w, inst = instance_from_mapping(doc)
+    live = serving["live_per_replica"]
+    sim = simulate(inst, [inst.device_index[d] for d in doc["route"]], requests=live, max_live=live, output_tokens=64)
+    assert serving["per_user_tokens_per_s"] == pytest.approx(sim.per_user_tokens_per_s, rel=1e-9)
+    code, _text, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--output-tokens", 64])
+    assert code == 2 and "--output-tokens" in err

@@ -3,6 +3,7 @@ from __future__ import annotations
 import click
 
 from ..algorithms.deadline import Deadline
+from ..errors import InvalidSpec
 from ..instance import MODES, REQUIREMENTS
 from ..planning import Requirements, SolverSettings, plan
 from ..planning.compare import node_ranges
@@ -125,6 +126,9 @@ def print_progress(info) -> None:
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Beside a speed floor: the p99 time to first token each replica keeps to at its load "
                    "(closed loop with chunked prefill).")
+@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=None, metavar="N",
+              help="Beside a speed floor: tokens each simulated request generates (default 16; the rest of "
+                   "--context is its prompt).")
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
                    "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
@@ -151,7 +155,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
-                  prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, **kw):
+                  prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, output_tokens=None,
+                  **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -170,6 +175,9 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
+    if output_tokens is not None and not floor:
+        raise InvalidSpec("--output-tokens", "output_tokens", "applies to a speed floor (--min-user-tps or "
+                                                              "--max-itl-ms); --osl sets a disaggregated plan's")
     req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
                        expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
                        pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
@@ -178,6 +186,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                        spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
                        spec_accept=spec_accept, attention_dp=attention_dp,
                        cached_prompt_tokens=cached_prompt or 0,
+                       **({} if output_tokens is None else {"output_tokens": output_tokens}),
                        **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
