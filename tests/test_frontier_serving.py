@@ -178,3 +178,35 @@ def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli
     assert code == 0 and "plan total" in text and "decode" in text, err
     code, _text, err = run_cli(["compare", specs / "model.yaml", "-H", tmp_path / "mixed.yaml", "--max-itl-ms", 5])
     assert code == 2 and "--disagg" in err
+
+
+def test_pools_of_device_groups_on_one_fleet_use_disjoint_devices(specs):
+    """Both pools at tp 2 on one fleet: each solve alone starts at the first group, so the decode
+    replica is re-placed apart from the prefill replica's devices (members of its groups, not the
+    groups' names), and the two-pool mapping validates."""
+    from placer.planning.disagg import _devices_used
+
+    m = load_model("llama-3.1-8b")
+    gpus = load_fleet(specs / "gpus.yaml")
+    req = Requirements(disagg=True, degrees=(2,), rate=1.0, max_ttft_ms=2000.0, max_itl_ms=50.0, decode_tokens=OSL)
+    p = plan(m, gpus, workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
+    c = p.pools.chosen
+    assert c is not None and c.prefill.solved.instance.tp == 2 == p.pools.decode_solved.instance.tp
+    pre, dec = _devices_used(c.prefill.solved), _devices_used(p.pools.decode_solved)
+    assert len(pre) == 2 * len(set(c.prefill.solved.raw.assignment)) and pre.isdisjoint(dec)
+    assert not pre.isdisjoint(_devices_used(c.decode.solved))      # the decode shape alone overlapped
+    assert validate_document(p.mapping, model=m) == []
+
+
+def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
+    """With a draft model placed in both pools, a prompt's transfer is the target's KV and the
+    drafter's: 4 layers x 65,536 B + 4,096 B of the draft layer, per prompt token, by hand."""
+    (tmp_path / "draft.yaml").write_text(DRAFT)
+    (tmp_path / "target.yaml").write_text(TARGET)
+    m = load_model(tmp_path / "target.yaml")
+    req = Requirements(disagg=True, prefill_fleet=load_fleet(specs / "gpus.yaml"), rate=5.0, max_ttft_ms=TTFT_MS,
+                       max_itl_ms=5.0, decode_tokens=OSL, spec_tokens=3, spec_method="eagle3",
+                       draft_model=load_model(tmp_path / "draft.yaml"), spec_accept=2.5)
+    p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
+    assert p.pools.transfer_bytes == (4 * 65_536 + 4_096) * ISL
+    assert validate_document(p.mapping, model=m) == []

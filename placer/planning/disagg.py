@@ -46,7 +46,7 @@ from ..model import LayerGraph
 from ..workload import Workload
 from .layouts import device_layouts, layout_label
 from .requirements import Requirements, SolverSettings
-from .solve import Solved, build_instance, place_instance
+from .solve import Solved, build_instance, place_instance, speculative_model
 
 __all__ = ["PoolLink", "PrefillShape", "DecodeShape", "DisaggCandidate", "DisaggPlan", "pool_link",
            "prefill_fleet_of", "prompt_transfer_bytes", "prefill_replicas_for", "plan_disagg"]
@@ -503,7 +503,8 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
         raise InvalidSpec(ARGUMENT, "rate", "a disaggregated plan needs a request rate or a concurrency of at least 1")
     pf, df, same = prefill_fleet_of(fleet, req.prefill_fleet)
     link = pool_link(pf, df, same)
-    nbytes = prompt_transfer_bytes(model, workload, isl)
+    # the drafter's KV and state move with the target's (its nodes are placed in both pools)
+    nbytes = prompt_transfer_bytes(speculative_model(model, req)[0], workload, isl)
     transfer_us = link.time_us(nbytes)
     ttft_us = req.max_ttft_ms * 1e3
     pre = prefill_shapes(model, pf, workload, req, solver, isl, budget, say)
@@ -549,14 +550,20 @@ def _decode_apart(model, fleet, workload, req, solver, c: DisaggCandidate, share
     d = c.decode.solved
     if not shared:
         return d
-    p_used = set(c.prefill.solved.mapping["route"])
-    if p_used.isdisjoint(d.mapping["route"]):
+    p_used, d_used = _devices_used(c.prefill.solved), _devices_used(d)     # fleet devices, not group ids
+    if p_used.isdisjoint(d_used):
         return d
     inst = d.instance
     rebuilt = build_instance(model, fleet.without(p_used), workload.replace(context_tokens=context), req,
                              tp=inst.tp, ep=inst.ep, concurrency=c.decode.target, attention_dp=inst.attention_dp)
     again = place_instance(rebuilt, solver, reports=False, keep_interrupted=False)
     return again if again.result.feasible else d
+
+
+def _devices_used(solved: Solved) -> set[str]:
+    """Ids of the fleet devices a placement uses (every member of each device group)."""
+    inst = solved.instance
+    return {m for d in set(solved.raw.assignment) for m in inst.members(d)}
 
 
 def _prefill_check(c: DisaggCandidate, budget: int):
