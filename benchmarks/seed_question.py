@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 FLEETS = "wse-3t,b200,h200"
 PREFILL = "b200"
+PREFILL_RACKS = 16          # 128 B200s for the prefill pool (the decode fleets as the catalog holds them)
 SPEEDS = (1000, 500, 100, 50)
 CONTEXT = 262_144            # 256k tokens of KV per request at its last token
 OUTPUT = 512                 # tokens generated per request
@@ -38,7 +39,7 @@ TTFT_MS = 2000
 DRAFT = dict(tokens=3, method="eagle3", model="kimi-k3-eagle3", accept=2.4)
 BASE = (f"kimi-k3-hf -H {FLEETS} --context {CONTEXT} --speeds {','.join(map(str, SPEEDS))} --weight-bits 4 "
         f"--kv-bits 8 --text-only --jobs 2 --output-tokens {OUTPUT} --cached-prompt {CACHED} "
-        f"--max-ttft-ms {TTFT_MS} --disagg --prefill-hardware {PREFILL} --json")
+        f"--max-ttft-ms {TTFT_MS} --disagg --prefill-hardware {PREFILL} --prefill-racks {PREFILL_RACKS} --json")
 SPEC = (f" --spec-tokens {DRAFT['tokens']} --spec-method {DRAFT['method']} --draft-model {DRAFT['model']} "
         f"--spec-accept {DRAFT['accept']}")
 GROUPS = {                   # the table's platforms: the frontier's platform names each covers
@@ -157,16 +158,37 @@ def sentences(picked: list[dict]) -> list[str]:
     return out
 
 
+def plot(docs: list[dict], path: Path) -> None:
+    """One curve per table platform through the Pareto points of all its rows (aggregated and
+    disaggregated, with and without drafts), tokens/s per MW and per device against per user."""
+    from placer.planning.frontier import pareto
+    from placer.plotting import plot_speed_frontiers, save
+
+    rows = []
+    for group, names in GROUPS.items():
+        mine = [dict(r, platform=group) for d in docs for r in d["rows"] if r["platform"] in names
+                and r["valid"] and r.get("meets_ttft", True) and r.get("per_user_tokens_per_s")]
+        for r, front in zip(mine, pareto(mine)):
+            r["pareto"] = front
+        rows += mine
+    save(plot_speed_frontiers(rows, speeds=SPEEDS, title=f"kimi-k3-hf at 256k, 4-bit weights, 8-bit KV, "
+                                                          f"{OUTPUT} output tokens, prefix cache {CACHED:,} tokens, "
+                                                          "drafts and disaggregation allowed"), path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plain", type=Path, help="JSON of the frontier without drafts (else it is run)")
     ap.add_argument("--spec", type=Path, help="JSON of the frontier with drafts (else it is run)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot", type=Path, help="draw the platforms' frontiers to this PNG")
     args = ap.parse_args(argv)
     plain = json.loads(args.plain.read_text()) if args.plain else run_frontier(BASE)
     spec = json.loads(args.spec.read_text()) if args.spec else run_frontier(BASE + SPEC)
     errs = model_errors()
     picked = best_rows([plain, spec])
+    if args.plot:
+        plot([plain, spec], args.plot)
     for line in table(picked, errs, args.markdown):
         print(line)
     print()

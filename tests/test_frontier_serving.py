@@ -5,6 +5,8 @@ pool's prompts by exactly the closed form's chunks."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from test_disagg import GPUS, MODEL, WAFERS
 
@@ -210,3 +212,25 @@ def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
     assert p.pools.transfer_bytes == (4 * 65_536 + 4_096) * ISL
     assert validate_document(p.mapping, model=m) == []
+
+
+def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
+    import json
+
+    args = ["frontier", specs / "model.yaml", "-H", specs / "wafers.yaml", "--context", ISL + OSL, "--speeds", FLOOR,
+            "--output-tokens", OSL, "--max-ttft-ms", TTFT_MS, "--method", "dp", "--jobs", 1, "--time-limit", 10,
+            "--disagg", "--prefill-hardware", specs / "gpus.yaml", "-q", "--json"]
+    code, out, err = run_cli([*args, "--prefill-racks", 4])
+    assert code == 0, err
+    (row,) = [r for r in json.loads(out)["rows"] if r["platform"] == "pdwafers decode + pdgpus prefill"]
+    m = load_model(specs / "model.yaml")
+    req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
+                       min_user_tps=FLOOR, max_ttft_ms=TTFT_MS, prompt_tokens=ISL, decode_tokens=OSL)
+    p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL), req,
+             SolverSettings(method="dp", time_limit=10))
+    assert row["devices"] == p.pools.chosen.devices and row["rate_per_s"] == pytest.approx(p.pools.chosen.rate)
+    small = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL),
+                 replace(req, prefill_fleet=load_fleet(specs / "gpus.yaml")), SolverSettings(method="dp", time_limit=10))
+    assert small.pools.chosen.rate < p.pools.chosen.rate      # the 2-rack spec as written holds fewer prefill replicas
+    code, _out, err = run_cli(["frontier", specs / "model.yaml", "-H", specs / "wafers.yaml", "--prefill-racks", 4])
+    assert code == 2 and "--prefill-hardware" in err

@@ -88,12 +88,14 @@ def _speeds(text: str) -> tuple[float, ...]:
                    "--prefill-hardware; each pairing is a platform of its own.")
 @click.option("--prefill-hardware", default=None, metavar="HW",
               help="With --disagg: a second fleet for the prefill pool, paired with every --hardware fleet.")
+@click.option("--prefill-racks", type=click.IntRange(1, 100000), default=None, metavar="N",
+              help="With --prefill-hardware: resize the prefill fleet to N racks (nodes).")
 @power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
                      as_json, quiet, runtime=None, max_ttft_ms=None, spec_tokens=None, spec_method=None, draft_model=None,
-                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None):
+                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None, prefill_racks=None):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
     and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
@@ -116,7 +118,9 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     mtp = bool(spec_tokens) and draft_model is None and spec_method in (None, "mtp")
     m = load_model(model, text_only=text_only, mtp=mtp)
     fleets = [load_fleet_chosen(h) for h in refs]
-    prefill_fleet = None if prefill_hardware is None else load_fleet_chosen(prefill_hardware)
+    if prefill_racks is not None and prefill_hardware is None:
+        raise InvalidSpec("--prefill-racks", "prefill_racks", "resizes --prefill-hardware: give it")
+    prefill_fleet = None if prefill_hardware is None else load_fleet_chosen(prefill_hardware, racks=prefill_racks)
     where = fleets[0].power_label()
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):

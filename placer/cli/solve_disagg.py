@@ -35,9 +35,9 @@ def disagg_options(f):
 def _prefill_fleet(fleet, ref):
     if ref is None or ref in {d.type.name for d in fleet.devices}:
         return ref
-    from ..fleet import load_fleet
+    from .common import load_fleet_chosen
 
-    return load_fleet(ref)
+    return load_fleet_chosen(ref)       # at the power boundary the command line chose, as the decode fleet
 
 
 def disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl) -> dict:
