@@ -116,7 +116,7 @@ def best_rows(docs: list[dict]) -> list[dict]:
 
 
 def table(picked: list[dict], errs: dict, markdown: bool) -> list[str]:
-    head = ["floor, tokens/s per user", "platform", "serving", "layout", "live per replica", "tokens/s per user",
+    head = ["floor, tokens/s per user", "platform", "serving", "layout", "live (a replica; all of a two-pool plan)", "tokens/s per user",
             "tokens/s per MW", "vs leader", "model error"]
     lines = []
     for floor in SPEEDS:
