@@ -12,7 +12,8 @@ a validated placement simulated as ``placer frontier`` does; the table keeps, pe
 platform, the point with the most tokens/s per MW among aggregated and disaggregated serving, with
 and without drafts. The error column is computed here: the calibration's leave-one-out and
 held-out errors for the platform (``benchmarks/calibrate_simulator.py``) and, for points with
-drafts, the speculative checks (``benchmarks/check_speculation.py``).
+drafts, the speculative checks (``benchmarks/check_speculation.py``), and for points that prefill,
+the prefill check (``benchmarks/check_prefill.py``).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def run_frontier(args: str) -> dict:
 
 
 def model_errors() -> dict:
-    """``{"gpu": (lo, hi, held_worst), "wafer": (...), "mtp": (lo, hi), "eagle": worst}`` from the
-    calibration and the speculative checks, computed now."""
+    """``{"gpu": (lo, hi, held_worst), "wafer": (...), "mtp": (lo, hi), "eagle": worst, "prefill":
+    model / measured}`` from the calibration, the speculative checks and the prefill check, computed now."""
     import calibrate_simulator as cal
     import check_speculation as chk
 
@@ -76,6 +77,9 @@ def model_errors() -> dict:
     mtp = [r["speedup_error"] for r in spec if "mtp" in r["id"]]
     out["mtp"] = (min(mtp), max(mtp))
     out["eagle"] = max(r["speedup_error"] for r in spec if "eagle3" in r["id"])
+    import check_prefill
+
+    out["prefill"] = max(r["error"] for r in check_prefill.rows())     # the better of the layouts tried
     return out
 
 
@@ -87,7 +91,7 @@ def error_text(row: dict, errs: dict) -> str:
         text += ("; drafts unchecked on wafers" if wafer_decode else
                  f"; drafts {errs['mtp'][0]:.2f}-{errs['mtp'][1]:.2f}x (MTP) to {errs['eagle']:.2f}x (EAGLE-3)")
     if row.get("serving") == "disaggregated" or row.get("ttft_p99_us") is not None:
-        text += "; prefill uncalibrated"
+        text += f"; prefill {errs['prefill']:.2f}x (one GPU point)"
     return text
 
 

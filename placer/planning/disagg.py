@@ -49,7 +49,7 @@ from .requirements import Requirements, SolverSettings
 from .solve import Solved, build_instance, place_instance, speculative_model
 
 __all__ = ["PoolLink", "PrefillShape", "DecodeShape", "DisaggCandidate", "DisaggPlan", "pool_link",
-           "prefill_fleet_of", "prompt_transfer_bytes", "prefill_replicas_for", "plan_disagg"]
+           "prefill_fleet_of", "prompt_transfer_bytes", "prefill_replicas_for", "prefill_times", "plan_disagg"]
 
 MAX_PREFILL_ROUNDS = 6      # re-placements while the prompts in flight grow
 
@@ -184,7 +184,7 @@ def _power(solved: Solved) -> float | None:
     return float(sum(p * len(inst.members(d)) for p, d in zip(powers, sorted(set(r.assignment)))))
 
 
-def _prefill_times(solved: Solved, prompt: int, budget: int) -> tuple[float, float]:
+def prefill_times(solved: Solved, prompt: int, budget: int) -> tuple[float, float]:
     """``(t_prefill, s)``: one prompt alone through the route, and the busiest device's share (the
     instance's prefix-cache hit is not computed)."""
     from ..simulate import segments_of
@@ -216,7 +216,7 @@ def prefill_shapes(model, fleet, workload, req: Requirements, solver: SolverSett
             solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
             if not solved.result.feasible:
                 break
-            t, s = _prefill_times(solved, prompt, budget)
+            t, s = prefill_times(solved, prompt, budget)
             shape = PrefillShape(solved, solved.result.devices_used, _power(solved), t, s, in_flight)
             need = math.ceil(t / s - 1e-9)
             if need <= in_flight:
