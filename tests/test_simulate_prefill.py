@@ -170,6 +170,15 @@ def test_simulate_command_closed_loop_and_decode_only(tmp_path, run_cli):
     assert "decode only" in out and "time to first token" not in out
     code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--decode-only", "--max-num-batched-tokens", 8])
     assert code == 2 and err.startswith("error: --max-num-batched-tokens: max_num_batched_tokens:")
+    # the prefix cache from the command line: 250 of the 380 prompt tokens cached, as by hand above
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--requests", 1, "--output-tokens", 20,
+                              "--max-num-batched-tokens", 100, "--cached-prompt", 250, "--json"])
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["cached_prompt_tokens"] == 250
+    assert d["ttft_p50_us"] == pytest.approx(chunk_only_us(250, 100) + chunk_only_us(350, 30), rel=1e-6)
+    code, out, err = run_cli(["simulate", path, "-H", hw, "--model", spec, "--decode-only", "--cached-prompt", 250])
+    assert code == 2 and err.startswith("error: --cached-prompt:")
 
 
 def _with_mtp():

@@ -100,8 +100,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if decode_only and max_num_batched_tokens is not None:
         raise InvalidSpec("--max-num-batched-tokens", "max_num_batched_tokens", "prices prefill chunks; "
                                                                                 "--decode-only has none")
-    if cached_prompt is not None and (decode_only or compare_model or all_modes):
-        raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to the prefill of one mapping's simulation")
+    if cached_prompt is not None and decode_only:
+        raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to prefill; --decode-only has none")
     if compare_model or all_modes:
         model_ref_ = compare_model or target
         if not model_ref_:
@@ -121,7 +121,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                             time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
                             micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
                             decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
-                            schedule=schedule, max_batch=max_batch, runtime=runtime)
+                            schedule=schedule, max_batch=max_batch, runtime=runtime,
+                            **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt}))
         done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
         if as_json:
             echo_json(doc)
