@@ -433,3 +433,22 @@ def test_where_speculation_stops_paying(deepseek_plan, tmp_path, run_cli):
                               "--model", DEEPSEEK])
     assert code == 0, err
     assert [round(r["gain"], 9) for r in json.loads(out)["rows"]] == [round(r["gain"], 9) for r in gain.rows]
+
+
+def test_a_floor_only_drafts_reach_is_planned_with_them(tmp_path):
+    """A floor 30% above the fastest plain single-request speed: without drafts no placement meets
+    it (said with the fastest speed); with the EAGLE-3 draft (4 tokens, 3.08) one does, its speed
+    simulated with the drafts."""
+    draft_path = tmp_path / "draft.yaml"
+    draft_path.write_text(DRAFT)
+    target = load_model("llama-3.1-8b")
+    fleet, wl = load_fleet("h100"), Workload(concurrency=2, context_tokens=2048)
+    plain = plan(target, fleet, wl, Requirements(degrees=(1,), min_user_tps=1.0), SolverSettings(method="dp"))
+    floor = 1.3 * plain.speed.fastest.alone_tokens_per_s
+    none = plan(target, fleet, wl, Requirements(degrees=(1,), min_user_tps=floor), SolverSettings(method="dp"))
+    assert not none.feasible and "cannot be met" in none.message
+    req = Requirements(degrees=(1,), min_user_tps=floor, spec_tokens=4, spec_method="eagle3",
+                       draft_model=load_model(draft_path))
+    spec = plan(target, fleet, wl, req, SolverSettings(method="dp"))
+    assert spec.feasible, spec.message
+    assert spec.simulation.spec_k == 4 and spec.simulation.per_user_tokens_per_s >= floor

@@ -238,6 +238,12 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
     # one request at its shortest KV (the prompt): no run of this shape is faster
     shortest = max(1, inst.workload.context_tokens - output_tokens)
     latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
+    spec = getattr(inst, "speculation", None)
+    if spec is not None and spec.accept is not None:
+        # drafts emit several tokens a step: the closed form of one plain step bounds nothing, so
+        # one request is simulated with them (its speed is the shape's fastest: speed falls with load)
+        one = _simulate(inst, r.assignment, 1, output_tokens)
+        latency = 1e6 / one.per_user_tokens_per_s if one.per_user_tokens_per_s else latency
     used = sorted(set(r.assignment))
     powers = [None if inst.devices[d].type.power_w is None else inst.devices[d].type.power_w * len(inst.members(d))
               for d in used]
