@@ -238,7 +238,8 @@ def _requirements(requirements: Requirements | None, keywords: dict) -> Requirem
     if requirements.has_speed_floor or requirements.disagg:
         raise InvalidSpec(ARGUMENT, "requirements", "a frontier sweeps the loads: no speed floor or disaggregation "
                                                     "in its requirements (disagg=True adds those points)")
-    return requirements
+    # a frontier places pipelines unless told otherwise, whatever the method
+    return requirements if requirements.mode is not None else requirements.replace(mode="contiguous")
 
 
 def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:
