@@ -29,6 +29,7 @@ from ..fleet import Fleet
 from ..model import LayerGraph
 from ..reserve import Reserve
 from ..spec_io import atomic_write_text
+from ..units import plural
 from ..workload import Workload
 from .layouts import device_layouts, layout_label
 from .requirements import Requirements, SolverSettings
@@ -274,7 +275,7 @@ def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[s
             if not mine:
                 return f"{p} has no placement"
             top = max(mine, key=lambda r: r["per_user_tokens_per_s"])
-            return (f"{p} peaks at {top['per_user_tokens_per_s']:,.0f} tokens/s per user ({top['devices']} devices"
+            return (f"{p} peaks at {top['per_user_tokens_per_s']:,.0f} tokens/s per user ({plural(top['devices'], 'device')}"
                     f"{_degree(top)})")
 
         if not reach:
@@ -283,7 +284,7 @@ def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[s
             continue
         p, r = reach[0]
         head = (f"At {x:,.0f} tokens/s per user, {p} is ahead with {r['tokens_per_s_per_mw']:,.0f} tokens/s per MW "
-                f"({r['devices']} devices per replica{_degree(r)}, {r['live_per_replica']} live requests each, "
+                f"({plural(r['devices'], 'device')} per replica{_degree(r)}, {r['live_per_replica']} live requests each, "
                 f"{r['per_user_tokens_per_s']:,.0f} tokens/s per user)")
         if len(reach) > 1:
             q, s = reach[1]
