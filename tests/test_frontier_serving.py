@@ -63,7 +63,8 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
         assert row["per_user_tokens_per_s"] >= FLOOR
         assert row["ttft_model_us"] == pytest.approx(c.ttft_us, rel=1e-12)
         assert row["ttft_model_us"] <= TTFT_MS * 1e3
-        assert row["ttft_p99_us"] is None and row["proven"] == p.pools.proven
+        assert row["ttft_p99_us"] == pytest.approx(p.pools.prefill_sim.ttft_p99_us + c.transfer_us, rel=1e-12)
+        assert row["proven"] == p.pools.proven
 
 
 def test_the_comparison_ranks_aggregated_and_disaggregated_points_together(disagg_report):

@@ -6,8 +6,10 @@ A row's figures are the whole plan's: every device of both pools, their power, t
 simulated per-user speed at its load (``1 / TPOT``), and the output tokens/s the rate gives
 (``rate x output tokens``). The workload is the aggregated points': requests of the workload's
 context, of which the last ``output_tokens`` are generated, so both kinds of point serve the same
-requests. The TTFT of a row is the disaggregated model's (M/D/1 queueing mean + prefill + KV
-transfer), in ``ttft_model_us``; the two-pool mapping is validated (:mod:`placer.mapping.validate_pools`).
+requests. The TTFT the plan is chosen by is the disaggregated model's (M/D/1 queueing mean +
+prefill + KV transfer), in ``ttft_model_us``; ``ttft_p99_us`` is the p99 of a discrete-event run of
+one prefill replica at its share of the rate (Poisson arrivals) plus the transfer, the statistic the
+aggregated points report. The two-pool mapping is validated (:mod:`placer.mapping.validate_pools`).
 """
 
 from __future__ import annotations
@@ -86,9 +88,18 @@ def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, v
                 joules_per_token=None if not power else power / tokens_per_s,
                 hop_latency_us=decode.result.hop_latency_us, valid=valid, schedule="continuous",
                 context_tokens=workload.context_tokens, route=" ".join(decode.mapping["route"]),
-                ttft_p99_us=None, ttft_model_us=c.ttft_us, meets_ttft=True, floor=floor, rate_per_s=c.rate,
+                ttft_p99_us=_simulated_p99(dp, c), ttft_model_us=c.ttft_us, meets_ttft=True, floor=floor, rate_per_s=c.rate,
                 prefill_layout=f"{c.x} x {c.prefill.layout} ({dp.prefill_fleet.name}, {plural(c.prefill.devices, 'device')})",
                 decode_layout=f"{c.y} x {c.decode.layout} ({fleet.name}, {plural(c.decode.devices, 'device')})",
                 proven=dp.proven, spec_tokens=getattr(inst.speculation, "tokens", 0),
                 spec_accept=getattr(inst.speculation, "accept", None),
                 cached_prompt_tokens=inst.cached_prompt_tokens, power_boundary=fleet.power_boundary)
+
+
+def _simulated_p99(dp, c) -> float | None:
+    """p99 time to first token of the plan's prefill replica simulated at its share of the rate, plus
+    the KV transfer (None when the run gave no figure)."""
+    sim = dp.prefill_sim
+    if sim is None or sim.ttft_p99_us is None:
+        return None
+    return sim.ttft_p99_us + c.transfer_us
