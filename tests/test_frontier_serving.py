@@ -48,11 +48,15 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
     assert rep.platforms == ["pdwafers", "pdwafers disagg", "pdwafers decode + pdgpus prefill"]
     for label, prefill in (("pdwafers disagg", None), ("pdwafers decode + pdgpus prefill", gpus)):
         (row,) = [r for r in rep.rows if r["platform"] == label]
+        # the plan for the mean target the point was made for (the TTFT target, or tighter when the
+        # simulated p99 missed it)
+        assert row["ttft_budget_ms"] <= TTFT_MS
         req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=prefill, min_user_tps=FLOOR,
-                           max_ttft_ms=TTFT_MS, prompt_tokens=ISL, decode_tokens=OSL)
+                           max_ttft_ms=row["ttft_budget_ms"], prompt_tokens=ISL, decode_tokens=OSL)
         p = plan(m, wafers, wl, req, SolverSettings(method="dp", time_limit=10))
         c = p.pools.chosen
         assert row["serving"] == "disaggregated" and row["valid"] and row["meets_ttft"]
+        assert row["ttft_p99_us"] <= TTFT_MS * 1e3
         assert validate_document(p.mapping, model=m) == []
         assert row["devices"] == c.x * c.prefill.devices + c.y * c.decode.devices
         assert row["rate_per_s"] == pytest.approx(c.rate, rel=1e-12)
@@ -226,7 +230,7 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     (row,) = [r for r in json.loads(out)["rows"] if r["platform"] == "pdwafers decode + pdgpus prefill"]
     m = load_model(specs / "model.yaml")
     req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
-                       min_user_tps=FLOOR, max_ttft_ms=TTFT_MS, prompt_tokens=ISL, decode_tokens=OSL)
+                       min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"], prompt_tokens=ISL, decode_tokens=OSL)
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL), req,
              SolverSettings(method="dp", time_limit=10))
     assert row["devices"] == p.pools.chosen.devices and row["rate_per_s"] == pytest.approx(p.pools.chosen.rate)
@@ -235,3 +239,23 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     assert small.pools.chosen.rate < p.pools.chosen.rate      # the 2-rack spec as written holds fewer prefill replicas
     code, _out, err = run_cli(["frontier", specs / "model.yaml", "-H", specs / "wafers.yaml", "--prefill-racks", 4])
     assert code == 2 and "--prefill-hardware" in err
+
+
+def test_a_disaggregated_point_meets_the_ttft_by_its_simulated_p99(specs):
+    """The plan made for the mean TTFT target misses it by the simulated p99 of its prefill replica;
+    the frontier's point is the plan re-made for a tighter mean target, whose p99 meets it."""
+    from placer.planning.frontier_disagg import _plan_for_p99, _simulated_p99
+
+    m = load_model(specs / "model.yaml")
+    wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml", racks=4)
+    wl = workload_for(m, context=ISL + OSL)
+    req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=gpus, min_user_tps=FLOOR, max_ttft_ms=TTFT_MS,
+                       prompt_tokens=ISL, decode_tokens=OSL)
+    solver = SolverSettings(method="dp", time_limit=10)
+    first = plan(m, wafers, wl, req, solver).pools
+    assert _simulated_p99(first, first.chosen) > TTFT_MS * 1e3
+    dp, budget = _plan_for_p99(m, wafers, wl, req, solver, TTFT_MS)
+    assert budget < TTFT_MS and _simulated_p99(dp, dp.chosen) <= TTFT_MS * 1e3
+    # a tighter TTFT costs requests/s or prefill replicas, never gains either
+    assert dp.chosen.rate <= first.chosen.rate and dp.chosen.x >= first.chosen.x
+    assert (dp.chosen.rate, -dp.chosen.x) != (first.chosen.rate, -first.chosen.x)
