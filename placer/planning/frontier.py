@@ -43,7 +43,7 @@ COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replic
            "per_user_tokens_per_s", "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w",
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
-           "spec_accept", "cached_prompt_tokens", "ttft_model_us", "rate_per_s", "prefill_layout", "decode_layout",
+           "spec_accept", "cached_prompt_tokens", "ttft_model_us", "ttft_budget_ms", "rate_per_s", "prefill_layout", "decode_layout",
            "proven"]
 
 
