@@ -48,14 +48,7 @@ def _header(text: str) -> str:
 def main(wheels: str) -> None:
     for pattern, member, func, out, shim in SOURCES:
         wheel = sorted(Path(wheels).glob(pattern))[-1]
-        with zipfile.ZipFile(wheel) as z:
-            raw = z.read(member)
-            record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
-            rows = [r.split(",") for r in z.read(record).decode().splitlines()]
-        listed = next(r[1] for r in rows if r[0] == member)
-        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
-        assert digest == listed, f"{member}: {digest} != RECORD {listed}"
-        text = raw.decode()
+        text, listed = _member(wheel, member)
         node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == func)
         body = ast.get_source_segment(text, node)
         note = (f"# Vendored for placer's conformance tests: {func}() verbatim from the {wheel.name} wheel,\n"
