@@ -235,6 +235,7 @@ def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch)
         return res
 
     monkeypatch.setattr(placer.simulate, "simulate", recording)
+    monkeypatch.setattr(placer.simulate.des, "simulate", recording)     # the group's run, simulate_group's
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
     doc = compare_degrees(m, fleet, wl, degrees=(8,), ep=True, time_limit=20, output_tokens=4, attention_dp=True)
     (tp_row, dp_row) = doc["degrees"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["largest_true"]
+__all__ = ["largest_true", "doubling_ladder"]
 
 
 def largest_true(decide: Callable[[int], bool | None], lo: int, hi: int | None = None
@@ -62,3 +62,18 @@ def largest_true(decide: Callable[[int], bool | None], lo: int, hi: int | None =
         else:
             bad = mid
     return good, proven
+
+
+def doubling_ladder(top: int) -> list[int]:
+    """``1, 2, 4, ...`` below ``top``, then ``top`` itself: the loads a sweep up to a ceiling visits.
+
+    >>> doubling_ladder(6)
+    [1, 2, 4, 6]
+    >>> doubling_ladder(1)
+    [1]
+    """
+    out, n = [], 1
+    while n < top:
+        out.append(n)
+        n *= 2
+    return [*out, top]

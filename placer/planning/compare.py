@@ -170,13 +170,13 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
         row["attention_dp"] = True
     if not r.feasible:
         return row
-    from ..simulate.data_parallel import for_group
+    from ..simulate.des import simulate_group
 
     ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
     live = max(1, asked if ceiling is None else min(asked, ceiling))
-    rank = -(-live // inst.requests_factor)     # attention data parallelism: the heaviest rank's share
     alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
-    loaded = for_group(simulate(inst, r.assignment, requests=rank, max_live=rank, output_tokens=output_tokens), inst)
+    # attention data parallelism: the heaviest rank runs its share, the figures are the group's
+    loaded = simulate_group(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
     row["ttft_p99_us"] = loaded.ttft_p99_us
     if max_ttft_ms is not None:
         row["meets_ttft"] = ttft_within(row["ttft_p99_us"], max_ttft_ms * 1e3)

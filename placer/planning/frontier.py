@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..algorithms.search import doubling_ladder
 from ..errors import ARGUMENT, InvalidSpec
 from ..fleet import Fleet
 from ..model import LayerGraph
@@ -58,28 +59,17 @@ class FrontierReport:
     notes: list[str] = field(default_factory=list)
 
 
-def _ladder(top: int) -> list[int]:
-    out, t = [], 1
-    while t < top:
-        out.append(t)
-        t *= 2
-    out.append(top)
-    return out
-
-
 def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
     from ..per_user import with_aggregate_per_live
-    from ..simulate import simulate
-    from ..simulate.data_parallel import for_group, rank_options
+    from ..simulate.des import simulate_group
 
     model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
     inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"],
                           attention_dp=meta["attention_dp"])
     # the instance's own speculation and prefix cache (build_instance) are the run's; a group's
     # live requests under attention data parallelism (its heaviest rank runs its share)
-    sim = for_group(simulate(inst, assignment, output_tokens=output_tokens,
-                             **rank_options(dict(requests=live, max_live=live), inst)), inst)
+    sim = simulate_group(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
@@ -183,7 +173,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                     if violations:
                         notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
                                      f"({violations[0].message}); its points are kept and marked invalid")
-                    for live in _ladder(top):
+                    for live in doubling_ladder(top):
                         tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
                                       output_tokens, meta))
                 target *= 2             # until the fleet holds no placement for that many

@@ -166,11 +166,9 @@ class SpeedPlan:
 def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **sim):
     """``live`` requests of a replica simulated (a group's, under attention data parallelism: its
     heaviest rank runs its share and the figures are the group's, :mod:`placer.simulate.data_parallel`)."""
-    from ..simulate import simulate
-    from ..simulate.data_parallel import for_group, rank_options
+    from ..simulate.des import simulate_group
 
-    opts = rank_options(dict(requests=live, max_live=live, **sim), instance)
-    return for_group(simulate(instance, assignment, output_tokens=output_tokens, **opts), instance)
+    return simulate_group(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
 
 
 def ttft_within(ttft_us: float | None, max_ttft_us: float | None) -> bool:

@@ -49,3 +49,4 @@ def rank_options(options: dict, instance) -> dict:
         if out.get(key) is not None:
             out[key] = -(-out[key] // g)
     return out
+

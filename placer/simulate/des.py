@@ -67,7 +67,7 @@ from .prefill import Chunk, step_time_us, sum_min
 from .result import Interval, SimResult, token_stats
 from .speculative import target_and_draft
 
-__all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping",
+__all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping", "simulate_group",
            "Interval", "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
            "DEFAULT_ROUNDS", "sum_min"]
 
@@ -666,6 +666,13 @@ def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None 
     unknown = [d for d in route if d not in index]
     if unknown:
         raise InvalidSpec("<mapping>", "route", f"unknown or unavailable device {unknown[0]!r}")
+    return simulate_group(inst, [index[d] for d in route], **kw)
+
+
+def simulate_group(instance: Instance, assignment, **options) -> SimResult:
+    """:func:`simulate` with ``requests`` and ``max_live`` in live requests of a group (the heaviest
+    rank's share of them under attention data parallelism), the result stated for the whole group
+    (:mod:`placer.simulate.data_parallel`); the plain run when the instance is not attention-data-parallel."""
     from .data_parallel import for_group, rank_options
 
-    return for_group(simulate(inst, [index[d] for d in route], **rank_options(kw, inst)), inst)
+    return for_group(simulate(instance, assignment, **rank_options(options, instance)), instance)

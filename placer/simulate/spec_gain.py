@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..algorithms.search import doubling_ladder
 from ..instance import Instance
-from .data_parallel import for_group, rank_options
+from .des import simulate_group
 
 __all__ = ["SpecGain", "speculation_gain"]
 
@@ -35,27 +36,16 @@ class SpecGain:
                     stops_paying_at=self.stops_paying_at)
 
 
-def _loads(top: int) -> list[int]:
-    out, n = [], 1
-    while n < top:
-        out.append(n)
-        n *= 2
-    return [*out, top]
-
-
 def speculation_gain(instance: Instance, assignment, *, spec_k: int, spec_accept: float, cap: int,
                      output_tokens: int = 32, decode_only: bool = True, **sim) -> SpecGain:
     """The gain of ``spec_k`` drafts at acceptance ``spec_accept`` on the placement, at live loads
     1, 2, 4, ... up to ``cap`` (the group's live requests under attention data parallelism)."""
-    from . import simulate
-
     def run(live: int, k: int, accept):
-        opts = rank_options(dict(requests=live, max_live=live), instance)
-        return for_group(simulate(instance, assignment, output_tokens=output_tokens, decode_only=decode_only,
-                                  spec_k=k, spec_accept=accept, **opts, **sim), instance)
+        return simulate_group(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens,
+                              decode_only=decode_only, spec_k=k, spec_accept=accept, **sim)
 
     rows, stop = [], None
-    for live in _loads(max(1, cap)):
+    for live in doubling_ladder(max(1, cap)):
         on, off = run(live, spec_k, spec_accept), run(live, 0, None)
         gain = on.aggregate_tokens_per_s / off.aggregate_tokens_per_s if off.aggregate_tokens_per_s else None
         rows.append(dict(live=live, with_tokens_per_s=on.aggregate_tokens_per_s,
