@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_simulate import FLEET
 
 from placer.errors import InvalidSpec
 from placer.fleet import fleet_from_dict
@@ -19,12 +20,6 @@ from placer.simulate import Simulation, segments_of, simulate
 from placer.simulate.prefill import Chunk, chunk_time_us, prompt_time_us, step_time_us, sum_min
 from placer.workload import Workload
 
-FLEET = fleet_from_dict({
-    "name": "hand", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
-                               "power": "25 kW",
-                               "perf": {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,
-                                        "bandwidth_efficiency": 0.5, "compute_efficiency": 0.5}},
-    "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 3}})
 BW, FL = 500_000.0, 5e8      # B/us, FLOP/us
 ONE_SPEC = {"name": "one", "layers": [
     {"kind": "attention", "params": 1_000_000, "kv_elements_per_token": 500, "kv_bytes_per_token": 1000},
