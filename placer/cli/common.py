@@ -19,7 +19,7 @@ __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "g
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
            "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "load_draft",
-           "speculation_text", "cached_prompt_option"]
+           "speculation_text", "cached_prompt_option", "drafts_with_mtp"]
 
 
 class _Tokens(click.ParamType):
@@ -473,6 +473,11 @@ def cached_prompt_option(f):
     return click.option("--cached-prompt", "cached_prompt", type=context_type, default=None, metavar="TOKENS",
                         help="Of every prompt, this many leading tokens are a prefix-cache hit (an agent's "
                              "repeated context): their KV is in place, only the rest is prefilled (default 0).")(f)
+
+
+def drafts_with_mtp(spec_tokens, draft_model, spec_method) -> bool:
+    """Whether the speculation flags draft with the model's own MTP layers (which are then placed)."""
+    return bool(spec_tokens) and draft_model is None and spec_method in (None, "mtp")
 
 
 def load_draft(ref):

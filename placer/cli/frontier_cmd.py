@@ -12,6 +12,7 @@ from .common import (
     backend_options,
     cached_prompt_option,
     context_type,
+    drafts_with_mtp,
     echo_json,
     granularity_option,
     jobs_option,
@@ -114,9 +115,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         raise InvalidSpec("--prefill-hardware", "prefill_hardware", "applies to --disagg")
     if disagg and max_ttft_ms is None:
         raise InvalidSpec("--max-ttft-ms", "max_ttft_ms", "--disagg plans its pools for a TTFT target: give it")
-    # drafting with the model's own MTP layers places them
-    mtp = bool(spec_tokens) and draft_model is None and spec_method in (None, "mtp")
-    m = load_model(model, text_only=text_only, mtp=mtp)
+    m = load_model(model, text_only=text_only, mtp=drafts_with_mtp(spec_tokens, draft_model, spec_method))
     fleets = [load_fleet_chosen(h) for h in refs]
     if prefill_racks is not None and prefill_hardware is None:
         raise InvalidSpec("--prefill-racks", "prefill_racks", "resizes --prefill-hardware: give it")

@@ -10,6 +10,7 @@ from ..planning.compare import node_ranges
 from ..units import format_bytes, format_duration_us, plural
 from .common import (
     cached_prompt_option,
+    drafts_with_mtp,
     echo_json,
     echo_json_mapping,
     granularity_option,
@@ -171,7 +172,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     # counted from the command's start: the process's own start when run as `placer solve`
     deadline = Deadline.since_command_start(time_limit)
     threads = renamed("--threads", threads, workers_deprecated, default=2)
-    if spec_tokens and draft_model is None and spec_method in (None, "mtp"):
+    if drafts_with_mtp(spec_tokens, draft_model, spec_method):
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
