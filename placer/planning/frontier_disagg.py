@@ -78,10 +78,8 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
                 if problems:
                     notes.append(f"{label} at {floor:,.0f} tokens/s per user: the two-pool mapping fails validation "
                                  f"({problems[0].message}); its point is kept and marked invalid")
-                row = _row(label, fleet, dp, c, output_tokens, floor, valid=not problems, workload=workload)
-                row["meets_ttft"] = p99 is None or p99 <= max_ttft_ms * 1e3
-                row["ttft_budget_ms"] = budget
-                rows.append(row)
+                rows.append(_row(label, fleet, dp, c, output_tokens, floor, valid=not problems, workload=workload,
+                                 p99=p99, meets_ttft=p99 is None or p99 <= max_ttft_ms * 1e3, budget=budget))
     return rows, notes
 
 
@@ -109,7 +107,8 @@ def _plan_for_p99(model, fleet, workload, want: Requirements, solver, max_ttft_m
     return dp, budget
 
 
-def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, valid: bool, workload: Workload) -> dict:
+def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, valid: bool, workload: Workload,
+         p99: float | None, meets_ttft: bool, budget: float) -> dict:
     tokens_per_s = c.rate * output_tokens
     power = c.power_w
     decode = dp.decode_solved or c.decode.solved
@@ -122,7 +121,8 @@ def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, v
                 joules_per_token=None if not power else power / tokens_per_s,
                 hop_latency_us=decode.result.hop_latency_us, valid=valid, schedule="continuous",
                 context_tokens=workload.context_tokens, route=" ".join(decode.mapping["route"]),
-                ttft_p99_us=_simulated_p99(dp, c), ttft_model_us=c.ttft_us, floor=floor, rate_per_s=c.rate,
+                ttft_p99_us=p99, ttft_model_us=c.ttft_us, meets_ttft=meets_ttft, ttft_budget_ms=budget, floor=floor,
+                rate_per_s=c.rate,
                 prefill_layout=f"{c.x} x {c.prefill.layout} ({dp.prefill_fleet.name}, {plural(c.prefill.devices, 'device')})",
                 decode_layout=f"{c.y} x {c.decode.layout} ({fleet.name}, {plural(c.decode.devices, 'device')})",
                 proven=dp.proven, spec_tokens=getattr(inst.speculation, "tokens", 0),

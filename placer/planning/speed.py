@@ -233,15 +233,18 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
 
     inst, r = solved.instance, solved.raw
     segs = segments_of(inst, r.assignment)
-    # one request at its shortest KV (the prompt): no run of this shape is faster
-    shortest = max(1, inst.workload.context_tokens - output_tokens)
-    latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
     spec = getattr(inst, "speculation", None)
+    one = None
     if spec is not None and spec.accept is not None:
         # drafts emit several tokens a step: the closed form of one plain step bounds nothing, so
         # one request is simulated with them (its speed is the shape's fastest: speed falls with load)
-        one = _simulate(inst, r.assignment, 1, output_tokens)
-        latency = 1e6 / one.per_user_tokens_per_s if one.per_user_tokens_per_s else latency
+        one = _simulate(inst, r.assignment, 1, output_tokens).per_user_tokens_per_s
+    if one:
+        latency = 1e6 / one
+    else:
+        # one request at its shortest KV (the prompt): no run of this shape is faster
+        shortest = max(1, inst.workload.context_tokens - output_tokens)
+        latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
     used = sorted(set(r.assignment))
     powers = [None if inst.devices[d].type.power_w is None else inst.devices[d].type.power_w * len(inst.members(d))
               for d in used]
