@@ -32,10 +32,10 @@ from generators import (  # noqa: E402
 )
 
 from placer.algorithms import place  # noqa: E402
-from placer.fleet import load_fleet  # noqa: E402
-from placer.instance import make_instance  # noqa: E402
-from placer.model import load_model  # noqa: E402
-from placer.workload import workload_for  # noqa: E402
+from placer.problem.instance import make_instance  # noqa: E402
+from placer.specs.fleet import load_fleet  # noqa: E402
+from placer.specs.model import load_model  # noqa: E402
+from placer.specs.workload import workload_for  # noqa: E402
 
 HETERO = str(Path(__file__).resolve().parent / "data" / "hetero-42.yaml")
 

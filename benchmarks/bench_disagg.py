@@ -24,10 +24,10 @@ import re
 import subprocess
 import time
 
-from placer.fleet import load_fleet
-from placer.model import load_model
 from placer.planning import Requirements, SolverSettings, plan
-from placer.workload import workload_for
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 AIC_ARGS = ["cli", "default", "--model-path", "deepseek-ai/DeepSeek-V3", "--system", "h200_sxm", "--total-gpus",
             "16", "--isl", "4000", "--osl", "1000", "--ttft", "2000", "--tpot", "30"]

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from placer.algorithms import place
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 DATA = Path("/work/shared/data/orlib-binpack")
 UNIT = 10**8

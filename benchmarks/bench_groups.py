@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from placer.fleet import load_fleet
-from placer.model import load_model
-from placer.planning.compare import solve
-from placer.workload import workload_for
+from placer.planning.studies.compare import solve
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 
 def main(argv=None) -> int:

@@ -18,11 +18,11 @@ import argparse
 import time
 from pathlib import Path
 
-from placer.fleet import load_fleet
-from placer.model import load_model
-from placer.planning.compare import solve_degrees
 from placer.planning.stage_degrees import solve_per_stage
-from placer.workload import workload_for
+from placer.planning.studies.compare import solve_degrees
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 FLEET = Path(__file__).parent / "data" / "mixed-4type.yaml"
 # (model, context, concurrency): None keeps the model's default workload

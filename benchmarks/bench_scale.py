@@ -19,8 +19,8 @@ import time
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def bench_split(time_limit: float = 60.0, shards: int = 32, workers: int | None = None) -> dict:

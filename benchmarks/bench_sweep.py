@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 from placer import load_fleet, load_model, workload_for
-from placer.planning.sweep import Grid, SweepSettings, read_rows, run_sweep
-from placer.units import parse_tokens
+from placer.planning.studies.sweep import Grid, SweepSettings, read_rows, run_sweep
+from placer.specs.units import parse_tokens
 
 CONTEXTS = tuple(parse_tokens(x) for x in ("32k", "64k", "128k", "256k", "1M"))
 CONCURRENCIES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 75, 96, 128, 160, 184, 192, 256, 320, 384, 512,

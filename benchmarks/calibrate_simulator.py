@@ -49,11 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 from placer import load_fleet, load_model, make_instance, workload_for  # noqa: E402
 from placer.algorithms import place  # noqa: E402
-from placer.fleet import fleet_from_dict  # noqa: E402
 from placer.simulate import segments_of, simulate  # noqa: E402
 from placer.simulate.cost import cached_tokens  # noqa: E402
 from placer.simulate.des import sum_min  # noqa: E402
-from placer.spec_io import atomic_write_text, load_yaml_or_json  # noqa: E402
+from placer.specs.fleet import fleet_from_dict  # noqa: E402
+from placer.specs.spec_io import atomic_write_text, load_yaml_or_json  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "data" / "calibration.yaml"
 SETS = ("fit", "held_out", "flagged", "excluded")
@@ -148,7 +148,7 @@ CAL_MODELS = {
 def model_of(name: str):
     """A catalog model, or one of :data:`CAL_MODELS`."""
     if name in CAL_MODELS:
-        from placer.model import model_from_dict
+        from placer.specs.model import model_from_dict
         return model_from_dict(CAL_MODELS[name], source=f"{name} (calibration)")
     return load_model(name)
 

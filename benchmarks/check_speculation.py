@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from placer import Requirements, SolverSettings, load_fleet, plan  # noqa: E402
-from placer.model import load_model, model_from_dict  # noqa: E402
 from placer.planning.speed import _simulate  # noqa: E402
-from placer.workload import workload_for  # noqa: E402
+from placer.specs.model import load_model, model_from_dict  # noqa: E402
+from placer.specs.workload import workload_for  # noqa: E402
 
 EAGLE3_70B = {
     # an EAGLE-3 head of Llama-3.3-70B's layer shape (hidden 8192, 64 query / 8 KV heads of 128,

@@ -4,7 +4,7 @@
   uniform in [20, 100], bins of 150.
 * :func:`falkenauer_triplets`: Falkenauer's "t" class (binpack5-8): bins of 1000 filled by exactly
   three items in [250, 500], so the optimum is n / 3 by construction.
-* :func:`binpacking_instance`: a placer :class:`~placer.instance.Instance` in free mode whose nodes
+* :func:`binpacking_instance`: a placer :class:`~placer.problem.instance.Instance` in free mode whose nodes
   are the items (bytes = size x ``unit_bytes``) on a fleet of identical devices (memory = bin
   capacity x ``unit_bytes``).
 * :func:`cut_devices`: a perfect packing: full devices cut into layers (known optimum).
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import random
 
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 __all__ = ["falkenauer_uniform", "falkenauer_triplets", "binpacking_instance", "cut_devices", "items_model",
            "sparse_fleet_instance", "sparse_ring_specs", "sparse_ring_instance"]

@@ -165,7 +165,7 @@ def sentences(picked: list[dict]) -> list[str]:
 def plot(docs: list[dict], path: Path) -> None:
     """One curve per table platform through the Pareto points of all its rows (aggregated and
     disaggregated, with and without drafts), tokens/s per MW and per device against per user."""
-    from placer.planning.frontier import pareto
+    from placer.planning.studies.frontier import pareto
     from placer.plotting import plot_speed_frontiers, save
 
     rows = []

@@ -10,7 +10,7 @@ a token visits them; contiguous stages are what pipeline runtimes execute.
 import sys
 
 from placer import load_fleet, load_model, workload_for
-from placer.planning.compare import compare
+from placer.planning.studies.compare import compare
 
 model_name = sys.argv[1] if len(sys.argv) > 1 else "kimi-k3"
 hardware = sys.argv[2] if len(sys.argv) > 2 else "wse-3t"

@@ -5,23 +5,24 @@ Public API (heavier parts load on first use)::
     from placer import load_model, load_fleet, workload_for, plan, Requirements, SolverSettings
     model = load_model("kimi-k3")
     p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(mode="contiguous"))
-    p.result.devices_used, p.mapping["summary"]["proven_optimal"]
+    p.devices, p.proven, p.mapping["summary"]["devices_used"]
 
     # one placement on one instance, without a planner:
     from placer import make_instance, place
     result = place(make_instance(model, load_fleet("wse-3t"), workload_for(model)), method="cpsat")
 
-Packages, in dependency order: specs (``model``, ``fleet``, ``workload``, ``hf``), the problem
-(``instance``, ``groups``, ``parallel``, ``refine``), ``algorithms`` (placement methods, proofs),
-``mapping`` (the document, its schema, the validator), ``simulate``, ``planning`` (``plan()`` and
-the searches on it), ``export``, ``executor``, ``plotting``, ``cli``.
+Packages, one folder per layer, in dependency order (``tests/test_structure.py`` ranks them):
+``specs`` (model, fleet, workload, units, Hugging Face import), ``problem`` (instance, memory,
+placement result, per-rank bytes, reductions), ``algorithms`` (placement methods, proofs),
+``mapping`` (the document, its schema, the independent validator), ``simulate``, ``planning``
+(``plan()`` and the studies on it), ``export``, ``executor``, ``plotting``, ``cli``.
 """
 
-from .errors import InfeasiblePlacement, InvalidSpec, PlacerError
-from .fleet import Fleet, load_fleet
-from .instance import Instance, make_instance
-from .model import Layer, LayerGraph, load_model
-from .workload import Workload, workload_for
+from placer.problem.instance import Instance, make_instance
+from placer.specs.errors import InfeasiblePlacement, InvalidSpec, PlacerError
+from placer.specs.fleet import Fleet, load_fleet
+from placer.specs.model import Layer, LayerGraph, load_model
+from placer.specs.workload import Workload, workload_for
 
 __all__ = [
     "PlacerError", "InvalidSpec", "InfeasiblePlacement",
@@ -34,7 +35,6 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "place": ("placer.algorithms", "place"),
-    # placer.mapping.validate and placer.simulate are modules; their entry points keep their own names
     "validate_mapping": ("placer.mapping.validate", "validate_mapping"),
     "simulate_mapping": ("placer.simulate", "simulate_mapping"),
     "build_mapping": ("placer.mapping", "build_mapping"),
@@ -50,5 +50,12 @@ def __getattr__(name):
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        value = getattr(importlib.import_module(module), attr)
+        # importing placer.planning binds the submodule, never a name of _LAZY: pin the public object
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'placer' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__ + ["__version__"])

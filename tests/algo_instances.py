@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def chain_model(weights, *, kv=None, name="chain"):

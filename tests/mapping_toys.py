@@ -12,7 +12,7 @@ through slot 0 (``line``), 3 us, so r0w1-r1w1 has no direct link (shortest path 
 from __future__ import annotations
 
 from placer import load_fleet, load_model, make_instance, workload_for
-from placer.placement import Status, evaluate
+from placer.problem.placement import Status, evaluate
 
 TOY_MODEL = """\
 name: toy-hybrid
@@ -98,8 +98,8 @@ def spec_mapping(folder, spec, assignment=None, *, stages=None, memory: int = 10
 def kimi_mapping(mode: str, method: str) -> dict:
     """The committed kimi-k3 / wse-3t mapping of ``mode``, or, when it is absent, one placed by ``method``."""
     from placer.algorithms import place
-    from placer.catalog import project_root
     from placer.mapping import build_mapping, read_mapping
+    from placer.specs.catalog import project_root
 
     path = project_root() / "solutions" / f"kimi-k3__wse-3t__{mode}.json"
     if path.exists():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from placer.fleet import fleet_from_dict
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 __all__ = ["layers", "models", "fleets", "workloads"]
 

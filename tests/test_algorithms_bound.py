@@ -8,10 +8,10 @@ from algo_instances import brute_bin_packing, brute_min_stages, fleet, instance
 
 from placer.algorithms import place
 from placer.algorithms.bound import bounds, dual_feasible_bound, lower_bound, martello_toth_l2, volume_bound
-from placer.fleet import load_fleet
-from placer.instance import make_instance
-from placer.model import load_model
-from placer.workload import workload_for
+from placer.problem.instance import make_instance
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 
 def test_volume_bound_uses_the_largest_devices_first():

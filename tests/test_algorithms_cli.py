@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from placer.fleet import load_fleet
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.model import load_model
-from placer.planning.compare import COMPARE_ROWS, compare
-from placer.workload import workload_for
+from placer.planning.studies.compare import COMPARE_ROWS, compare
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 TOY_MODEL = """\
 name: toy6

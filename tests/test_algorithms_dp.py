@@ -12,11 +12,11 @@ from placer.algorithms import place
 from placer.algorithms.chain import bottleneck_ends as min_bottleneck_ends
 from placer.algorithms.chain import fixed_order_ends, next_fit_ends, prefix_sums
 from placer.algorithms.dp import dp
-from placer.fleet import fleet_from_dict, load_fleet
-from placer.instance import make_instance
-from placer.model import load_model, model_from_dict
-from placer.placement import Level, Status, stages_of
-from placer.workload import Workload, workload_for
+from placer.problem.instance import make_instance
+from placer.problem.placement import Level, Status, stages_of
+from placer.specs.fleet import fleet_from_dict, load_fleet
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.workload import Workload, workload_for
 
 
 def _random_chains(count, seed, smallest=0):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from algo_instances import brute_bin_packing, fleet, instance
 
 from placer.algorithms import place
-from placer.fleet import load_fleet
-from placer.instance import make_instance
-from placer.model import load_model
-from placer.placement import Status, stages_of
-from placer.workload import workload_for
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status, stages_of
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 
 def test_typepack_gives_the_published_59_wafers_for_kimi_k3():

@@ -1,4 +1,4 @@
-"""Attention data parallelism (placer.attention_dp): per-rank bytes, the plan, the mapping, the
+"""Attention data parallelism (placer.problem.reductions.attention_dp): per-rank bytes, the plan, the mapping, the
 validator's own rule, the simulator's all-to-all and the exports' flags.
 
 Hand figures for DeepSeek-V3 (models/deepseek-v3.yaml, h = 7168, weights 8-bit so one byte a
@@ -20,14 +20,14 @@ import pytest
 
 from placer import plan
 from placer.cli.common import load_inputs
-from placer.errors import InvalidSpec
 from placer.export import ExportOptions, export_mapping
-from placer.instance import make_instance
 from placer.mapping import check_mapping
 from placer.mapping.validate import validate_mapping
 from placer.planning.layouts import device_layouts
 from placer.planning.requirements import Requirements, SolverSettings
+from placer.problem.instance import make_instance
 from placer.simulate.cost import group_collectives
+from placer.specs.errors import InvalidSpec
 
 H = 7168
 EXPERT = 3 * H * 2048                                   # one routed (or the shared) expert: 44,040,192
@@ -224,7 +224,7 @@ def test_cpsat_concurrency_level_counts_live_requests_of_the_group():
 
 def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch):
     import placer.simulate
-    from placer.planning.compare import compare_degrees
+    from placer.planning.studies.compare import compare_degrees
 
     calls = []
     real = placer.simulate.simulate
@@ -288,10 +288,10 @@ def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
     import json
     from pathlib import Path
 
-    from placer.hf import spec_from_hf_config
     from placer.mapping.dp_ranks import dp_rank_refusal
-    from placer.model import model_from_dict
-    from placer.workload import workload_for
+    from placer.specs.hf import spec_from_hf_config
+    from placer.specs.model import model_from_dict
+    from placer.specs.workload import workload_for
 
     cfg = json.loads((Path(__file__).parent / "fixtures" / "hf" / "deepseek-v3.json").read_text())
     m = model_from_dict(spec_from_hf_config(cfg, "config.json"))

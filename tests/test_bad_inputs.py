@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from placer.catalog import project_root
-from placer.spec_io import MAX_SPEC_BYTES
+from placer.specs.catalog import project_root
+from placer.specs.spec_io import MAX_SPEC_BYTES
 
 GALLERY = Path(__file__).parent / "bad_inputs"
 ONE_LINE_FORMAT = re.compile(r"^error: \S[^:]*(?::\d+)?: (\(whole file\)|[^\s:][^:]*): \S.*$")

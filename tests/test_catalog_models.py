@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from placer import memory
-from placer.catalog import list_models
-from placer.fleet import load_fleet
-from placer.model import load_model
-from placer.workload import Workload, workload_for
+from placer.problem import memory
+from placer.specs.catalog import list_models
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import Workload, workload_for
 
 CATALOG = ["kimi-linear-48b", "kimi-k2", "deepseek-v3", "qwen3-next-80b", "minimax-text-01",
            "llama-3.1-405b", "jamba-1.5-large", "gpt-oss-120b", "qwen3-235b"]

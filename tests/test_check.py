@@ -13,7 +13,7 @@ from placer.algorithms.check import (
     pin_violation,
     stage_order,
 )
-from placer.placement import Status, evaluate
+from placer.problem.placement import Status, evaluate
 
 
 def test_capacity_in_exact_bytes():

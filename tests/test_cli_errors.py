@@ -206,7 +206,7 @@ def test_directories_and_missing_files_read_the_same_everywhere(argv, run_cli, t
                                   ["plot", "{m}", "-o", "{d}"],
                                   ["import-hf", "{c}", "-o", "{d}"]], ids=["solve", "export", "plot", "import-hf"])
 def test_an_output_that_is_a_directory_is_refused_before_any_work(argv, run_cli, tmp_path):
-    from placer.catalog import project_root
+    from placer.specs.catalog import project_root
 
     mapping = project_root() / "tests" / "bad_inputs" / "map_for_other_model.json"
     config = project_root() / "tests" / "fixtures" / "hf" / "llama-3.1-405b.json"
@@ -223,7 +223,7 @@ def test_library_errors_name_the_flag_or_file_the_user_gave(run_cli, tmp_path):
     code, out, err = run_cli(["inspect", "kimi-k3", "--context", str(2**41)])
     assert (code, out, err) == (2, "", "error: --context: context_tokens: beyond 2^40 tokens\n")
     # a mapping the library knows only as <mapping> is named by the file the user passed
-    from placer.catalog import project_root
+    from placer.specs.catalog import project_root
 
     ok = project_root() / "tests" / "bad_inputs"
     doc = json.loads((ok / "map_for_other_model.json").read_text())

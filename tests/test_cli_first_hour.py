@@ -86,7 +86,7 @@ def floor_mapping(tmp_path_factory):
     from placer import load_fleet, load_model
     from placer.mapping import speed_floor_mapping, write_mapping
     from placer.planning.speed import plan_for_speed
-    from placer.workload import workload_for
+    from placer.specs.workload import workload_for
 
     model = load_model("llama-3.1-70b")
     plan = plan_for_speed(model, load_fleet("h100"), workload_for(model, context="32k", concurrency=PLANNED),

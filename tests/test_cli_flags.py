@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from placer.catalog import list_hardware, list_models, project_root
-from placer.planning.compare import SPLIT_GRANULARITY
-from placer.units import format_duration_us
+from placer.planning.studies.compare import SPLIT_GRANULARITY
+from placer.specs.catalog import list_hardware, list_models, project_root
+from placer.specs.units import format_duration_us
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"
 TINY, TINYHW = OK / "tiny.yaml", OK / "tinyhw.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from placer.catalog import project_root
 from placer.cli import cli
+from placer.specs.catalog import project_root
 
 MAPPING = project_root() / "solutions" / "kimi-k3__wse-3t__contiguous.json"
 BAD_MODEL, BAD_HARDWARE = "kimi-k33", "wse3t"
@@ -49,7 +49,7 @@ def _cases():
             yield pytest.param(argv, id=f"{command}-{i}")
 
 
-@pytest.mark.skipif(not MAPPING.exists(), reason="solutions/ is empty: run `python -m placer.solutions`")
+@pytest.mark.skipif(not MAPPING.exists(), reason="solutions/ is empty: run `python tools/regenerate_solutions.py`")
 @pytest.mark.parametrize("argv", list(_cases()))
 def test_misspelt_catalog_name_gets_a_suggestion(argv, run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

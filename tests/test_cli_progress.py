@@ -9,8 +9,8 @@ import re
 import pytest
 
 import placer.cli.common as common
-from placer.catalog import project_root
-from placer.planning.compare import COMPARE_ROWS
+from placer.planning.studies.compare import COMPARE_ROWS
+from placer.specs.catalog import project_root
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"
 TINY, TINYHW = OK / "tiny.yaml", OK / "tinyhw.yaml"

@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import sys
 
-from placer.catalog import project_root
+from placer.specs.catalog import project_root
 
 README = (project_root() / "README.md").read_text(encoding="utf-8")
 

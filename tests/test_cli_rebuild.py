@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from placer.catalog import project_root
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
+from placer.specs.catalog import project_root
 
 GALLERY = project_root() / "tests" / "bad_inputs"
 OK = GALLERY / "ok"

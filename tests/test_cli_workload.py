@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from placer.catalog import project_root
+from placer.specs.catalog import project_root
 
 OK = project_root() / "tests" / "bad_inputs" / "ok"
 TINY, TINYHW = OK / "tiny.yaml", OK / "tinyhw.yaml"

@@ -1,12 +1,12 @@
-"""placer.planning.compare: rows, and whether a device count is proven."""
+"""placer.planning.studies.compare: rows, and whether a device count is proven."""
 
 from __future__ import annotations
 
 from algo_instances import chain_model, fleet
 
-from placer.placement import Level, Result, Status
-from placer.planning.compare import compare, devices_proven, row_of
-from placer.workload import Workload
+from placer.planning.studies.compare import compare, devices_proven, row_of
+from placer.problem.placement import Level, Result, Status
+from placer.specs.workload import Workload
 
 
 def _result(**kw):

@@ -8,11 +8,11 @@ import json
 import pytest
 from oracle import fewest_segments
 
-from placer.fleet import fleet_from_dict
-from placer.model import model_from_dict
-from placer.planning.compare import compare_degrees
-from placer.planning.sweep import COLUMNS, Grid, SweepSettings, read_rows, run_sweep
-from placer.workload import Workload
+from placer.planning.studies.compare import compare_degrees
+from placer.planning.studies.sweep import COLUMNS, Grid, SweepSettings, read_rows, run_sweep
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 # hidden 64, 8 query heads of 8, 2 KV heads, MLP width 128, vocabulary 256, 6 layers, 16-bit
 SPEC = dict(name="tiny-gqa", hidden_size=64, vocab_size=256, num_layers=6, pattern="A*6",
@@ -92,7 +92,7 @@ def test_speeds_are_the_cost_models_closed_form_by_hand():
     fleet = _fleet(90_000)
     doc = compare_degrees(m, fleet, wl, degrees=[2], time_limit=10, workers=1, output_tokens=8)
     (row,) = doc["degrees"]
-    from placer.planning.compare import solve
+    from placer.planning.studies.compare import solve
 
     solved = solve(m, fleet, wl, tp=2, time_limit=10, workers=1)
     stages = solved.mapping["stages"]

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from placer import load_fleet
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
+from placer.problem.instance import make_instance
 from placer.simulate import segments_of, simulate
 from placer.simulate.cost import Collective, cached_tokens, collective_time_us, node_cost
-from placer.workload import Workload
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

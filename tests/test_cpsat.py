@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placer.algorithms import place
-from placer.fleet import fleet_from_dict
-from placer.instance import Instance, Pin, make_instance
-from placer.model import Layer, LayerGraph
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.instance import Instance, Pin, make_instance
+from placer.problem.placement import Status
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import Layer, LayerGraph
+from placer.specs.workload import Workload
 
 
 def cpsat(inst, **options):
@@ -302,7 +302,7 @@ def test_canonical_relabelling_keeps_cost_and_orders_interchangeable_racks():
     the hop latency, and yields the order the model's symmetry breaking demands."""
     from placer.algorithms.cpsat.fleet import FleetView, symmetry_classes
     from placer.algorithms.cpsat.models import canonical_classes
-    from placer.placement import hops_of
+    from placer.problem.placement import hops_of
 
     rng = random.Random(4)
     fl = fleet(None, groups=[(10, 3, 3), (20, 1, 3)])

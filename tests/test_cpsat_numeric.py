@@ -8,12 +8,12 @@ from algo_instances import chain_model, fleet, instance
 from placer.algorithms import ortools_adapter as ora
 from placer.algorithms import place
 from placer.algorithms.quantize import ROW_LIMIT, check_row, choose_unit, rounding_is_harmless
-from placer.errors import SolverLimitError
-from placer.fleet import load_fleet
-from placer.instance import Pin, make_instance
-from placer.model import load_model
-from placer.placement import Status
-from placer.workload import Workload, workload_for
+from placer.problem.instance import Pin, make_instance
+from placer.problem.placement import Status
+from placer.specs.errors import SolverLimitError
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import Workload, workload_for
 
 GB = 10**9
 

@@ -23,8 +23,8 @@ from placer.algorithms.deadline import (
     note_interrupt,
 )
 from placer.algorithms.entry import largest_feasible_concurrency
-from placer.placement import Status
-from placer.planning.explain import diagnose
+from placer.planning.studies.explain import diagnose
+from placer.problem.placement import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from generators import sparse_ring_instance  # noqa: E402

@@ -25,10 +25,10 @@ from strategies import fleets, models, workloads
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import ortools_adapter as ora
 from placer.algorithms import place
-from placer.fleet import fleet_from_dict
-from placer.model import model_from_dict
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.placement import Status
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from generators import sparse_ring_instance  # noqa: E402

@@ -11,14 +11,14 @@ import math
 
 import pytest
 
-from placer.errors import InvalidSpec
-from placer.fleet import load_fleet
 from placer.mapping import read_mapping
 from placer.mapping.validate_pools import validate_pooled
-from placer.model import load_model
 from placer.planning import Requirements, SolverSettings, plan
 from placer.planning.disagg import prefill_replicas_for, queue_wait_us
-from placer.workload import workload_for
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 LAYERS = 4
 KV_PER_TOKEN = 65536          # bytes per token per layer

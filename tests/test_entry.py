@@ -7,12 +7,12 @@ from algo_instances import brute_min_stages, fleet, instance
 
 from placer.algorithms import PlacementBug, max_feasible_concurrency, place
 from placer.algorithms.check import check_placement
-from placer.errors import InvalidSpec
-from placer.fleet import load_fleet
-from placer.instance import make_instance
-from placer.model import load_model, model_from_dict
-from placer.placement import Status, evaluate, stages_of
-from placer.workload import Workload, workload_for
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status, evaluate, stages_of
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.workload import Workload, workload_for
 
 
 @pytest.fixture(scope="module")

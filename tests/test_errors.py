@@ -1,7 +1,7 @@
 """Library errors name fields, the command line names flags (issue 10, Structure).
 
 A library call (make_instance, simulate, solve_degrees, ...) that refuses an argument raises
-:class:`InvalidSpec` with source :data:`placer.errors.ARGUMENT` and the argument's own name as the
+:class:`InvalidSpec` with source :data:`placer.specs.errors.ARGUMENT` and the argument's own name as the
 field, so a caller of the library never reads a flag it did not use; the command line replaces the
 source with the flag that sets that field and keeps the one-line format and exit 2.
 """
@@ -15,8 +15,8 @@ import pytest
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
-from placer.errors import ARGUMENT, InvalidSpec
-from placer.instance import Pin
+from placer.problem.instance import Pin
+from placer.specs.errors import ARGUMENT, InvalidSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 OK = Path(__file__).parent / "bad_inputs" / "ok"

@@ -13,9 +13,9 @@ from algo_instances import brute_bin_packing, brute_min_stages, chain_model, fle
 
 from placer.algorithms import place
 from placer.algorithms.registry import EXACT_METHODS, REGISTRY
-from placer.instance import make_instance
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
+from placer.specs.workload import Workload
 
 FAST = dict(time_limit=20.0, workers=2, seed=0)
 

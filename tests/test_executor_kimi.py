@@ -3,7 +3,7 @@
 The mappings are the committed ones in solutions/ when present, else made here with the fast
 methods (greedy contiguous, the published type packing for free mode). 40 requests with at most 32
 live at once, micro-batches of 4: every request's greedy tokens must equal the single-process
-reference, and every stage's peak cache bytes must be placer.memory's bytes per request times
+reference, and every stage's peak cache bytes must be placer.problem.memory's bytes per request times
 its peak live requests.
 """
 

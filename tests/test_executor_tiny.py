@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placer import memory
-from placer.errors import InvalidSpec
 from placer.executor.run import compare_with_reference, execute, reference_run, run_placement
 from placer.executor.tiny import (
     TINY_MIXERS,
@@ -22,8 +20,11 @@ from placer.executor.tiny import (
     tiny_layer_graph,
     tiny_spec,
 )
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem import memory
+from placer.problem.reductions.refine import refine
+from placer.specs.errors import InvalidSpec
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 EVERY_MIXER = {
     "name": "every-mixer", "hidden_size": 256, "vocab_size": 1000,
@@ -121,7 +122,7 @@ def test_free_route_revisiting_a_device_matches_reference(whole_spec, reference)
 
 
 def test_block_nodes_on_different_devices_match_reference(reference):
-    block = MODEL.refine("block", expert_groups=4)
+    block = refine(MODEL, "block", expert_groups=4)
     names = [x.name for x in block.layers]
     assert "layers.0.experts.3" in names and "layers.2.ffn" in names
 
@@ -137,21 +138,21 @@ def test_block_nodes_on_different_devices_match_reference(reference):
 
 
 def test_shards_of_one_layer_on_three_devices_match_reference(reference):
-    sharded = MODEL.refine("shards:3")
+    sharded = refine(MODEL, "shards:3")
 
     def cut(i, x):   # shard s of every layer on device s: each layer crosses three devices
         return int(x.part[5]) if x.part else 0
     route = _route(sharded.layers, cut)
     spec = tiny_spec(sharded.layers, route, seed=5, context_tokens=_ctx(), base=MODEL)
     result, check = _check(spec, reference, micro_batch=5)
-    # KV and state stay with shard 0 (placer.refine): d1 and d2 hold none
+    # KV and state stay with shard 0 (placer.problem.reductions.refine): d1 and d2 hold none
     by_dev = {r["device"]: r for r in check["memory"]}
     assert by_dev["d1"]["request_bytes"] == by_dev["d2"]["request_bytes"] == 0
     assert by_dev["d0"]["peak_cache_bytes"] == by_dev["d0"]["request_bytes"] * MAX_LIVE > 0
 
 
 def test_shard_programs_partition_the_whole_layer():
-    sharded = MODEL.refine("shards:3")
+    sharded = refine(MODEL, "shards:3")
     spec = tiny_spec(sharded.layers, ["x"] * len(sharded.layers), base=MODEL)
     whole = tiny_spec(MODEL.layers, ["x"] * len(MODEL.layers), base=MODEL)
     for pos, d in enumerate(whole.layers):

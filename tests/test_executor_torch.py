@@ -10,9 +10,9 @@ from mapping_toys import spec_mapping
 from tiny_hf import write_config
 
 from placer import load_model
-from placer.errors import InvalidSpec
 from placer.executor.torch_backend import tiny_hf_config
 from placer.mapping import write_mapping
+from placer.specs.errors import InvalidSpec
 
 
 def tiny_mapping(tmp_path, family: str, stages: list[list[int]]) -> dict:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from placer import load_fleet, load_model, make_instance, workload_for
-from placer.fleet import fleet_from_dict
-from placer.model import model_from_dict
-from placer.planning.explain import diagnose, explain_infeasible, largest_feasible
+from placer.planning.studies.explain import diagnose, explain_infeasible, largest_feasible
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
 
 OK = Path(__file__).parent / "bad_inputs" / "ok"
 TINY = OK / "tiny.yaml"

@@ -111,7 +111,7 @@ def test_uneven_partition_and_one_block_size_line(run_cli, tmp_path):
 
 def test_hybrid_block_size_follows_vllm_alignment():
     from placer.export.vllm import hybrid_block_size
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     # kimi-k3 at the committed plan's precisions: MLA latent (512 + 64) x 8 bits = 576 B per token;
     # a KDA layer's state: 64 heads x 128 x 128 at 32 bits + 3 x (3 x 64 x 128) conv values at 16 bits
@@ -131,7 +131,7 @@ def test_kv_precision_a_runtime_cannot_store_is_refused(tmp_path, toy):
 
 
 def test_a_runtime_that_does_not_run_the_model_is_refused_unless_forced(run_cli, tmp_path):
-    from placer.catalog import project_root
+    from placer.specs.catalog import project_root
 
     path = project_root() / "solutions" / "minimax-text-01__wse-3t__contiguous.json"
     pp = len(json.loads(path.read_text())["stages"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from placer.catalog import list_hardware, list_models
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict, load_fleet
-from placer.instance import make_instance
-from placer.model import load_model
-from placer.workload import workload_for
+from placer.problem.instance import make_instance
+from placer.specs.catalog import list_hardware, list_models
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict, load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import math
 import networkx as nx
 import pytest
 
-from placer.fleet import fleet_from_dict
+from placer.specs.fleet import fleet_from_dict
 
 
 def _spec(**fleet):
@@ -52,7 +52,7 @@ def test_zero_latency_links_match_networkx():
     import networkx as nx
     import numpy as np
 
-    from placer.fleet import fleet_from_dict
+    from placer.specs.fleet import fleet_from_dict
 
     rng = random.Random(1)
     for _ in range(30):
@@ -78,7 +78,7 @@ def test_small_fleets_shortest_paths_equal_scipys():
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    from placer.fleet import _all_pairs_dijkstra, fleet_from_dict, load_fleet
+    from placer.specs.fleet import _all_pairs_dijkstra, fleet_from_dict, load_fleet
 
     rng = random.Random(3)
     fleets = [load_fleet("wse-3t")]

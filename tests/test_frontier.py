@@ -9,13 +9,13 @@ import csv
 import pytest
 import yaml
 
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
 from placer.mapping.validate import validate_mapping
-from placer.model import model_from_dict
-from placer.planning.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
+from placer.planning.studies.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
+from placer.problem.instance import make_instance
 from placer.simulate import simulate
-from placer.workload import Workload
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 MODEL = {"name": "small", "layers": [
     {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
@@ -54,7 +54,7 @@ def test_every_point_is_a_valid_placement_with_its_simulation(report):
         inst = make_instance(model, fleet, Workload(context_tokens=1000, concurrency=r["target"]))
         route = [inst.device_index[d] for d in r["route"].split()]
         from placer.mapping import build_mapping
-        from placer.placement import Result
+        from placer.problem.placement import Result
         doc = build_mapping(inst, Result(method="check", mode="contiguous", status="feasible", assignment=route,
                                          devices_used=len(set(route))))
         assert validate_mapping(doc, model=model, fleet=fleet) == []
@@ -197,9 +197,9 @@ def tp_report():
 
 
 def _route_instance(model, fleet, r):
-    from placer.groups import per_device
     from placer.mapping import build_mapping
-    from placer.placement import Result
+    from placer.problem.placement import Result
+    from placer.problem.reductions.tensor_parallel import per_device
 
     inst = make_instance(model, fleet, Workload(context_tokens=256, concurrency=r["target"]), tp=r["tp"], ep=r["ep"])
     route = [inst.device_index[d] for d in r["route"].split()]
@@ -223,7 +223,7 @@ def test_frontier_points_per_degree_are_validated_mappings(tp_report, tmp_path):
         assert sim.power_w == pytest.approx(700.0 * r["devices"])    # every member of every group draws power
         assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])
     path = tmp_path / "points.csv"
-    from placer.planning.frontier import write_csv
+    from placer.planning.studies.frontier import write_csv
 
     write_csv(path, rep.rows)
     assert sorted({int(x["tp"]) for x in csv.DictReader(path.open())}) == [1, 2, 4]

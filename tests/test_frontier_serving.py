@@ -10,15 +10,15 @@ from dataclasses import replace
 import pytest
 from test_disagg import GPUS, MODEL, WAFERS
 
-from placer.errors import InvalidSpec
-from placer.fleet import load_fleet
 from placer.mapping.validate_pools import validate_document
-from placer.model import load_model
 from placer.planning import Requirements, SolverSettings, plan
-from placer.planning.frontier import compare_at_speeds, speed_frontier
+from placer.planning.studies.frontier import compare_at_speeds, speed_frontier
 from placer.simulate import segments_of, simulate
 from placer.simulate.prefill import prompt_time_us
-from placer.workload import workload_for
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 ISL, OSL = 2000, 200
 TTFT_MS = 200.0
@@ -244,7 +244,7 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
 def test_a_disaggregated_point_meets_the_ttft_by_its_simulated_p99(specs):
     """The plan made for the mean TTFT target misses it by the simulated p99 of its prefill replica;
     the frontier's point is the plan re-made for a tighter mean target, whose p99 meets it."""
-    from placer.planning.frontier_disagg import _plan_for_p99, _simulated_p99
+    from placer.planning.studies.frontier_disagg import _plan_for_p99, _simulated_p99
 
     m = load_model(specs / "model.yaml")
     wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml", racks=4)

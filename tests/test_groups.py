@@ -10,18 +10,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import fewest_segments
 
-from placer import memory
-from placer import parallel as P
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict, load_fleet
-from placer.groups import default_degrees, group_fleet
-from placer.instance import make_instance
 from placer.mapping import instance_from_mapping
 from placer.mapping.validate import validate_mapping
-from placer.model import load_model, model_from_dict
-from placer.planning.compare import solve, solve_degrees
-from placer.reserve import Reserve, parse_reserve
-from placer.workload import Workload, workload_for
+from placer.planning.studies.compare import solve, solve_degrees
+from placer.problem import memory
+from placer.problem import parallel as P
+from placer.problem.instance import make_instance
+from placer.problem.reductions.tensor_parallel import default_degrees, group_fleet
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict, load_fleet
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.reserve import Reserve, parse_reserve
+from placer.specs.workload import Workload, workload_for
 
 
 def _gpus(racks=2, per_rack=8, memory="80 GB", reserve=None, unavailable=()):
@@ -124,7 +124,7 @@ def test_infeasible_degree_counts_gpus_not_groups():
     split parameters / 2 + 16,384 replicated norm parameters, 2 B each), the embedding's and LM
     head's 128,256 x 8,192 / 2 x 2 B = 1,050,673,152 B, so no two of the 82 nodes share a group:
     82 groups = 164 GPUs are needed; one node of 8 GPUs is 4 groups."""
-    from placer.planning.explain import diagnose
+    from placer.planning.studies.explain import diagnose
 
     m = load_model("llama-3.1-70b")
     wl = workload_for(m)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from algo_instances import instance
 
 from placer.algorithms.guards import infeasibility
-from placer.instance import Pin
+from placer.problem.instance import Pin
 
 
 def test_a_feasible_instance_has_no_reason():

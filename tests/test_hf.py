@@ -10,9 +10,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from placer.errors import InvalidSpec
-from placer.hf import compress_pattern, spec_from_hf_config
-from placer.model import load_model, model_from_dict, parse_pattern
+from placer.specs.errors import InvalidSpec
+from placer.specs.hf import compress_pattern, spec_from_hf_config
+from placer.specs.model import load_model, model_from_dict, parse_pattern
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 # fixture stem = catalog name; published totals from model_facts.md §0 (vendor figures; Kimi's

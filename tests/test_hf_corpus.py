@@ -18,7 +18,7 @@ import re
 import hf_oracle
 import pytest
 
-from placer.model import load_model
+from placer.specs.model import load_model
 
 # Configs the importer cannot read yet. Each entry is an expected failure (strict): when the importer
 # learns a family, its tests pass, pytest reports XPASS as a failure, and the entry must be removed.

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from placer import memory
-from placer.errors import InvalidSpec
-from placer.hf import SUPPORTED_FAMILIES, spec_from_hf_config
-from placer.hf.quirks import FAMILIES
-from placer.model import load_model, model_from_dict
-from placer.workload import Workload
+from placer.problem import memory
+from placer.specs.errors import InvalidSpec
+from placer.specs.hf import SUPPORTED_FAMILIES, spec_from_hf_config
+from placer.specs.hf.quirks import FAMILIES
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.workload import Workload
 
 CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -162,7 +162,7 @@ def _unknown() -> dict:
 
 
 def test_unknown_family_without_the_extra_is_refused_naming_it(monkeypatch):
-    from placer.hf import meta
+    from placer.specs.hf import meta
     monkeypatch.setattr(meta, "meta_available", lambda: False)
     with pytest.raises(InvalidSpec) as info:
         spec_from_hf_config(_unknown(), "falcon.json")
@@ -212,7 +212,7 @@ def test_every_quirk_row_has_a_fixture_that_imports_as_its_family(fam):
 # ----------------------------------------------------------------------------- every corpus file
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_corpus_file_imports_and_reloads(path, tmp_path):
-    from placer.import_hf import import_hf
+    from placer.specs.hf.spec_file import import_hf
     try:
         a = load_model(path)
     except InvalidSpec as exc:

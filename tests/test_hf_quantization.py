@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from placer import memory
-from placer.hf import spec_from_hf_config
-from placer.model import model_from_dict
-from placer.workload import Workload, workload_for
+from placer.problem import memory
+from placer.problem.reductions.refine import refine
+from placer.specs.hf import spec_from_hf_config
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload, workload_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 
@@ -78,7 +79,7 @@ CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
 
 
 def _corpus(name: str):
-    from placer.model import load_model
+    from placer.specs.model import load_model
     return load_model(CORPUS / name)
 
 
@@ -187,8 +188,8 @@ def test_gptq_adds_g_idx_and_bitsandbytes_nf4_double_quant():
 
 
 def test_stored_formats_survive_import_hf_and_shards(tmp_path):
-    from placer.import_hf import import_hf
-    from placer.model import load_model
+    from placer.specs.hf.spec_file import import_hf
+    from placer.specs.model import load_model
     out = tmp_path / "k3.yaml"
     import_hf(CORPUS / "moonshotai--Kimi-K3.json", out)
     a, b = load_model(CORPUS / "moonshotai--Kimi-K3.json"), load_model(out)
@@ -196,8 +197,8 @@ def test_stored_formats_survive_import_hf_and_shards(tmp_path):
     assert [memory.weight_bytes(x, wa) for x in a.layers] == [memory.weight_bytes(x, wb) for x in b.layers]
     # split mode cuts the stored bytes with the params: the shards add up to the layer
     layer = a.layers[3]
-    shards = a.refine("shards:4").layers[4 * 3:4 * 4]
+    shards = refine(a, "shards:4").layers[4 * 3:4 * 4]
     assert [x.parent for x in shards] == [layer.name] * 4
     assert sum(memory.weight_bytes(x, wa) for x in shards) == memory.weight_bytes(layer, wa)
-    blocks = [x for x in a.refine("block").layers if x.parent == layer.name]
+    blocks = [x for x in refine(a, "block").layers if x.parent == layer.name]
     assert sum(memory.weight_bytes(x, wa) for x in blocks) == memory.weight_bytes(layer, wa)

@@ -15,9 +15,9 @@ from pathlib import Path
 import hf_oracle
 import pytest
 
-from placer import memory
-from placer.model import load_model
-from placer.workload import Workload, workload_for
+from placer.problem import memory
+from placer.specs.model import load_model
+from placer.specs.workload import Workload, workload_for
 
 RELEASED = Path(__file__).parent / "fixtures" / "hf_released"
 CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from algo_instances import fleet, instance
 
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def test_demand_is_weights_plus_concurrency_times_per_request_bytes():

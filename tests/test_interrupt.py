@@ -115,10 +115,10 @@ def test_ctrl_c_in_compare_keeps_the_rows_so_far():
     """Ctrl-C as compare starts the free-mode CP-SAT row (the KeyboardInterrupt a SIGINT raises in
     the main thread, here raised by the progress callback itself): the rows before it come back,
     no other row is started, and the command maps it to exit 130."""
-    from placer.fleet import load_fleet
-    from placer.model import load_model
-    from placer.planning.compare import compare
-    from placer.workload import workload_for
+    from placer.planning.studies.compare import compare
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
     started = []
@@ -141,10 +141,10 @@ def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
     rows, here by the progress callback as the free-mode CP-SAT row is announced. place() must not
     forget it: no search starts, no later row either, and compare reports the interruption."""
     from placer.algorithms.deadline import interrupted, note_interrupt
-    from placer.fleet import load_fleet
-    from placer.model import load_model
-    from placer.planning.compare import compare
-    from placer.workload import workload_for
+    from placer.planning.studies.compare import compare
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     model, fleet = load_model("kimi-k3"), load_fleet("wse-3t")
     started = []
@@ -166,10 +166,10 @@ def test_place_inside_a_scope_with_a_noted_ctrl_c_runs_nothing():
     place() runs no method and says the result was interrupted; outside any scope the same call
     forgets the earlier Ctrl-C and solves (a later call in a notebook)."""
     from placer.algorithms.deadline import interrupt_scope, interrupted, note_interrupt
-    from placer.fleet import load_fleet
-    from placer.instance import make_instance
-    from placer.model import load_model
-    from placer.workload import workload_for
+    from placer.problem.instance import make_instance
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     model = load_model("kimi-k3")
     inst = make_instance(model, load_fleet("wse-3t"), workload_for(model), mode="free")
@@ -190,11 +190,11 @@ def test_place_reports_a_ctrl_c_no_method_result_carries(monkeypatch):
     interrupted, so a caller's loop (plan, sweep) stops instead of taking it for an answer."""
     from placer.algorithms import entry
     from placer.algorithms.deadline import note_interrupt
-    from placer.fleet import load_fleet
-    from placer.instance import make_instance
-    from placer.model import load_model
     from placer.planning.budget import min_devices
-    from placer.workload import workload_for
+    from placer.problem.instance import make_instance
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     model = load_model("kimi-k3")
     inst = make_instance(model, load_fleet("wse-3t"), workload_for(model), mode="free").with_concurrency(10**9)
@@ -213,10 +213,10 @@ def test_place_reports_a_ctrl_c_no_method_result_carries(monkeypatch):
 def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
     """simulate --compare: a Ctrl-C during one mode's solve ends the loop with the modes so far."""
     from placer.algorithms.deadline import note_interrupt
-    from placer.fleet import load_fleet
-    from placer.model import load_model
-    from placer.planning import modes as sim_modes
-    from placer.workload import workload_for
+    from placer.planning.studies import modes as sim_modes
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     calls = []
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from placer.errors import InvalidSpec
 from placer.mapping import check_mapping
-from placer.placement import Level, Result, Status, levels_doc
+from placer.problem.placement import Level, Result, Status, levels_doc
+from placer.specs.errors import InvalidSpec
 
 # three 10 GB layers, two per 25 GB device (4.2376 us inside a rack): two stages, one hop
 MODEL = """\

@@ -10,7 +10,6 @@ from jsonschema import Draft202012Validator
 from mapping_toys import by_hand, toy_instance
 
 from placer import load_fleet, load_model, make_instance, workload_for
-from placer.errors import InfeasiblePlacement, InvalidSpec
 from placer.mapping import (
     build_mapping,
     check_mapping,
@@ -19,7 +18,8 @@ from placer.mapping import (
     read_mapping,
     write_mapping,
 )
-from placer.placement import Result, Status
+from placer.problem.placement import Result, Status
+from placer.specs.errors import InfeasiblePlacement, InvalidSpec
 
 CONTIGUOUS = [0, 0, 0, 1, 1, 2, 2, 2]   # embedding L0 L1 | L2 L3 | L4 L5 head
 # 16 shards: r0w1 embedding L0 L1.0 | r0w2 L1.1 L2 L3.0 | r0w0 L3.1 L4 L5.0 | r1w0 L5.1 head

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from placer import memory
-from placer.errors import InvalidSpec
-from placer.model import Layer, load_model, model_from_dict
-from placer.workload import Workload, workload_for
+from placer.problem import memory
+from placer.specs.errors import InvalidSpec
+from placer.specs.model import Layer, load_model, model_from_dict
+from placer.specs.workload import Workload, workload_for
 
 
 @pytest.fixture(scope="module")

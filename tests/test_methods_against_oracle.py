@@ -17,11 +17,11 @@ from oracle import fleet_devices, hop_costs
 from oracle import solve as oracle_solve
 
 from placer.algorithms import MODES_OF, PLACING_METHODS, place
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def _random_case(seed: int, mode: str):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from placer import memory
-from placer.errors import InvalidSpec
-from placer.model import load_model, model_from_dict, parse_pattern
-from placer.workload import Workload
+from placer.problem import memory
+from placer.problem.reductions.refine import refine
+from placer.specs.errors import InvalidSpec
+from placer.specs.model import load_model, model_from_dict, parse_pattern
+from placer.specs.workload import Workload
 
 
 # ----------------------------------------------------------------------------- pattern grammar
@@ -185,7 +186,7 @@ def test_compact_form_errors_name_the_field(over, field):
 
 # ----------------------------------------------------------------------------- refinement
 def test_refine_shards_keeps_weights_and_puts_kv_on_shard0(k3):
-    r = k3.refine("shards:4")
+    r = refine(k3, "shards:4")
     assert len(r.layers) == 93 * 4 and r.granularity == "shards:4"
     assert r.total_params == k3.total_params
     first = r.layers[12:16]                      # layer 3 (MLA), four shards
@@ -204,7 +205,7 @@ def test_refine_shards_keeps_weights_and_puts_kv_on_shard0(k3):
 
 
 def test_refine_shards_splits_fixed_bytes_exactly():
-    r = model_from_dict(TOY).refine("shards:3")
+    r = refine(model_from_dict(TOY), "shards:3")
     fixed = [x.weight_bytes_fixed for x in r.layers[:3]]
     # 2,684,354,560 = 3 x 894,784,853 + 1: the remainder goes to shard 0
     assert fixed == [894_784_854, 894_784_853, 894_784_853]
@@ -236,7 +237,7 @@ def test_moe_layer_counts():
 
 def test_refine_block_moe():
     m = model_from_dict(MOE)
-    r = m.refine("block", expert_groups=3)
+    r = refine(m, "block", expert_groups=3)
     names = [x.name for x in r.layers]
     assert names[:4] == ["layers.0.mixer", "layers.0.experts.0", "layers.0.experts.1", "layers.0.experts.2"]
     assert len(r.layers) == 8
@@ -257,7 +258,7 @@ def test_refine_block_moe():
 
 
 def test_refine_block_dense_layer_is_mixer_then_ffn():
-    r = model_from_dict(_compact()).refine("block")
+    r = refine(model_from_dict(_compact()), "block")
     assert [x.name for x in r.layers[:2]] == ["layers.0.mixer", "layers.0.ffn"]
     assert [x.params for x in r.layers[:2]] == [12_288 + 128, 24_576]
     assert r.is_chain and len(r.layers) == 6
@@ -265,10 +266,10 @@ def test_refine_block_dense_layer_is_mixer_then_ffn():
 
 def test_refine_block_keeps_layers_without_parts(k3):
     # kimi-k3 gives only a per-layer total: nothing to split
-    assert [x.name for x in k3.refine("block").layers] == [x.name for x in k3.layers]
+    assert [x.name for x in refine(k3, "block").layers] == [x.name for x in k3.layers]
 
 
 @pytest.mark.parametrize("bad", ["shards:0", "shards:x", "rows", "shards:2000"])
 def test_refine_rejects_bad_granularity(k3, bad):
     with pytest.raises(ValueError, match="granularity"):
-        k3.refine(bad)
+        refine(k3, bad)

@@ -16,15 +16,15 @@ import pytest
 
 from placer.algorithms import PlacementBug, place
 from placer.algorithms.quantize import ROW_LIMIT, check_row, choose_unit
-from placer.errors import SolverLimitError
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
 from placer.mapping import build_mapping
 from placer.mapping.validate import validate_mapping
-from placer.model import model_from_dict
-from placer.placement import Status, evaluate
-from placer.planning.explain import diagnose
-from placer.workload import Workload
+from placer.planning.studies.explain import diagnose
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status, evaluate
+from placer.specs.errors import SolverLimitError
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 TB, PB = 10**12, 10**15
 NO_REQUESTS = Workload(context_tokens=1, concurrency=0)

@@ -13,10 +13,10 @@ from oracle import solve as oracle_solve
 
 from placer.algorithms import place
 from placer.algorithms.registry import parse_objective
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def test_objective_orders():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from placer import memory
-from placer import parallel as P
-from placer.layers import ffn_counts, mixer_counts
-from placer.model import load_model, model_from_dict
-from placer.workload import workload_for
+from placer.problem import memory
+from placer.problem import parallel as P
+from placer.specs.layers import ffn_counts, mixer_counts
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.workload import workload_for
 
 CATALOG = ["llama-3.1-70b", "deepseek-v3", "qwen3-235b", "qwen3-next-80b", "kimi-linear-48b",
            "jamba-1.5-large", "minimax-text-01", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b", "kimi-k3-hf"]
@@ -20,7 +20,7 @@ def _layer(model, name):
 
 @pytest.mark.parametrize("name", CATALOG)
 def test_degree_one_is_the_whole_layer(name):
-    # the rank formulas at g = 1 reproduce placer.layers' counts for every layer
+    # the rank formulas at g = 1 reproduce placer.specs.layers' counts for every layer
     m = load_model(name)
     wl = workload_for(m)
     for x in m.layers:
@@ -176,7 +176,7 @@ def test_shard_model_fixes_per_rank_bytes():
 def test_kimi_k3_tp8_full_rank_gate_output_gate_and_latent_moe():
     """Kimi K3 (config.json) at tp 8, 4-bit weights: KDA with a full-rank output gate, MLA with an
     output gate, a latent MoE whose projections are replicated and whose experts run at the latent width."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model("kimi-k3-hf", text_only=True)
     h, g = 7168, 8
@@ -237,7 +237,7 @@ def _mxfp4(rows: int, cols: int) -> int:
 def test_mxfp4_experts_beside_bf16_attention_per_rank_by_hand(g):
     """Kimi K3's MLA layer: bf16 attention (q_a, kv_a and their norms whole; q_b, kv_b, o and the
     output gate 1/g), the latent projections in MXFP4 whole, 896 MXFP4 experts 1/g of each."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model("kimi-k3-hf", text_only=True)
     x, h = _layer(m, "layers.3"), m.hidden_size
@@ -259,7 +259,7 @@ def test_nvfp4_with_bf16_attention_per_rank_by_hand(g):
     """MiniMax-M2.5-NVFP4: attention excluded (bf16; 8 KV heads, one per rank past 8; full-width
     q/k norms follow their heads), router bf16 whole, 256 NVFP4 experts 1/g of each with each
     slice keeping its tensor's global and input scales."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model(CORPUS + "nvidia--MiniMax-M2.5-NVFP4.json")
     x, h = _layer(m, "layers.1"), m.hidden_size
@@ -276,7 +276,7 @@ def test_fp8_block_per_rank_by_hand(g):
     """DeepSeek-V3's MoE layer in fp8 with 128 x 128 blocks: q_a and kv_a whole (with their
     scales), q_b / kv_b by head rows, o by columns; experts and the shared expert 1/g, their scale
     blocks split with them; norms and router bf16."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model(CORPUS + "deepseek-ai--DeepSeek-V3.json")
     x, h = _layer(m, "layers.3"), m.hidden_size
@@ -292,7 +292,7 @@ def test_fp8_block_per_rank_by_hand(g):
 def test_stored_slices_that_cut_a_scale_block_are_refused():
     """At tp 32 DeepSeek-V3's dense MLP (width 18432) would hold 576 rows per rank, 4.5 blocks of
     128: refused (vLLM's fp8 block check refuses it too); --weight-bits flattens the formats and plans it."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model(CORPUS + "deepseek-ai--DeepSeek-V3.json")
     ok, refused = P.allowed_degrees(m, [8, 16, 32], workload=Workload())
@@ -306,7 +306,7 @@ def test_stored_slices_that_cut_a_scale_block_are_refused():
 
 def test_mxfp4_expert_slices_inside_a_group_point_to_expert_parallelism():
     """gpt-oss-120b: 2880-wide experts at tp 4 leave 720 columns per rank, 22.5 groups of 32."""
-    from placer.workload import Workload
+    from placer.specs.workload import Workload
 
     m = load_model(CORPUS + "openai--gpt-oss-120b.json")
     ok, refused = P.allowed_degrees(m, [2, 4], workload=Workload())

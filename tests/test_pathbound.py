@@ -13,10 +13,10 @@ from oracle import solve as oracle_solve
 from placer.algorithms import place
 from placer.algorithms.chain import chain_min_devices
 from placer.algorithms.pathbound import path_relaxation
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def _line(memories, topology="line", chords=()):

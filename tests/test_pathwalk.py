@@ -15,13 +15,13 @@ import pytest
 from placer.algorithms import place, registry
 from placer.algorithms.check import check_placement
 from placer.algorithms.pathwalk import pathwalk, walk_paths
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.placement import Level, Status
-from placer.planning.compare import COMPARE_ROWS, compare
-from placer.workload import Workload
+from placer.planning.studies.compare import COMPARE_ROWS, compare
+from placer.problem.instance import make_instance
+from placer.problem.placement import Level, Status
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from generators import sparse_ring_instance  # noqa: E402

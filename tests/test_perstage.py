@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
 from placer.mapping.validate import validate_mapping
-from placer.model import model_from_dict
-from placer.placement import Status
 from placer.planning.stage_degrees import solve_per_stage
-from placer.workload import Workload
+from placer.problem.placement import Status
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 # ----------------------------------------------------------------------------- an independent brute force
 # Toy models are GQA attention + a dense MLP per decoder layer, an untied embedding and LM head,
@@ -199,7 +199,7 @@ def _two_types():
 
 
 def test_two_degrees_beat_every_uniform_degree():
-    from placer.planning.compare import solve_degrees
+    from placer.planning.studies.compare import solve_degrees
 
     spec, fleet_spec = _two_types()
     m, fleet = model_from_dict(spec), fleet_from_dict(fleet_spec)

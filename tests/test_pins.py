@@ -8,7 +8,7 @@ from algo_instances import instance
 
 from placer.algorithms.chain import NO_PINS
 from placer.algorithms.pins import PinConflict, PinGroup, chain_pins, pin_groups
-from placer.instance import Pin
+from placer.problem.instance import Pin
 
 
 def _inst(pins, mode="contiguous"):

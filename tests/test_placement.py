@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from algo_instances import instance
 
-from placer.placement import Level, Result, Stage, Status, evaluate, hops_of, stages_of
+from placer.problem.placement import Level, Result, Stage, Status, evaluate, hops_of, stages_of
 
 
 def test_a_level_cannot_be_proven_with_a_value_other_than_its_bound():

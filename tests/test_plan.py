@@ -14,12 +14,12 @@ import json
 import pytest
 
 from placer.algorithms import place
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
 from placer.planning.budget import largest_concurrency, min_devices, plan_replicas
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 TINY_MODEL = {"name": "tiny", "layers": [
     {"kind": "linear_attention", "weight_bytes": 20, "state_bytes_per_request": 1},

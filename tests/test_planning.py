@@ -6,16 +6,14 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import warnings
 
 import pytest
 
 from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
-from placer._moved import MOVED
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.model import model_from_dict
-from placer.workload import Workload
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 # L L A L L on devices of 950 B at 16 tokens of context and one live request: linear-attention layers
 # of 400 B + 1 B of state, an attention layer of 100 B + 16 x 1 B of KV. Every 2-device contiguous
@@ -36,7 +34,7 @@ def _specs():
 
 def test_attention_per_stage_by_brute_force():
     """The spec's claim, by enumeration: every 2-stage cut leaves a stage without attention."""
-    from placer.instance import make_instance
+    from placer.problem.instance import make_instance
 
     m, fleet, wl = _specs()
     assert list(make_instance(m, fleet, wl).demand_bytes) == NEED
@@ -113,36 +111,30 @@ def test_solver_settings_refuse_bad_values():
 
 def test_the_mode_comparison_uses_the_split_default():
     """One home for defaults: the simulator's mode comparison refines split mode as solve does."""
-    from placer.planning.modes import compare_modes
     from placer.planning.requirements import SPLIT_GRANULARITY
+    from placer.planning.studies.modes import compare_modes
 
     m, fleet, wl = _specs()
     doc = compare_modes(m, fleet, wl, modes=("split",), method="dp", output_tokens=2)
     assert doc["rows"][0]["granularity"] == SPLIT_GRANULARITY == "shards:4"
 
 
-@pytest.mark.parametrize("old", sorted(set(MOVED) - {"placer.plan"}))   # placer.plan: below
-def test_old_import_paths_are_the_new_modules_and_warn(old):
-    new = importlib.import_module(MOVED[old])
+@pytest.mark.parametrize("old", ["placer.plan", "placer.compare", "placer.validate", "placer.fleet",
+                                 "placer.instance", "placer.simulate.modes", "placer.hf"])
+def test_old_import_paths_are_gone(old):
+    """A 0.x project with no users of the old paths: no alias modules are kept."""
     sys.modules.pop(old, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        again = importlib.import_module(old)
-    assert again is new
-    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
-def test_the_old_plan_module_still_plans():
+def test_placer_plan_is_the_planning_function():
     import placer
+    from placer.planning import plan as planning_plan
 
-    sys.modules.pop("placer.plan", None)
-    with pytest.warns(DeprecationWarning, match="placer.planning.budget"):
-        module = importlib.import_module("placer.plan")
-    from placer.planning.budget import plan_replicas
-
-    assert module.plan_replicas is plan_replicas
+    assert placer.plan is planning_plan
+    assert {"plan", "Plan", "Requirements", "SolverSettings"} <= set(dir(placer))
     m, fleet, wl = _specs()
-    assert module(m, fleet, wl).devices == 2         # the old module, called, is placer.plan()
     assert placer.plan(m, fleet, wl).devices == 2
 
 

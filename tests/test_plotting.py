@@ -65,7 +65,7 @@ def test_layout_of_a_hand_written_mapping(tmp_path):
 
 
 def test_layout_uses_a_given_fleet_and_greys_unavailable_devices():
-    from placer.fleet import fleet_from_dict
+    from placer.specs.fleet import fleet_from_dict
 
     fleet = fleet_from_dict({"name": "t", "device": {"memory": "100 B"},
                              "fleet": {"racks": 3, "per_rack": 3, "unavailable": ["r2w0"]}})
@@ -166,7 +166,7 @@ def test_frontiers_one_panel_per_mode():
 
 
 def test_plot_cli_draws_a_results_csv(run_cli, tmp_path):
-    from placer.planning.sweep import write_rows
+    from placer.planning.studies.sweep import write_rows
 
     rows = [dict(r, setup="s", model="m", hardware="h", fleet_devices=96, method="dp") for r in _rows()]
     write_rows(tmp_path / "r.csv", rows)

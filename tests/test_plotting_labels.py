@@ -11,9 +11,9 @@ import pytest
 
 matplotlib.use("Agg")
 
-from placer.catalog import project_root  # noqa: E402
 from placer.plotting import plot_frontier, plot_gantt, plot_layout  # noqa: E402
 from placer.plotting.plot_layout import KIND_COLORS, KIND_LABELS, MEMORY_LABELS  # noqa: E402
+from placer.specs.catalog import project_root  # noqa: E402
 
 SOLUTIONS = project_root() / "solutions"
 H100 = SOLUTIONS / "gpt-oss-120b__h100__contiguous.json"      # 4 stages on h100 (8 racks of 8)
@@ -91,7 +91,7 @@ def test_gantt_has_a_legend_for_every_colour_and_names_its_window():
     assert [x for x in labels if x.startswith("batch slot ")] == [f"batch slot {s}" for s in slots]
     assert "idle" in labels
     total = max(iv.end for iv in res.trace)
-    from placer.units import format_duration_us
+    from placer.specs.units import format_duration_us
 
     assert ax.get_title().startswith(f"stage occupancy over time, all {format_duration_us(total)} simulated")
     assert ax.get_xlabel() == "time since the first request (ms)" and ax.get_ylabel() == "stage (device)"

@@ -11,12 +11,12 @@ import json
 import pytest
 import yaml
 
-from placer.errors import InvalidSpec
-from placer.fleet import DEFAULT_PUE, POWER_BOUNDARIES, fleet_from_dict, load_fleet
-from placer.instance import make_instance
-from placer.model import model_from_dict
+from placer.problem.instance import make_instance
 from placer.simulate import simulate, simulate_mapping
-from placer.workload import Workload
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import DEFAULT_PUE, POWER_BOUNDARIES, fleet_from_dict, load_fleet
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 SPEC = {"name": "pw", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
                                  "power": "1000 W", "system_power": "14.3 kW", "devices_per_system": 8,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.precision import WeightFormat, tensor_bytes
+from placer.specs.precision import WeightFormat, tensor_bytes
 
 
 def test_plain_dtype():

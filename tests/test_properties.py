@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from strategies import fleets, models, workloads
 
 from placer.algorithms import MODES_OF, place
-from placer.instance import make_instance
 from placer.mapping import build_mapping
 from placer.mapping.validate import validate_mapping
-from placer.placement import Status
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
 
 CPSAT = dict(time_limit=20.0, seed=0, workers=1)
 HEURISTICS = ("greedy", "dp", "typepack", "ffd")

@@ -16,11 +16,11 @@ from placer.algorithms import place
 from placer.algorithms.cpsat.levels import chain_runs_bound
 from placer.algorithms.cpsat.run import Run, build_problem
 from placer.algorithms.rackruns import rack_runs
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.placement import hops_of
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import hops_of
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 
 def _instance(layers, spec):

@@ -14,11 +14,11 @@ import pytest
 
 from placer.algorithms import METHODS, MODES_OF, place
 from placer.algorithms.reach import in_pieces, node_parts, pieces, reachability_infeasibility, restricted
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 # the issue's reproducer: a ring of two racks (3 + 2 devices), r0w0 unavailable
 CUT_HW = """\
@@ -106,7 +106,7 @@ def test_heuristics_place_inside_one_piece(method):
 
 
 def test_pins_in_two_pieces_are_infeasible_with_the_reason():
-    from placer.instance import Pin
+    from placer.problem.instance import Pin
 
     inst = _cut_instance(weights=[1000] * 4, concurrency=0, pins=(Pin((0,), "r0w1"), Pin((3,), "r1w0")))
     why = reachability_infeasibility(inst, lambda sub: None)
@@ -119,7 +119,7 @@ def test_pins_in_two_pieces_are_infeasible_with_the_reason():
 def test_in_pieces_proves_nothing_from_an_undecided_piece():
     """A connected model must sit in one piece: INFEASIBLE in every piece proves it infeasible, an
     UNKNOWN in any piece does not."""
-    from placer.placement import Result
+    from placer.problem.placement import Result
 
     inst = _cut_instance(weights=[1000] * 4, concurrency=0)
     calls = []

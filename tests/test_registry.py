@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placer.algorithms import registry
-from placer.errors import InvalidSpec
+from placer.specs.errors import InvalidSpec
 
 
 def test_table_rows():

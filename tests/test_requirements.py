@@ -1,4 +1,4 @@
-"""The requirement kinds (placer.instance.REQUIREMENTS) against the independent brute-force oracle:
+"""The requirement kinds (placer.problem.instance.REQUIREMENTS) against the independent brute-force oracle:
 every exact method that claims a proof honours them, and the constrained optimum is the oracle's."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from oracle import solve as oracle_solve
 from placer.algorithms import place
 from placer.algorithms.chain import covered_bottleneck_ends, covered_ends, prefix_sums
 from placer.algorithms.check import requirement_violation
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.placement import Status
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 DECODER = ("attention", "linear_attention")
 
@@ -198,7 +198,7 @@ def test_ordered_requirement_refused_in_free_mode():
 def test_every_requirement_combination_is_accepted_in_contiguous_mode():
     layers = [{"kind": "embedding", "weight_bytes": 2}, {"kind": "attention", "weight_bytes": 10, "kv_bytes_per_token": 1}]
     spec = {"name": "hw", "device": {"memory": 32}, "fleet": {"racks": 1, "per_rack": 2}}
-    from placer.instance import REQUIREMENTS
+    from placer.problem.instance import REQUIREMENTS
     for k in range(len(REQUIREMENTS) + 1):
         for combo in itertools.combinations(REQUIREMENTS, k):
             assert _instance(layers, spec, 0, combo).require == combo

@@ -33,7 +33,7 @@ import vllm_0_33_0_pp  # noqa: E402
 
 SOLUTIONS = HERE.parent / "solutions"
 CONTIGUOUS = sorted(SOLUTIONS.glob("*__contiguous.json"))
-needs_files = pytest.mark.skipif(not CONTIGUOUS, reason="solutions/ is empty: run `python -m placer.solutions`")
+needs_files = pytest.mark.skipif(not CONTIGUOUS, reason="solutions/ is empty: run `python tools/regenerate_solutions.py`")
 BARE = ExportOptions(bare=True, force=True)
 
 
@@ -56,7 +56,7 @@ def flags(text: str) -> list[str]:
 def test_runtime_get_pp_indices_gives_each_rank_its_stage(path, runtime, module, variable, monkeypatch):
     doc = read_mapping(path)
     want = stage_layers(doc)
-    # solved under the runtimes' rules (placer.solutions): every rank builds a decoder layer
+    # solved under the runtimes' rules (tools/regenerate_solutions.py): every rank builds a decoder layer
     assert all(want), [k for k, x in enumerate(want) if not x]
     num_layers = sum(len(x) for x in want)
     monkeypatch.setenv(variable, export_mapping(doc, runtime, options=BARE).text)

@@ -105,9 +105,9 @@ def test_committed_solutions_launch_with_flags_the_runtimes_define(path):
 def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
     from placer import Requirements, SolverSettings, plan
     from placer.cli.common import load_inputs
-    from placer.fleet import load_fleet
-    from placer.model import load_model
-    from placer.workload import Workload, workload_for
+    from placer.specs.fleet import load_fleet
+    from placer.specs.model import load_model
+    from placer.specs.workload import Workload, workload_for
 
     # speculative: DeepSeek-V3's MTP layer, 3 drafts
     ds = load_model(HERE / "fixtures" / "hf" / "deepseek-v3.json", mtp=True)

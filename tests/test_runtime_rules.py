@@ -1,4 +1,4 @@
-"""Each runtime's rules as requirement kinds (placer.runtime_rules), and plans solved under them
+"""Each runtime's rules as requirement kinds (placer.problem.runtime_rules), and plans solved under them
 that the runtime's own partition code runs as written."""
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ from pathlib import Path
 import pytest
 
 from placer.algorithms import place
-from placer.errors import InvalidSpec
 from placer.export import ExportOptions, export_mapping
-from placer.fleet import load_fleet
-from placer.instance import REQUIREMENTS, make_instance
 from placer.mapping import build_mapping
-from placer.model import load_model
-from placer.placement import Status
-from placer.runtime_rules import (
+from placer.problem.instance import REQUIREMENTS, make_instance
+from placer.problem.placement import Status
+from placer.problem.runtime_rules import (
     RUNTIMES,
     check_runtime_request,
     runtime_modes,
     runtime_requirements,
     runtime_rules,
 )
-from placer.workload import workload_for
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.workload import workload_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vendored"))
 

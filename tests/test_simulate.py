@@ -7,13 +7,14 @@ import math
 
 import pytest
 
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
+from placer.problem.instance import make_instance
+from placer.problem.reductions.refine import refine
 from placer.simulate import parse_context_dist, segments_of, simulate
 from placer.simulate.cost import NodeCost
-from placer.workload import Workload
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 FLEET = fleet_from_dict({
     "name": "hand", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
@@ -179,7 +180,7 @@ def test_bad_simulation_arguments():
 
 
 def test_layer_overhead_counts_a_layer_once_per_device():
-    sharded = LINEAR.refine("shards:2")
+    sharded = refine(LINEAR, "shards:2")
     inst = make_instance(LINEAR, FLEET, Workload(context_tokens=1000), mode="split", granularity="shards:2")
     assert [x.name for x in inst.nodes][:3] == ["layers.0.shard0", "layers.0.shard1", "layers.1.shard0"]
     assert len(sharded.layers) == 8

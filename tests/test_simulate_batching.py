@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from placer.errors import InfeasiblePlacement, InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
+from placer.problem.instance import make_instance
 from placer.simulate import simulate
 from placer.simulate.cost import Collective, collective_time_us, expert_parallel, segments_of, tensor_parallel
 from placer.simulate.des import RUNTIME_MAX_BATCH
-from placer.workload import Workload
+from placer.specs.errors import InfeasiblePlacement, InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 FLEET = fleet_from_dict({
     "name": "hand", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",

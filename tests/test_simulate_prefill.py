@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from test_simulate import FLEET
 
-from placer.errors import InvalidSpec
-from placer.fleet import fleet_from_dict
-from placer.instance import make_instance
-from placer.model import model_from_dict
+from placer.problem.instance import make_instance
 from placer.simulate import Simulation, segments_of, simulate
 from placer.simulate.prefill import Chunk, chunk_time_us, prompt_time_us, step_time_us, sum_min
-from placer.workload import Workload
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 BW, FL = 500_000.0, 5e8      # B/us, FLOP/us
 ONE_SPEC = {"name": "one", "layers": [
@@ -266,7 +266,7 @@ def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
     from dataclasses import replace
 
     from placer.mapping import build_mapping, instance_from_mapping
-    from placer.placement import Status, evaluate
+    from placer.problem.placement import Status, evaluate
 
     cached = replace(inst, cached_prompt_tokens=250)
     assert simulate(cached, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100).ttft_p50_us == \

@@ -5,24 +5,27 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
-from placer.catalog import list_models
 from placer.export import ExportOptions, ExportRefused, export_mapping
 from placer.export.megatron import parse_layout
 from placer.export.torch import parse_split_spec
 from placer.export.vllm import parse_partition
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.model import load_model
-from placer.runtime_rules import runtime_requirements
-from placer.solutions import EXPORTED_TO, MODES, natural_hardware
+from placer.problem.runtime_rules import runtime_requirements
+from placer.specs.catalog import list_models
+from placer.specs.model import load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from regenerate_solutions import EXPORTED_TO, MODES, natural_hardware  # noqa: E402
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 FILES = sorted(SOLUTIONS.glob("*.json"))
-needs_files = pytest.mark.skipif(not FILES, reason="solutions/ is empty: run `python -m placer.solutions`")
+needs_files = pytest.mark.skipif(not FILES, reason="solutions/ is empty: run `python tools/regenerate_solutions.py`")
 
 
 @needs_files
@@ -30,7 +33,7 @@ needs_files = pytest.mark.skipif(not FILES, reason="solutions/ is empty: run `py
 def test_committed_mapping_is_valid(path):
     doc = read_mapping(path)
     found = [str(v) for v in validate_mapping(doc, source=str(path))]
-    assert found == [], "stale or broken: run `python -m placer.solutions --stale` and commit solutions/"
+    assert found == [], "stale or broken: run `python tools/regenerate_solutions.py --stale` and commit solutions/"
     model, hardware, mode = path.stem.split("__")
     assert (doc["model"]["name"], doc["hardware"]["name"], doc["mode"]) == (model, hardware, mode)
     assert hardware == natural_hardware(model)
@@ -114,7 +117,7 @@ def test_every_catalog_model_has_a_contiguous_solution():
 
 
 def test_regenerate_writes_valid_mappings_and_keeps_current_ones(tmp_path):
-    from placer.solutions import regenerate
+    from regenerate_solutions import regenerate
 
     logged = []
     first = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,

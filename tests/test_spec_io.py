@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placer.fleet import load_fleet
-from placer.spec_io import atomic_write_text, spec_sha256
+from placer.specs.fleet import load_fleet
+from placer.specs.spec_io import atomic_write_text, spec_sha256
 
 HW = """\
 name: tiny
@@ -39,7 +39,7 @@ def test_hash_is_order_independent():
 def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "m.json"
     atomic_write_text(target, "old")
-    import placer.spec_io as sio
+    import placer.specs.spec_io as sio
 
     def boom(*a, **k):
         raise OSError("disk full")
@@ -52,8 +52,8 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
 
 
 def test_active_params_override_is_checked_and_unhashed(tmp_path):
-    from placer.errors import InvalidSpec
-    from placer.model import model_from_dict
+    from placer.specs.errors import InvalidSpec
+    from placer.specs.model import model_from_dict
 
     base = {"name": "m", "hidden_size": 8, "pattern": "K*2",
             "mixers": {"k": {"type": "kda", "num_heads": 1, "head_dim": 8}},
@@ -69,8 +69,8 @@ def test_active_params_override_is_checked_and_unhashed(tmp_path):
 
 
 def test_alias_bomb_is_measured_without_expanding(tmp_path):
-    from placer.errors import InvalidSpec
-    from placer.spec_io import expanded_size, load_yaml_or_json
+    from placer.specs.errors import InvalidSpec
+    from placer.specs.spec_io import expanded_size, load_yaml_or_json
 
     shared = [1, 2, 3]
     assert expanded_size({"a": shared, "b": shared}) == 1 + 2 * 4

@@ -1,4 +1,4 @@
-"""Speculative decoding in the plan (placer.speculative): the drafter's nodes placed on the LM
+"""Speculative decoding in the plan (placer.specs.speculative): the drafter's nodes placed on the LM
 head's stage (mtp-with-head) by every exact method against the brute-force oracle, checked by the
 validator, MTP layers from a real config placed, validated and exported with the runtimes' own
 flag names (their parsers' tables vendored from the wheels), a draft model placed beside the
@@ -19,17 +19,17 @@ import pytest
 from oracle import solve as oracle_solve
 
 from placer.algorithms import place
-from placer.errors import InvalidSpec
 from placer.export import ExportOptions, export_mapping
-from placer.fleet import fleet_from_dict, load_fleet
-from placer.instance import make_instance
 from placer.mapping import dumps_mapping, read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.model import load_model, model_from_dict
-from placer.placement import Status
 from placer.planning import Requirements, SolverSettings, plan
-from placer.speculative import accept_table, default_accept, with_draft
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.problem.placement import Status
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import fleet_from_dict, load_fleet
+from placer.specs.model import load_model, model_from_dict
+from placer.specs.speculative import accept_table, default_accept, with_draft
+from placer.specs.workload import Workload
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "vendored"))
@@ -329,7 +329,7 @@ def test_split_plan_places_every_drafter_shard_with_the_head():
 
 
 def test_vllm_and_sglang_rules_put_the_drafter_with_the_head():
-    from placer.runtime_rules import runtime_requirements
+    from placer.problem.runtime_rules import runtime_requirements
 
     with_mtp, plain = load_model(DEEPSEEK, mtp=True), load_model(DEEPSEEK)
     for runtime in ("vllm", "sglang"):

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from placer import load_fleet, load_model, workload_for
-from placer.errors import InvalidSpec
-from placer.planning.compare import solve
 from placer.planning.speed import floor_from, layouts, plan_for_speed
+from placer.planning.studies.compare import solve
 from placer.simulate import simulate_mapping
+from placer.specs.errors import InvalidSpec
 
 # The simulation is a closed loop with chunked prefill: every user's 16 generated tokens share their
 # steps with the other users' 8k-token prompts, so the floors are those such a load reaches.

@@ -10,10 +10,7 @@ import yaml
 from test_plan import TINY_MODEL, toy_fleet
 
 from placer.algorithms import place
-from placer.errors import InvalidSpec
-from placer.instance import make_instance
-from placer.model import model_from_dict
-from placer.planning.sweep import (
+from placer.planning.studies.sweep import (
     COLUMNS,
     Grid,
     SweepSettings,
@@ -21,7 +18,10 @@ from placer.planning.sweep import (
     read_rows,
     run_sweep,
 )
-from placer.workload import Workload
+from placer.problem.instance import make_instance
+from placer.specs.errors import InvalidSpec
+from placer.specs.model import model_from_dict
+from placer.specs.workload import Workload
 
 GRID = Grid(contexts=(10,), concurrencies=(1, 4, 6))
 SETTINGS = SweepSettings(base_workload=Workload(context_tokens=10))
@@ -273,7 +273,7 @@ def test_sweep_cli_writes_csv_and_plot(run_cli, tmp_path):
 
 def test_simulated_columns_match_the_simulator():
     sim = pytest.importorskip("placer.simulate", reason="the simulator is not installed")
-    from placer.fleet import fleet_from_dict
+    from placer.specs.fleet import fleet_from_dict
 
     fleet = fleet_from_dict({"name": "toy", "device": {"memory": "100 B", "memory_bandwidth": "1 GB/s",
                                                        "power": "1 kW"}, "fleet": {"racks": 4, "per_rack": 2}})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from algo_instances import brute_bin_packing, fleet, instance
 
 from placer.algorithms.typepack import typepack
-from placer.instance import Pin
-from placer.placement import Status
+from placer.problem.instance import Pin
+from placer.problem.placement import Status
 
 # a 6-layer hybrid: attention (4 B) every third layer, linear attention (3 B) between
 HYBRID = dict(weights=[4, 3, 3, 4, 3, 3], kv=[1, 0, 0, 1, 0, 0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.units import (
+from placer.specs.units import (
     format_bytes,
     format_tokens,
     parse_bandwidth,

@@ -359,7 +359,7 @@ def test_the_validator_does_not_load_the_placement_methods():
     import sys
 
     code = ("import sys, placer.mapping.validate, placer.mapping; "
-            "print(sorted(m for m in sys.modules if m.startswith(('placer.algorithms', 'placer.placement'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('placer.algorithms', 'placer.problem.placement'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

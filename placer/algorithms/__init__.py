@@ -13,15 +13,22 @@ An index of the package (each concept has one home):
   :mod:`.ortools_adapter` (the only module, with the CP-SAT model builders, that imports OR-Tools).
 """
 
-from .check import PlacementBug
-from .entry import (
+from placer.algorithms.check import PlacementBug
+from placer.algorithms.entry import (
            decide_feasible,
            infeasibility,
            largest_feasible_concurrency,
            max_feasible_concurrency,
            place,
 )
-from .registry import EXACT_METHODS, METHODS, MODES_OF, PLACING_METHODS, REGISTRY, default_mode
+from placer.algorithms.registry import (
+           EXACT_METHODS,
+           METHODS,
+           MODES_OF,
+           PLACING_METHODS,
+           REGISTRY,
+           default_mode,
+)
 
 __all__ = ["place", "METHODS", "PLACING_METHODS", "EXACT_METHODS", "REGISTRY", "MODES_OF", "default_mode",
            "max_feasible_concurrency", "largest_feasible_concurrency", "decide_feasible", "infeasibility",

@@ -24,9 +24,9 @@ from fractions import Fraction
 from itertools import accumulate
 from math import ceil
 
-from ..instance import Instance
-from .chain import next_fit_ends, prefix_sums
-from .pins import PinConflict, chain_pins
+from placer.algorithms.chain import next_fit_ends, prefix_sums
+from placer.algorithms.pins import PinConflict, chain_pins
+from placer.problem.instance import Instance
 
 __all__ = ["lower_bound", "bounds", "volume_bound", "martello_toth_l2", "dual_feasible_bound"]
 

@@ -25,7 +25,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from .packing import packs
+from placer.algorithms.packing import packs
 
 __all__ = ["prefix_sums", "ChainPins", "NO_PINS", "Runs", "next_fit_ends", "next_fit", "fixed_order_ends",
            "bottleneck_ends", "covered_ends", "covered_bottleneck_ends", "segment_lower_bound", "prefix_bounds", "chain_min_devices", "min_group_runs",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..instance import Instance
-from ..placement import Result, hops_of
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, hops_of
 
 __all__ = ["PlacementBug", "check_placement", "stage_order", "overloaded", "pin_violation", "fits_bytes",
            "requirement_violation", "acceptable"]

@@ -27,7 +27,7 @@ stage ends (:func:`~placer.algorithms.chain.covered_ends`) gives the fewest such
 bottleneck search runs on it; on different devices dp answers unknown (cpsat models them).
 ``embedding-first-head-last`` keeps nodes together as a pin does.
 
-The result states two levels (:class:`~placer.placement.Level`): devices, and the hop latency of
+The result states two levels (:class:`~placer.problem.placement.Level`): devices, and the hop latency of
 the path, proven when the device count is and the path search was exhaustive on a chain with no
 device pins (pins fix stage positions that other cuts could move). Its status (``optimal``) and
 ``proven_optimal`` speak of the device count, dp's objective.
@@ -38,9 +38,7 @@ from __future__ import annotations
 from collections import Counter
 from time import perf_counter
 
-from ..instance import Instance
-from ..placement import Level, Result, Status, evaluate
-from .chain import (
+from placer.algorithms.chain import (
     bottleneck_ends,
     chain_min_devices,
     covered_bottleneck_ends,
@@ -49,9 +47,11 @@ from .chain import (
     next_fit_ends,
     prefix_sums,
 )
-from .opening import open_method
-from .paths import find_path, walk
-from .pins import ChainPins, chain_pins
+from placer.algorithms.opening import open_method
+from placer.algorithms.paths import find_path, walk
+from placer.algorithms.pins import ChainPins, chain_pins
+from placer.problem.instance import Instance
+from placer.problem.placement import Level, Result, Status, evaluate
 
 __all__ = ["dp", "min_stages"]
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..instance import Instance
-from ..placement import Result, Status
-from ..workload import MAX_CONCURRENCY
-from .bound import bounds
-from .check import PlacementBug, check_placement, requirement_violation
-from .deadline import Deadline, interrupt_scope, interrupted
-from .guards import infeasibility
-from .registry import method as method_row
-from .search import largest_true
+from placer.algorithms.bound import bounds
+from placer.algorithms.check import PlacementBug, check_placement, requirement_violation
+from placer.algorithms.deadline import Deadline, interrupt_scope, interrupted
+from placer.algorithms.guards import infeasibility
+from placer.algorithms.registry import method as method_row
+from placer.algorithms.search import largest_true
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.workload import MAX_CONCURRENCY
 
 __all__ = ["place", "infeasibility", "max_feasible_concurrency", "largest_feasible_concurrency", "decide_feasible",
            "PlacementBug"]

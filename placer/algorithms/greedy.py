@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from ..instance import Instance
-from ..placement import Result, Status, evaluate
-from .chain import Runs, prefix_sums
-from .opening import open_method
-from .paths import neighbours
+from placer.algorithms.chain import Runs, prefix_sums
+from placer.algorithms.opening import open_method
+from placer.algorithms.paths import neighbours
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status, evaluate
 
 __all__ = ["greedy"]
 

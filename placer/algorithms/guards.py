@@ -6,10 +6,10 @@ and do not repeat it); the concurrency search of the CP-SAT method runs it on ev
 
 from __future__ import annotations
 
-from ..instance import Instance
-from .bound import bounds
-from .pins import PinConflict, pin_groups
-from .reach import reachability_infeasibility
+from placer.algorithms.bound import bounds
+from placer.algorithms.pins import PinConflict, pin_groups
+from placer.algorithms.reach import reachability_infeasibility
+from placer.problem.instance import Instance
 
 __all__ = ["infeasibility"]
 

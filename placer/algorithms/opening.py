@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 
-from ..instance import Instance
-from ..placement import Result, Status, unplaced
-from .bound import lower_bound as compute_lower_bound
-from .pins import ChainPins, PinConflict, chain_pins
+from placer.algorithms.bound import lower_bound as compute_lower_bound
+from placer.algorithms.pins import ChainPins, PinConflict, chain_pins
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status, unplaced
 
 __all__ = ["Opening", "open_method"]
 

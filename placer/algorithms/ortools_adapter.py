@@ -9,7 +9,7 @@ Everything solver-version-specific lives here, each workaround with the issue th
   sets ``presolve_inclusion_work_limit = 0``, the workaround given in the issue (fixed upstream by
   PR #5294).
 * google/or-tools#4352 / #73: models that could overflow int64 are refused as MODEL_INVALID; the
-  row check in :mod:`quantize` raises :class:`~placer.errors.SolverLimitError` before building.
+  row check in :mod:`quantize` raises :class:`~placer.specs.errors.SolverLimitError` before building.
 * Gap limits: with the default ``absolute_gap_limit`` (1e-4) a search can end as OPTIMAL with
   objective != bound (``sat_parameters.proto``: "one can check the best objective bound to see the
   actual gap"). Placer sets both gap limits to 0 and still decides "proven" from objective == bound.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import ortools
 from ortools.sat.python import cp_model
 
-from .deadline import note_interrupt
+from placer.algorithms.deadline import note_interrupt
 
 __all__ = ["ORTOOLS_VERSION", "ModelInvalid", "SolveOutcome", "parameters", "solve", "status_name"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .deadline import Deadline
+from placer.algorithms.deadline import Deadline
 
 __all__ = ["PathRelaxation", "path_relaxation"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..instance import Instance
+from placer.problem.instance import Instance
 
 __all__ = ["PathResult", "find_path", "min_latency_path", "neighbours", "walk", "path_latency_us",
            "rack_layout"]

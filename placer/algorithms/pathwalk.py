@@ -26,11 +26,11 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from time import perf_counter
 
-from ..instance import Instance
-from ..placement import Level, Result, Status, evaluate, unplaced
-from .bound import lower_bound as compute_lower_bound
-from .chain import fixed_order_ends, prefix_sums
-from .deadline import Deadline
+from placer.algorithms.bound import lower_bound as compute_lower_bound
+from placer.algorithms.chain import fixed_order_ends, prefix_sums
+from placer.algorithms.deadline import Deadline
+from placer.problem.instance import Instance
+from placer.problem.placement import Level, Result, Status, evaluate, unplaced
 
 __all__ = ["WalkFound", "walk_paths", "pathwalk"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..instance import Instance, Pin
-from .chain import NO_PINS, ChainPins
+from placer.algorithms.chain import NO_PINS, ChainPins
+from placer.problem.instance import Instance, Pin
 
 __all__ = ["PinGroup", "PinConflict", "pin_groups", "ChainPins", "chain_pins"]
 

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
 
-from ..errors import SolverLimitError
+from placer.specs.errors import SolverLimitError
 
 __all__ = ["ROW_LIMIT", "Quantization", "choose_unit", "check_row", "rounding_is_harmless"]
 

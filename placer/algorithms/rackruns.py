@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 
-from ..instance import Instance
-from .chain import next_fit
-from .check import fits_bytes
-from .deadline import Deadline
-from .packing import first_fit_decreasing
+from placer.algorithms.chain import next_fit
+from placer.algorithms.check import fits_bytes
+from placer.algorithms.deadline import Deadline
+from placer.algorithms.packing import first_fit_decreasing
+from placer.problem.instance import Instance
 
 __all__ = ["rack_runs"]
 

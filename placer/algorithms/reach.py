@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..instance import Instance, Pin
-from ..placement import Result, Status, evaluate
+from placer.problem.instance import Instance, Pin
+from placer.problem.placement import Result, Status, evaluate
 
 __all__ = ["DisjointSets", "components", "pieces", "node_parts", "restricted", "reachability_infeasibility", "in_pieces"]
 

@@ -11,13 +11,19 @@ import importlib
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import ARGUMENT, InvalidSpec
+from placer.specs.errors import ARGUMENT, InvalidSpec
 
 __all__ = ["Method", "CpsatOptions", "REGISTRY", "METHODS", "PLACING_METHODS", "EXACT_METHODS", "MODES_OF",
            "method", "default_mode", "OBJECTIVES",
            "LEVELS", "DEFAULT_OBJECTIVE", "parse_objective"]
 
-from .objectives import DEFAULT_OBJECTIVE, LEVELS, OBJECTIVE_ALIASES, OBJECTIVES, parse_objective  # noqa: F401
+from placer.algorithms.objectives import (  # noqa: F401
+    DEFAULT_OBJECTIVE,
+    LEVELS,
+    OBJECTIVE_ALIASES,
+    OBJECTIVES,
+    parse_objective,
+)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ with its own g, chosen from the allowed degrees, on fleets of mixed device types
 
 The problem (:class:`PerStageProblem`) is pure integers and latencies, built by
 :mod:`placer.planning.stage_degrees` from the specs: per degree, every node's per-rank weight bytes and bytes per
-live request (:mod:`placer.parallel`); per fleet node (rack of one device type), its available
+live request (:mod:`placer.problem.parallel`); per fleet node (rack of one device type), its available
 devices and, per degree, the per-rank capacity (memory minus the reserve and the activation
 buffers); the hop latency between groups of two fleet nodes (and inside one).
 
@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..placement import Level, Status
-from ..workload import MAX_CONCURRENCY
-from .check import PlacementBug
-from .deadline import Deadline, DeadlineReached, note_interrupt
+from placer.algorithms.check import PlacementBug
+from placer.algorithms.deadline import Deadline, DeadlineReached, note_interrupt
+from placer.problem.placement import Level, Status
+from placer.specs.workload import MAX_CONCURRENCY
 
 __all__ = ["FleetNode", "PerStageProblem", "Candidate", "PlanStage", "PerStageOutcome", "candidates",
            "plan_value", "check_plan", "solve_problem", "solve_per_stage", "PER_STAGE_LEVELS"]
@@ -409,7 +409,7 @@ class _LevelSearch:
 
     # ------------------------------------------------------------------ helpers
     def model_at(self, c):
-        from .cpsat.stage_degrees import PerStageModel
+        from placer.algorithms.cpsat.stage_degrees import PerStageModel
 
         if c not in self.models:
             self.models.clear()        # one model at a time: they can be large
@@ -464,7 +464,7 @@ class _LevelSearch:
     # ------------------------------------------------------------------ the levels
     def concurrency_level(self, share) -> bool:
         """The guaranteed concurrency by search over c; False when no plan was found."""
-        from .search import largest_true
+        from placer.algorithms.search import largest_true
 
         c_star, proven, upper, cap = _largest_concurrency(self.prob, self.found, self.model_at, self.solve_level,
                                                           share, self.deadline, largest_true, self.record)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from ..instance import Instance
-from ..placement import Result, Status, evaluate
-from .opening import open_method
-from .reach import in_pieces, pieces
+from placer.algorithms.opening import open_method
+from placer.algorithms.reach import in_pieces, pieces
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status, evaluate
 
 __all__ = ["typepack"]
 

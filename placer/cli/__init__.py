@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from ..errors import InvalidSpec, PlacerError
+from placer.specs.errors import InvalidSpec, PlacerError
 
 __all__ = ["main", "cli"]
 
@@ -137,7 +137,7 @@ def main(argv=None):
     in ``sys.argv``) the time limit counts from the process's start and the process ends as soon as
     its output is out (:func:`_leave`); with ``argv`` given (tests, a notebook) from this call, and
     it ends in ``SystemExit`` as usual."""
-    from ..algorithms.deadline import process_started, start_command
+    from placer.algorithms.deadline import process_started, start_command
 
     own_process = argv is None
     start_command(process_started() if own_process else None)
@@ -167,7 +167,7 @@ def _leave(code: int) -> None:
 
 def _run(argv) -> int:
     """Run the command and return its exit code; every error becomes one line on stderr."""
-    from ..algorithms.deadline import interrupt_scope
+    from placer.algorithms.deadline import interrupt_scope
 
     try:
         with interrupt_scope():     # the command owns its Ctrl-C: noted once, seen by every phase after

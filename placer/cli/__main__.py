@@ -1,5 +1,5 @@
 """``python -m placer.cli ARGS``: the ``placer`` command from a checkout, without installing."""
 
-from . import main
+from placer.cli import main
 
 main()

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import click
 
-from ..catalog import list_hardware, list_models
-from ..fleet import load_fleet
-from ..model import load_model
-from ..units import format_bytes, format_tokens
-from ..workload import workload_for
-from .common import echo_json
+from placer.cli.common import echo_json
+from placer.specs.catalog import list_hardware, list_models
+from placer.specs.fleet import load_fleet
+from placer.specs.model import load_model
+from placer.specs.units import format_bytes, format_tokens
+from placer.specs.workload import workload_for
 
 
 def model_entry(m) -> dict:

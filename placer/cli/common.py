@@ -8,11 +8,11 @@ import sys
 
 import click
 
-from ..errors import InvalidSpec
-from ..fleet import Fleet, load_fleet
-from ..model import LayerGraph, load_model
-from ..units import format_tokens, parse_tokens
-from ..workload import Workload, workload_for
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import Fleet, load_fleet
+from placer.specs.model import LayerGraph, load_model
+from placer.specs.units import format_tokens, parse_tokens
+from placer.specs.workload import Workload, workload_for
 
 __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
@@ -63,7 +63,7 @@ class _ImageFile(_OutputFile):
     """An image to write: a file path whose suffix is an image format (none: PNG)."""
 
     def convert(self, value, param, ctx):
-        from ..plotting import image_format
+        from placer.plotting import image_format
 
         value = super().convert(value, param, ctx)
         try:
@@ -80,7 +80,7 @@ input_file = _InputFile()
 
 def granularity_option(f):
     """``--granularity``: how split mode refines layers; one default for every command."""
-    from ..planning.compare import SPLIT_GRANULARITY
+    from placer.planning.studies.compare import SPLIT_GRANULARITY
 
     return click.option("--granularity", default=None,
                         help=f"Split mode's refinement: layer, block or shards:N (default {SPLIT_GRANULARITY}); "
@@ -116,7 +116,7 @@ def method_option(default: str | None = None, help: str = "Placement method (def
                                                            "otherwise)."):
     """``--method``: one of the registry's placing methods (:data:`placer.algorithms.PLACING_METHODS`);
     ``default`` None leaves the choice to the command (:func:`placer.planning.budget.default_method`)."""
-    from ..algorithms.registry import PLACING_METHODS
+    from placer.algorithms.registry import PLACING_METHODS
 
     return click.option("--method", type=click.Choice(PLACING_METHODS), default=default,
                         show_default=default is not None, help=help)
@@ -174,7 +174,7 @@ def parallel_options(f):
 
 def parse_degrees(text) -> list[int] | None:
     """``--tp`` as a list of degrees (None: the default)."""
-    from ..units import parse_int_list
+    from placer.specs.units import parse_int_list
 
     if text is None or str(text).strip() in ("", "auto"):
         return None
@@ -189,8 +189,8 @@ def parse_degrees(text) -> list[int] | None:
 
 
 def reserve_of(text):
-    """``--reserve`` as a :class:`placer.reserve.Reserve` (None: the hardware spec's)."""
-    from ..reserve import parse_reserve
+    """``--reserve`` as a :class:`placer.specs.reserve.Reserve` (None: the hardware spec's)."""
+    from placer.specs.reserve import parse_reserve
 
     if text is None:
         return None
@@ -219,7 +219,7 @@ def power_options(f):
     """``--power chip|system|facility`` and ``--pue``: where power, tokens/s per MW and J/token are
     counted. They reach every fleet the command loads (:func:`power_choice`, :func:`load_inputs`)
     without a parameter of the command's own."""
-    from ..fleet import DEFAULT_POWER_BOUNDARY, DEFAULT_PUE, POWER_BOUNDARIES
+    from placer.specs.fleet import DEFAULT_POWER_BOUNDARY, DEFAULT_PUE, POWER_BOUNDARIES
 
     f = click.option("--pue", type=click.FloatRange(1.0, 5.0), default=None, expose_value=False, callback=_remember,
                      help=f"Facility boundary: power usage effectiveness (default {DEFAULT_PUE}, the industry "
@@ -239,8 +239,8 @@ def power_choice() -> tuple[str | None, float | None]:
 
 
 def load_fleet_chosen(ref, **kw) -> Fleet:
-    """:func:`placer.fleet.load_fleet` at the power boundary the command line chose
-    (:meth:`placer.fleet.Fleet.power_notes` says where a spec gives no figure for it)."""
+    """:func:`placer.specs.fleet.load_fleet` at the power boundary the command line chose
+    (:meth:`placer.specs.fleet.Fleet.power_notes` says where a spec gives no figure for it)."""
     power, pue = power_choice()
     if power is not None:
         kw["power"] = power
@@ -300,7 +300,7 @@ def reserve_text(fleet=None, reserve=None) -> str:
         return f"{reserve.describe()} per device (--reserve)"
     if fleet is None:
         return "as the hardware spec says"
-    from ..units import format_bytes
+    from placer.specs.units import format_bytes
 
     types = list(fleet.device_types.values())
     if all(t.reserve.is_zero for t in types):
@@ -353,7 +353,7 @@ def stderr_is_terminal() -> bool:
 
 
 def backend_options(f):
-    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.sweep.run_tasks`)."""
+    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.sweep.run_tasks`)."""
     f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
                      help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
     return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)
@@ -432,7 +432,7 @@ def write_mapping_if_asked(output, doc, *, what: str = "") -> str:
     """Write the mapping ``doc`` atomically to ``output`` when the user asked (``-o``) and there is
     one; returns the line that says where it went (``what`` qualifies the file, e.g. one replica)."""
     if output and doc is not None:
-        from ..mapping import write_mapping
+        from placer.mapping import write_mapping
         write_mapping(output, doc)
         return f"wrote {output}{what}"
     return "mapping not written (-o FILE writes it)"
@@ -440,8 +440,8 @@ def write_mapping_if_asked(output, doc, *, what: str = "") -> str:
 
 def runtime_option(fn):
     """``--runtime vllm|sglang|megatron|torch``: plan what that runtime runs as written (its rules are
-    constraints of the model, proven like any other; placer.runtime_rules)."""
-    from ..runtime_rules import RUNTIMES
+    constraints of the model, proven like any other; placer.problem.runtime_rules)."""
+    from placer.problem.runtime_rules import RUNTIMES
 
     return click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
                         help="Plan for this runtime: its rules (a decoder layer on every pipeline rank, the "
@@ -451,8 +451,8 @@ def runtime_option(fn):
 
 def speculative_options(f):
     """``--spec-tokens K``, ``--spec-method``, ``--draft-model SPEC``, ``--spec-accept A``: speculative
-    decoding the plan is made for (placer.speculative), its drafter placed with the LM head."""
-    from ..speculative import SPEC_METHODS
+    decoding the plan is made for (placer.specs.speculative), its drafter placed with the LM head."""
+    from placer.specs.speculative import SPEC_METHODS
 
     f = click.option("--spec-accept", type=float, default=None, metavar="A",
                      help="Acceptance length: mean tokens a verify step emits (default: the published figure "

@@ -2,12 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..groups import has_gpus
-from ..planning import Requirements, SolverSettings
-from ..planning.compare import COMPARE_ROWS, compare, compare_degrees
-from ..units import format_duration_us
-from .common import (
+from placer.cli.common import (
     Progress,
     echo_json,
     granularity_option,
@@ -25,7 +20,12 @@ from .common import (
     workload_options,
     workload_text,
 )
-from .solve_disagg import disagg_fields, disagg_options
+from placer.cli.solve_disagg import disagg_fields, disagg_options
+from placer.planning import Requirements, SolverSettings
+from placer.planning.studies.compare import COMPARE_ROWS, compare, compare_degrees
+from placer.problem.reductions.tensor_parallel import has_gpus
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import format_duration_us
 
 
 def _cell(value) -> str:
@@ -91,7 +91,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     degrees = parse_degrees(tp)
     reserve = reserve_of(reserve)
     if disagg:
-        from .compare_pools import print_pool_comparison
+        from placer.cli.compare_pools import print_pool_comparison
 
         req = Requirements(degrees=degrees, expert_parallel=True if ep else None if ep is None else False,
                            reserve=reserve, runtime=runtime, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..planning.compare_pools import POOL_METHODS, compare_pools
-from ..units import format_duration_us
-from .common import Progress, echo_json, workload_doc, workload_text
+from placer.cli.common import Progress, echo_json, workload_doc, workload_text
+from placer.planning.studies.compare_pools import POOL_METHODS, compare_pools
+from placer.specs.units import format_duration_us
 
 
 def print_pool_comparison(m, fleet, wl, req, solver, *, as_json: bool, quiet: bool) -> int:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import click
 
-from ..export import FORMATS, ExportOptions, export_mapping
-from ..mapping import read_mapping
-from ..spec_io import atomic_write_text
-from .common import input_file, output_file
+from placer.cli.common import input_file, output_file
+from placer.export import FORMATS, ExportOptions, export_mapping
+from placer.mapping import read_mapping
+from placer.specs.spec_io import atomic_write_text
 
 
 @click.command("export")

@@ -2,12 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..instance import MODES
-from ..per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
-from ..planning import Requirements
-from ..units import plural
-from .common import (
+from placer.cli.common import (
     Progress,
     backend_options,
     cached_prompt_option,
@@ -34,6 +29,11 @@ from .common import (
     workload_notes,
     workload_text,
 )
+from placer.planning import Requirements
+from placer.problem.instance import MODES
+from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import plural
 
 
 def _speeds(text: str) -> tuple[float, ...]:
@@ -103,9 +103,9 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     and live requests, each point a validated placement and its simulation; writes the CSV (with
     each point's degree) and the PNG and says, per requested speed, which platform is ahead and by
     what ratio."""
-    from ..model import load_model
-    from ..planning.frontier import speed_frontier, write_csv
-    from ..workload import workload_for
+    from placer.planning.studies.frontier import speed_frontier, write_csv
+    from placer.specs.model import load_model
+    from placer.specs.workload import workload_for
 
     floors = _speeds(speeds)
     refs = [h.strip() for h in hardware.split(",") if h.strip()]
@@ -149,13 +149,13 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     if output:
         write_csv(output, rep.rows)
     if plot:
-        from ..plotting import plot_speed_frontiers, save
+        from placer.plotting import plot_speed_frontiers, save
 
         save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
                                                                   f"{wl.weight_bits}-bit weights, power at the "
                                                                   f"{where} boundary"), plot)
     written = [str(p) for p in (output, plot) if p]
-    # both per-user figures, named (placer.per_user): the mean request rate and aggregate / live
+    # both per-user figures, named (placer.simulate.per_user): the mean request rate and aggregate / live
     rows = [with_aggregate_per_live(r) for r in rep.rows]
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
@@ -171,7 +171,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
     click.echo(f"power counted at the {where} boundary (--power)")
     if reserve is None:
-        from .common import reserve_text
+        from placer.cli.common import reserve_text
         for f in fleets:
             click.echo(f"  runtime reserve on {f.name}: {reserve_text(f)}")
     click.echo(f"tokens/s per user: the {PER_USER_MEANING}; aggregate / live: the {AGGREGATE_PER_LIVE_MEANING}")

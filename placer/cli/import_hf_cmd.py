@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import click
 
-from ..import_hf import import_hf
-from .common import output_file
+from placer.cli.common import output_file
+from placer.specs.hf.spec_file import import_hf
 
 
 @click.command("import-hf")

@@ -2,9 +2,16 @@ from __future__ import annotations
 
 import click
 
-from ..inspect import inspect_model
-from ..units import format_bytes, format_tokens
-from .common import echo_json, hardware_option, load_inputs, workload_doc, workload_options, workload_text
+from placer.cli.common import (
+    echo_json,
+    hardware_option,
+    load_inputs,
+    workload_doc,
+    workload_options,
+    workload_text,
+)
+from placer.problem.inspect import inspect_model
+from placer.specs.units import format_bytes, format_tokens
 
 
 @click.command("inspect")

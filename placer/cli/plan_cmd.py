@@ -2,11 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..planning import Requirements, build_instance
-from ..planning.budget import plan_replicas
-from ..units import plural
-from .common import (
+from placer.cli.common import (
     Progress,
     context_type,
     echo_json,
@@ -19,6 +15,10 @@ from .common import (
     workload_doc,
     workload_text,
 )
+from placer.planning import Requirements, build_instance
+from placer.planning.budget import plan_replicas
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import plural
 
 
 @click.command("plan")
@@ -56,7 +56,7 @@ def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
                                racks=racks)
     if rate is not None:
-        from .plan_rate import print_recommendation
+        from placer.cli.plan_rate import print_recommendation
 
         return print_recommendation(m, fleet, wl, rate=rate, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,
                                     min_user_tps=min_user_tps, isl=isl, osl=osl, prefill_hardware=prefill_hardware,

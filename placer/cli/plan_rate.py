@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..planning import Requirements, SolverSettings
-from ..planning.recommend import recommend
-from .common import echo_json, workload_text
-from .solve_disagg import _prefill_fleet
+from placer.cli.common import echo_json, workload_text
+from placer.cli.solve_disagg import _prefill_fleet
+from placer.planning import Requirements, SolverSettings
+from placer.planning.studies.recommend import recommend
 
 
 def _f(v, fmt="{:,.1f}"):

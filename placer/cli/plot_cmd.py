@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..spec_io import load_yaml_or_json
-from .common import image_file, input_file
+from placer.cli.common import image_file, input_file
+from placer.specs.errors import InvalidSpec
+from placer.specs.spec_io import load_yaml_or_json
 
 
 def _check_mapping(doc, path):
@@ -34,11 +34,11 @@ def _check_mapping(doc, path):
               help="For a results CSV: a labelled device count to draw (repeatable).")
 def plot_command(source, out, hardware, racks, racks_per_row, title, references):
     """Draw a stage mapping (JSON) on its fleet, or the frontier of a sweep results CSV."""
-    from ..plotting import plot_frontiers, plot_layout, save
+    from placer.plotting import plot_frontiers, plot_layout, save
 
     if str(source).endswith(".csv"):
-        from ..planning.sweep import read_rows
-        from .sweep_cmd import parse_references
+        from placer.cli.sweep_cmd import parse_references
+        from placer.planning.studies.sweep import read_rows
 
         rows = read_rows(source)
         if not rows:
@@ -51,7 +51,7 @@ def plot_command(source, out, hardware, racks, racks_per_row, title, references)
         _check_mapping(doc, source)
         fleet = None
         if hardware:
-            from ..fleet import load_fleet
+            from placer.specs.fleet import load_fleet
 
             fleet = load_fleet(hardware, racks=racks)
         figure = plot_layout(doc, fleet=fleet, racks_per_row=racks_per_row, title=title).figure

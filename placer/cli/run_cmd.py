@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import click
 
-from ..executor.run import BACKENDS, run_mapping
-from ..mapping import read_mapping
-from ..units import format_bytes, format_duration_us, plural
-from .common import echo_json, input_file, workload_text
+from placer.cli.common import echo_json, input_file, workload_text
+from placer.executor.run import BACKENDS, run_mapping
+from placer.mapping import read_mapping
+from placer.specs.units import format_bytes, format_duration_us, plural
 
 
 @click.command("run")

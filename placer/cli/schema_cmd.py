@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import click
 
-from ..mapping import mapping_schema
-from .common import echo_json
+from placer.cli.common import echo_json
+from placer.mapping import mapping_schema
 
 
 @click.command("schema")

@@ -2,15 +2,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..instance import MODES
-from ..mapping import read_mapping, serving_of, specs_from_mapping
-from ..planning.compare import granularity_for
-from ..planning.modes import compare_modes
-from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
-from ..units import format_duration_us, plural
-from ..workload import workload_for
-from .common import (
+from placer.cli.common import (
     cached_prompt_option,
     context_type,
     echo_json,
@@ -26,6 +18,14 @@ from .common import (
     workload_notes,
     workload_text,
 )
+from placer.mapping import read_mapping, serving_of, specs_from_mapping
+from placer.planning.studies.compare import granularity_for
+from placer.planning.studies.modes import compare_modes
+from placer.problem.instance import MODES
+from placer.simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import format_duration_us, plural
+from placer.specs.workload import workload_for
 
 
 def _f(v, fmt="{:,.1f}"):
@@ -133,7 +133,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
     if mapping.get("kind") == "disaggregated":
-        from .simulate_pooled import print_pooled_simulation
+        from placer.cli.simulate_pooled import print_pooled_simulation
 
         return print_pooled_simulation(mapping, model=model_ref, output_tokens=output_tokens, seed=seed,
                                        as_json=as_json)
@@ -154,8 +154,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                            max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None,
                            cached_prompt_tokens=cached_prompt)
     if gantt:
-        from ..simulate.gantt import save_gantt
-        gantt = save_gantt(res, gantt)
+        from placer.plotting import plot_gantt, save
+        gantt = save(plot_gantt(res).figure, gantt)
     if as_json:
         echo_json({**res.to_dict(), "workload": mapping["workload"]})
         return 0
@@ -200,8 +200,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
 
 def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_json) -> int:
     """``--spec-gain``: the gain of the mapping's speculation at each live load (decode only)."""
-    from ..mapping import instance_from_mapping
-    from ..simulate.spec_gain import speculation_gain
+    from placer.mapping import instance_from_mapping
+    from placer.simulate.spec_gain import speculation_gain
 
     spec = mapping.get("speculative") or {}
     if spec.get("accept") is None:

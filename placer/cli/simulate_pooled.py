@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import echo_json
+from placer.cli.common import echo_json
 
 
 def _ms(v) -> str:
@@ -13,7 +13,7 @@ def _ms(v) -> str:
 
 def print_pooled_simulation(doc: dict, *, model=None, output_tokens: int | None = None, seed: int = 0,
                             as_json: bool = False) -> int:
-    from ..simulate.pooled import simulate_pooled
+    from placer.simulate.pooled import simulate_pooled
 
     r = simulate_pooled(doc, model=model, output_tokens=output_tokens or 16, seed=seed)
     if as_json:

@@ -2,13 +2,8 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms.deadline import Deadline
-from ..errors import InvalidSpec
-from ..instance import MODES, REQUIREMENTS
-from ..planning import Requirements, SolverSettings, plan
-from ..planning.compare import node_ranges
-from ..units import format_bytes, format_duration_us, plural
-from .common import (
+from placer.algorithms.deadline import Deadline
+from placer.cli.common import (
     cached_prompt_option,
     drafts_with_mtp,
     echo_json,
@@ -35,7 +30,12 @@ from .common import (
     workload_text,
     write_mapping_if_asked,
 )
-from .solve_disagg import disagg_fields, disagg_options, print_disagg_plan
+from placer.cli.solve_disagg import disagg_fields, disagg_options, print_disagg_plan
+from placer.planning import Requirements, SolverSettings, plan
+from placer.planning.studies.compare import node_ranges
+from placer.problem.instance import MODES, REQUIREMENTS
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import format_bytes, format_duration_us, plural
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
 LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
@@ -197,7 +197,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     if planned.kind == "speed-floor":
         return _print_speed_plan(planned, output, as_json)
     if planned.kind == "per-stage":
-        from .solve_stage_degrees import print_per_stage_plan
+        from placer.cli.solve_stage_degrees import print_per_stage_plan
 
         return print_per_stage_plan(planned, output, as_json)
     return _print_plan(planned, output, as_json, show_stages, deadline)
@@ -224,7 +224,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                        f"no placement")
             click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
             if r.status == "infeasible":
-                # why, in bytes, and what would fit (placer.planning.explain; bounded by the solve's time limit)
+                # why, in bytes, and what would fit (placer.planning.studies.explain; bounded by the solve's time limit)
                 click.echo(planned.explain(time_limit=20.0, deadline=deadline))
             else:
                 click.echo(f"{r.status}: {r.message or 'no placement found'}")

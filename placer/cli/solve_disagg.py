@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from .common import echo_json, echo_json_mapping, workload_text, write_mapping_if_asked
+from placer.cli.common import echo_json, echo_json_mapping, workload_text, write_mapping_if_asked
+from placer.specs.errors import InvalidSpec
 
 
 def disagg_options(f):
@@ -35,7 +35,7 @@ def disagg_options(f):
 def _prefill_fleet(fleet, ref):
     if ref is None or ref in {d.type.name for d in fleet.devices}:
         return ref
-    from .common import load_fleet_chosen
+    from placer.cli.common import load_fleet_chosen
 
     return load_fleet_chosen(ref)       # at the power boundary the command line chose, as the decode fleet
 

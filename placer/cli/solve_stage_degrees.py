@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..algorithms.deadline import interrupted
-from ..planning.compare import node_ranges
-from ..units import format_bytes, format_duration_us
-from .common import (
+from placer.algorithms.deadline import interrupted
+from placer.cli.common import (
     echo_json,
     echo_json_mapping,
     group_label,
@@ -15,6 +13,8 @@ from .common import (
     workload_text,
     write_mapping_if_asked,
 )
+from placer.planning.studies.compare import node_ranges
+from placer.specs.units import format_bytes, format_duration_us
 
 __all__ = ["print_per_stage_plan"]
 

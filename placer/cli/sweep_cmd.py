@@ -4,11 +4,7 @@ import contextlib
 
 import click
 
-from ..errors import InvalidSpec
-from ..planning.compare import granularity_for
-from ..planning.sweep import Grid, SweepSettings, run_sweep
-from ..units import format_duration_us, format_tokens, parse_int_list, parse_tokens
-from .common import (
+from placer.cli.common import (
     Progress,
     backend_options,
     echo_json,
@@ -28,6 +24,10 @@ from .common import (
     workload_notes,
     workload_text,
 )
+from placer.planning.studies.compare import granularity_for
+from placer.planning.studies.sweep import Grid, SweepSettings, run_sweep
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 
 # a row's status when the point has no answer (the progress bar counts these as failed)
 FAILED_STATUSES = ("error", "unknown")
@@ -139,7 +139,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
                            backend=backend, address=address, retry_failed=retry_failed, on_start=on_start,
                            progress=on_point)
     if plot_path:
-        from ..plotting import plot_frontiers, save
+        from placer.plotting import plot_frontiers, save
 
         plot_path = save(plot_frontiers(report.rows, fleet_devices=len(fleet.available),
                                         references=parse_references(references),

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidSpec
-from ..mapping import read_mapping
-from ..mapping.validate import validate_mapping
-from ..mapping.validate_pools import validate_document
-from ..units import plural
-from .common import echo_json, input_file, output_file, workload_text
+from placer.cli.common import echo_json, input_file, output_file, workload_text
+from placer.mapping import read_mapping
+from placer.mapping.validate import validate_mapping
+from placer.mapping.validate_pools import validate_document
+from placer.specs.errors import InvalidSpec
+from placer.specs.units import plural
 
 
 @click.command("validate")
@@ -79,8 +79,8 @@ def _report_pooled(mapping, doc, violations, as_json) -> None:
 
 
 def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:
-    from ..mapping import write_mapping
-    from ..mapping.rebuild import read_stages, rebuild_mapping
+    from placer.mapping import write_mapping
+    from placer.mapping.rebuild import read_stages, rebuild_mapping
 
     if not output:
         raise InvalidSpec("--rebuild", "output", "needs -o FIXED, the file to write the rebuilt mapping to")

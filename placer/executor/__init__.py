@@ -7,8 +7,8 @@ batching (:mod:`.run`), and check every request's tokens against the unpartition
 instead, one gloo process per stage.
 """
 
-from .run import ExecResult, compare_with_reference, execute, run_mapping, run_placement
-from .tiny import ReferenceModel, Request, TinySpec, make_requests, tiny_layer_graph, tiny_spec
+from placer.executor.run import ExecResult, compare_with_reference, execute, run_mapping, run_placement
+from placer.executor.tiny import ReferenceModel, Request, TinySpec, make_requests, tiny_layer_graph, tiny_spec
 
 __all__ = ["ExecResult", "execute", "compare_with_reference", "run_mapping", "run_placement",
            "ReferenceModel", "Request", "TinySpec", "make_requests", "tiny_layer_graph", "tiny_spec"]

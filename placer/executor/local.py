@@ -13,8 +13,8 @@ from __future__ import annotations
 import queue
 import threading
 
-from .stage import StageStats, StageWorker
-from .tiny import Batch, TinySpec
+from placer.executor.stage import StageStats, StageWorker
+from placer.executor.tiny import Batch, TinySpec
 
 __all__ = ["LocalPipeline"]
 

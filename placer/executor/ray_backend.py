@@ -11,8 +11,8 @@ order. Ray is an optional dependency: ``pip install -e '.[ray]'``.
 
 from __future__ import annotations
 
-from .stage import StageStats, StageWorker
-from .tiny import Batch, TinySpec
+from placer.executor.stage import StageStats, StageWorker
+from placer.executor.tiny import Batch, TinySpec
 
 __all__ = ["RayPipeline", "ray_available"]
 
@@ -48,7 +48,7 @@ class RayPipeline:
         try:
             import ray
         except ImportError as exc:
-            from ..errors import ARGUMENT, InvalidSpec
+            from placer.specs.errors import ARGUMENT, InvalidSpec
             raise InvalidSpec(ARGUMENT, "backend",
                               "Ray is not installed (pip install -e '.[ray]')") from exc
         self.ray = ray

@@ -8,7 +8,7 @@ the micro-batch re-enters the pipeline. Prompts are fed one token per step throu
 
 :func:`run_placement` / :func:`run_mapping` build the tiny twin of a placement or a stage-mapping
 document, execute it on a backend (``local`` threads or ``ray`` actors), run the unpartitioned
-reference, and report tokens, logits and per-stage memory against :mod:`placer.memory`.
+reference, and report tokens, logits and per-stage memory against :mod:`placer.problem.memory`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ARGUMENT, InvalidSpec
-from .stage import StageStats
-from .tiny import (
+from placer.executor.stage import StageStats
+from placer.executor.tiny import (
     Batch,
     ReferenceModel,
     Request,
@@ -32,6 +31,7 @@ from .tiny import (
     make_requests,
     tiny_spec,
 )
+from placer.specs.errors import ARGUMENT, InvalidSpec
 
 __all__ = ["ExecResult", "execute", "make_backend", "compare_with_reference", "run_placement",
            "run_mapping", "BACKENDS"]
@@ -56,10 +56,10 @@ class ExecResult:
 
 def make_backend(name: str, spec: TinySpec, *, address: str | None = None):
     if name == "local":
-        from .local import LocalPipeline
+        from placer.executor.local import LocalPipeline
         return LocalPipeline(spec)
     if name == "ray":
-        from .ray_backend import RayPipeline
+        from placer.executor.ray_backend import RayPipeline
         return RayPipeline(spec, address=address)
     raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
 
@@ -148,7 +148,7 @@ def execute(spec: TinySpec, requests: Sequence[Request], *, backend: str = "loca
 def compare_with_reference(spec: TinySpec, requests: Sequence[Request], result: ExecResult,
                            reference: dict | None = None) -> dict:
     """Tokens and logits of ``result`` against the single-process reference, and every stage's
-    peak cache bytes against placer.memory (bytes per live request x its peak live requests)."""
+    peak cache bytes against placer.problem.memory (bytes per live request x its peak live requests)."""
     if reference is None:
         reference = reference_run(spec, requests)
     mismatched = [r.id for r in requests if result.tokens[r.id] != reference[r.id][0]]
@@ -228,10 +228,10 @@ def run_mapping(doc: dict, *, model=None, hardware=None, **kw) -> dict:
     ``backend="torch"`` runs the model's own transformers family instead of the numpy twin
     (:mod:`.torch_backend`; its own report).
     """
-    from ..mapping import instance_from_mapping
+    from placer.mapping import instance_from_mapping
 
     if kw.get("backend") == "torch":
-        from .torch_backend import run_torch_mapping
+        from placer.executor.torch_backend import run_torch_mapping
 
         return run_torch_mapping(doc, model=model, hardware=hardware, requests=kw.get("requests", 32),
                                  tokens=kw.get("tokens", 8), micro_batch=kw.get("micro_batch"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tiny import Batch, NodeRunner, TinySpec
+from placer.executor.tiny import Batch, NodeRunner, TinySpec
 
 __all__ = ["StageWorker", "StageStats"]
 

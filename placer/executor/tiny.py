@@ -12,16 +12,16 @@ latent for ``mla``, K and V of the KV heads for ``gqa``/``mha``, a ring of ``win
 with channel-wise decay for ``kda``, scalar decay for ``gated_deltanet``, fixed decay for
 ``lightning``, selective scan for ``mamba``/``mamba2``). Caches are numpy arrays at the precision
 the spec asks for (16, 32 or 64 bits), so their ``nbytes`` can be checked against
-:mod:`placer.memory` applied to :func:`tiny_layer_graph`.
+:mod:`placer.problem.memory` applied to :func:`tiny_layer_graph`.
 
 A node of the mapping runs a *program* of pieces (:func:`node_program`):
 
 * a whole layer: mixer core, output projection, FFN (dense, or router + shared + experts);
 * ``mixer`` / ``ffn`` / ``experts i/G`` nodes (``block`` refinement): their part; expert groups
-  hold the same contiguous expert ranges as :mod:`placer.refine`, the first also the router;
+  hold the same contiguous expert ranges as :mod:`placer.problem.reductions.refine`, the first also the router;
 * ``shard s/N`` nodes: the layer's pieces in execution order (mixer core, output projection in
   N row slices, FFN in N slices) cut into N contiguous runs by count; the core and its KV cache or
-  state stay on shard 0, as :mod:`placer.refine` accounts them. Embedding and head shards split
+  state stay on shard 0, as :mod:`placer.problem.reductions.refine` accounts them. Embedding and head shards split
   the vocabulary.
 
 Partial results travel with the activation (``carry``), so a partitioned layer computes exactly
@@ -38,11 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import memory
-from ..layers import ATTENTION_MIXERS
-from ..model import Layer, LayerGraph, model_from_dict
-from ..workload import Workload
-from .tiny_numerics import (  # noqa: F401  (re-exported: the twin's public names)
+from placer.executor.tiny_numerics import (  # noqa: F401  (re-exported: the twin's public names)
     _CORES,
     _LIGHTNING_DECAY,
     DTYPE_BITS,
@@ -81,6 +77,10 @@ from .tiny_numerics import (  # noqa: F401  (re-exported: the twin's public name
     softmax,
     softplus,
 )
+from placer.problem import memory
+from placer.specs.layers import ATTENTION_MIXERS
+from placer.specs.model import Layer, LayerGraph, model_from_dict
+from placer.specs.workload import Workload
 
 __all__ = [
     "TINY_HIDDEN", "TINY_VOCAB", "TINY_MIXERS", "TINY_FFNS", "LayerDesc", "NodeDesc", "TinySpec",
@@ -279,7 +279,7 @@ def _check_order(descs: Sequence[LayerDesc], nodes: Sequence[NodeDesc]) -> None:
 
 # ----------------------------------------------------------------------------- accounting view
 def tiny_layer_graph(spec: TinySpec) -> LayerGraph:
-    """The tiny model as a placer :class:`LayerGraph` (compact form), counted by placer.layers."""
+    """The tiny model as a placer :class:`LayerGraph` (compact form), counted by placer.specs.layers."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
     types: dict[tuple, str] = {}
     mixers: dict[str, dict] = {}
@@ -315,7 +315,7 @@ def tiny_layer_graph(spec: TinySpec) -> LayerGraph:
 
 
 def accounting_layers(spec: TinySpec) -> list[Layer]:
-    """Per tiny node, the Layer whose KV/state the node holds (placer.refine's rule: KV and state
+    """Per tiny node, the Layer whose KV/state the node holds (placer.problem.reductions.refine's rule: KV and state
     go with the whole layer, its mixer part or shard 0; other parts hold none)."""
     graph = tiny_layer_graph(spec)
     by_index = {x.index: x for x in graph.layers if x.index is not None}
@@ -335,7 +335,7 @@ def accounting_layers(spec: TinySpec) -> list[Layer]:
 
 
 def expected_request_bytes(spec: TinySpec) -> dict[str, int]:
-    """Per device: KV + state bytes one live request holds there, by placer.memory."""
+    """Per device: KV + state bytes one live request holds there, by placer.problem.memory."""
     wl = spec.workload
     out = {d: 0 for d in spec.devices}
     for n, layer in zip(spec.nodes, accounting_layers(spec)):

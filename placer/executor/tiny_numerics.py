@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .tiny import LayerDesc, TinySpec
+    from placer.executor.tiny import LayerDesc, TinySpec
 
 TINY_HIDDEN = 32
 TINY_VOCAB = 97
@@ -23,7 +23,7 @@ TINY_TOP_K = 2
 TINY_MIN_EXPERTS = 8
 ROPE_BASE = 10000.0
 
-# Mixer dimensions in the spec language of placer.layers, so that mixer_counts() gives the exact
+# Mixer dimensions in the spec language of placer.specs.layers, so that mixer_counts() gives the exact
 # KV / state elements of these very arrays.
 TINY_MIXERS: dict[str, dict] = {
     "gqa": {"type": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 8},
@@ -312,7 +312,7 @@ def route_topk(router_logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarra
 
 
 def _split(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ranges over ``range(n)`` (placer.refine's split rule: larger first)."""
+    """``parts`` contiguous ranges over ``range(n)`` (placer.problem.reductions.refine's split rule: larger first)."""
     base, extra = divmod(n, parts)
     out, lo = [], 0
     for i in range(parts):

@@ -12,7 +12,7 @@ micro-batch in flight at once. The unsplit model, run on the same micro-batches,
 every request's tokens must be equal.
 
 Each stage reports the bytes of its cache tensors at the end beside placer's accounting of the
-same tiny model (:mod:`placer.memory` on the tiny config read by placer's importer), for the
+same tiny model (:mod:`placer.problem.memory` on the tiny config read by placer's importer), for the
 tokens each request cached.
 """
 
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ARGUMENT, InvalidSpec
+from placer.specs.errors import ARGUMENT, InvalidSpec
 
 __all__ = ["FAMILIES", "tiny_hf_config", "run_torch_mapping", "stage_ranges"]
 
@@ -291,9 +291,9 @@ def _reference(config: dict, seed: int, prompts: list, new_tokens: int) -> dict[
 def _accounting(config: dict, ranges, requests: int, cached_tokens: int) -> list[int]:
     """Per stage: placer's KV + state bytes for ``requests`` requests of ``cached_tokens`` tokens,
     from the tiny config read by placer's own importer, at 32-bit caches."""
-    from .. import memory
-    from ..model import load_model
-    from ..workload import Workload
+    from placer.problem import memory
+    from placer.specs.model import load_model
+    from placer.specs.workload import Workload
 
     with tempfile.TemporaryDirectory() as d:
         Path(d, "config.json").write_text(json.dumps(config), encoding="utf-8")
@@ -309,7 +309,7 @@ def run_torch_mapping(doc: dict, *, model=None, hardware=None, requests: int = 3
     """Execute ``doc`` on tiny transformers modules of its family, one gloo process per stage."""
     import torch.multiprocessing as mp
 
-    from ..mapping import specs_from_mapping
+    from placer.mapping import specs_from_mapping
 
     if doc.get("mode") == "free":
         raise InvalidSpec("<mapping>", "/mode", "the torch backend runs contiguous mappings (stages of whole layers)")

@@ -12,14 +12,14 @@ exports each pool with the runtime's prefill/decode flags (:mod:`.pools`).
 
 from __future__ import annotations
 
-from ..mapping import specs_from_mapping
-from ..refine import refine
-from .manifest import export_manifest
-from .megatron import export_megatron
-from .sglang import export_sglang
-from .stages import Export, ExportOptions, ExportRefused
-from .torch import export_torch
-from .vllm import export_vllm
+from placer.export.manifest import export_manifest
+from placer.export.megatron import export_megatron
+from placer.export.sglang import export_sglang
+from placer.export.stages import Export, ExportOptions, ExportRefused
+from placer.export.torch import export_torch
+from placer.export.vllm import export_vllm
+from placer.mapping import specs_from_mapping
+from placer.problem.reductions.refine import refine
 
 __all__ = ["FORMATS", "ATTENTION_DP_FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
 
@@ -30,7 +30,7 @@ FORMATS = {
     "torch": export_torch,
     "json": export_manifest,
 }
-# the formats whose runtimes run attention data parallelism (placer.attention_dp): SGLang's
+# the formats whose runtimes run attention data parallelism (placer.problem.reductions.attention_dp): SGLang's
 # --attn-dp-size, vLLM's --data-parallel-size with --enable-expert-parallel
 ATTENTION_DP_FORMATS = ("vllm", "sglang")
 
@@ -39,16 +39,16 @@ def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str =
                    options: ExportOptions | None = None) -> Export:
     """``doc`` in format ``fmt`` (a key of :data:`FORMATS`), as ``options`` ask (default: the command).
 
-    Raises :class:`ExportRefused` (an :class:`~placer.errors.InvalidSpec`) when the mapping has
+    Raises :class:`ExportRefused` (an :class:`~placer.specs.errors.InvalidSpec`) when the mapping has
     violations or the runtime cannot express it, naming the reason.
     """
-    from ..mapping.pools import is_pooled
-    from ..mapping.validate import validate_mapping
+    from placer.mapping.pools import is_pooled
+    from placer.mapping.validate import validate_mapping
 
     if fmt not in FORMATS:
         raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if is_pooled(doc):
-        from .pools import export_pooled
+        from placer.export.pools import export_pooled
 
         return export_pooled(doc, fmt, export_mapping, model=model, source=source, options=options)
     base, fl, _ = specs_from_mapping(doc, model=model, hardware=fleet)

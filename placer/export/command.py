@@ -13,10 +13,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from ..model import LayerGraph
-from ..units import plural
-from .stages import ExportOptions, ExportRefused, RankStage
-from .support import RUNTIME_VERSIONS, runtime_support, version_tuple
+from placer.export.stages import ExportOptions, ExportRefused, RankStage
+from placer.export.support import RUNTIME_VERSIONS, runtime_support, version_tuple
+from placer.specs.model import LayerGraph
+from placer.specs.units import plural
 
 __all__ = ["PlanLimits", "plan_limits", "shell_line", "check_support", "target_version", "served_model",
            "default_served_model", "cache_dtype", "cache_flags", "rank_list", "header", "plan_nodes",
@@ -103,7 +103,7 @@ def served_model(doc: dict, options: ExportOptions) -> str:
 
 def is_wafer_plan(doc: dict) -> bool:
     """The mapping places its stages on wafers: placer names wafer devices ``r<rack>w<slot>`` and GPUs
-    ``r<rack>g<slot>`` (``placer.fleet``)."""
+    ``r<rack>g<slot>`` (``placer.specs.fleet``)."""
     return any(re.fullmatch(r"r\d+w\d+", st["device"]) for st in doc["stages"])
 
 

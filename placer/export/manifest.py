@@ -9,9 +9,9 @@ split included: a token follows ``nodes`` in order and crosses to another device
 
 from __future__ import annotations
 
-from ..mapping import compact_json
-from ..model import LayerGraph
-from .stages import Export, ExportOptions
+from placer.export.stages import Export, ExportOptions
+from placer.mapping import compact_json
+from placer.specs.model import LayerGraph
 
 __all__ = ["MANIFEST_VERSION", "build_manifest", "export_manifest"]
 

@@ -39,10 +39,17 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from ..model import LayerGraph
-from .command import header, plan_limits, target_version
-from .stages import Export, ExportOptions, ExportRefused, RankStage, runtime_stages, uniform_degree
-from .support import version_tuple
+from placer.export.command import header, plan_limits, target_version
+from placer.export.stages import (
+    Export,
+    ExportOptions,
+    ExportRefused,
+    RankStage,
+    runtime_stages,
+    uniform_degree,
+)
+from placer.export.support import version_tuple
+from placer.specs.model import LayerGraph
 
 __all__ = ["MegatronRelease", "megatron_release", "layout_string", "parse_layout", "hybrid_pattern",
            "parse_hybrid_pattern", "uneven_split_flags", "export_megatron", "megatron_flags"]

@@ -22,7 +22,7 @@ import copy
 import json
 import shlex
 
-from .stages import Export, ExportOptions, ExportRefused
+from placer.export.stages import Export, ExportOptions, ExportRefused
 
 __all__ = ["export_pooled", "PD_FLAGS"]
 
@@ -48,7 +48,7 @@ def export_pooled(doc: dict, fmt: str, export_one, *, model=None, source: str = 
     """A two-pool mapping (:mod:`placer.mapping.pools`) in format ``fmt``, validated as a pair
     first; ``export_one(doc, fmt, model=, source=, options=)`` exports one pool
     (:func:`placer.export.export_mapping`)."""
-    from ..mapping.validate_pools import validate_pooled
+    from placer.mapping.validate_pools import validate_pooled
 
     options = options or ExportOptions()
     if fmt in ("megatron", "torch"):

@@ -6,7 +6,7 @@ one. SGLang ignores the variable when the pipeline size is 1. The command sets `
 ``--max-running-requests`` (the plan's concurrency ceiling), ``--context-length`` (its context),
 ``--kv-cache-dtype`` and, for models with recurrent state, ``--mamba-ssm-dtype``.
 
-An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.attention_dp`) runs each
+An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.problem.reductions.attention_dp`) runs each
 stage's group as ``--tp-size G --attn-dp-size G`` (SGLang 0.5.23's field ``attn_dp_size``, "the
 number of data-parallel attention groups inside the TP group": G groups of one rank, attention
 whole on every rank, requests split; the older ``--dp-size G --enable-dp-attention`` is a
@@ -17,8 +17,7 @@ spread by ``--ep-size G``, ``--moe-dense-tp-size 1`` (dense MLPs replicated, as 
 
 from __future__ import annotations
 
-from ..model import LayerGraph
-from .command import (
+from placer.export.command import (
     cache_flags,
     header,
     multi_node_flags,
@@ -27,9 +26,10 @@ from .command import (
     served_model,
     shell_line,
 )
-from .speculative import sglang_speculative
-from .stages import Export, ExportOptions
-from .vllm import partition_launch
+from placer.export.speculative import sglang_speculative
+from placer.export.stages import Export, ExportOptions
+from placer.export.vllm import partition_launch
+from placer.specs.model import LayerGraph
 
 __all__ = ["export_sglang"]
 

@@ -1,6 +1,6 @@
 """The speculative-decoding flags of a launch command, for a mapping that states its speculation.
 
-A mapping made with ``--spec-tokens K`` records ``speculative`` (:class:`placer.speculative.Speculation`):
+A mapping made with ``--spec-tokens K`` records ``speculative`` (:class:`placer.specs.speculative.Speculation`):
 the method, the draft tokens per step and the draft model. The flags are the runtimes' own, as
 their parsers define them (checked against the parsers' tables in tests/vendored/):
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 
-from ..model import LayerGraph
-from .stages import ExportOptions
+from placer.export.stages import ExportOptions
+from placer.specs.model import LayerGraph
 
 __all__ = ["vllm_speculative", "sglang_speculative", "SGLANG_MTP_FROM_TARGET"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidSpec
-from ..model import Layer, LayerGraph, is_draft_node
-from ..runtime_rules import is_hybrid
+from placer.problem.runtime_rules import is_hybrid
+from placer.specs.errors import InvalidSpec
+from placer.specs.model import Layer, LayerGraph, is_draft_node
 
 __all__ = ["RankStage", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
            "require_layers_per_rank", "ranks_without_full_attention", "uniform_degree"]

@@ -14,10 +14,10 @@ stage count and each stage's decoder range.
 
 from __future__ import annotations
 
-from ..mapping import compact_json
-from ..model import LayerGraph
-from .command import header, served_model, target_version
-from .stages import Export, ExportOptions, ExportRefused, runtime_stages
+from placer.export.command import header, served_model, target_version
+from placer.export.stages import Export, ExportOptions, ExportRefused, runtime_stages
+from placer.mapping import compact_json
+from placer.specs.model import LayerGraph
 
 __all__ = ["WRAPPER_PREFIX", "module_order", "split_points", "parse_split_spec", "export_torch", "script"]
 

@@ -15,7 +15,7 @@ given (vllm-project/vllm#51752). The value is what the alignment
 attention with the default kernel block (16 tokens, at least 128 for MLA): the fewest aligned
 tokens whose attention page holds the largest linear-attention state page.
 
-An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.attention_dp`) runs each
+An attention-data-parallel plan (``parallel.attention_dp``, :mod:`placer.problem.reductions.attention_dp`) runs each
 stage's ``G`` devices as ``--data-parallel-size G --enable-expert-parallel``: ``G`` engines of
 tensor size 1 (attention, dense layers and the LM head whole on each, as placed), the MoE experts
 spread over all of them, and ``--max-num-seqs`` the ceiling's ``1/G`` share per engine.
@@ -25,9 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import LayerGraph
-from ..workload import Workload
-from .command import (
+from placer.export.command import (
     cache_flags,
     check_support,
     header,
@@ -39,8 +37,8 @@ from .command import (
     shell_line,
     target_version,
 )
-from .speculative import vllm_speculative
-from .stages import (
+from placer.export.speculative import vllm_speculative
+from placer.export.stages import (
     Export,
     ExportOptions,
     ExportRefused,
@@ -50,6 +48,8 @@ from .stages import (
     runtime_stages,
     uniform_degree,
 )
+from placer.specs.model import LayerGraph
+from placer.specs.workload import Workload
 
 __all__ = ["partition_counts", "parse_partition", "check_partition", "hybrid_block_size", "export_vllm",
            "export_partition", "PartitionLaunch", "partition_launch"]
@@ -149,7 +149,7 @@ def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1)
     largest KV bytes per token of one full-attention layer, both per tensor-parallel rank (an MLA
     latent is whole on every rank), ``kernel`` 16 tokens (128 when the attention is MLA).
     """
-    from .. import memory
+    from placer.problem import memory
 
     attention = [x for x in graph.layers if x.index is not None and x.kind == "attention" and x.part is None]
     linear = [x for x in graph.layers if x.index is not None and x.kind == "linear_attention" and x.part is None]

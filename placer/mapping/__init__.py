@@ -9,8 +9,8 @@ validator's own per-rank byte rules) and :mod:`~placer.mapping.validate` (shares
 solver). The format: ``docs/mapping-format.md``.
 """
 
-from .document import build_mapping, expert_groups_of, load_options_of
-from .io import (
+from placer.mapping.document import build_mapping, expert_groups_of, load_options_of
+from placer.mapping.io import (
     compact_json,
     dumps_mapping,
     instance_from_mapping,
@@ -18,8 +18,8 @@ from .io import (
     specs_from_mapping,
     write_mapping,
 )
-from .schema import READS_VERSIONS, SCHEMA_VERSION, check_mapping, mapping_schema
-from .serving import serving_doc, serving_of, speed_floor_mapping
+from placer.mapping.schema import READS_VERSIONS, SCHEMA_VERSION, check_mapping, mapping_schema
+from placer.mapping.serving import serving_doc, serving_of, speed_floor_mapping
 
 __all__ = [
     "SCHEMA_VERSION", "READS_VERSIONS", "build_mapping", "mapping_schema", "check_mapping", "read_mapping",

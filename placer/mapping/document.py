@@ -13,11 +13,11 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from ..catalog import hardware_dir, models_dir
-from ..errors import InfeasiblePlacement
-from ..fleet import DEFAULT_POWER_BOUNDARY, Fleet
-from ..model import DRAFT_EMBEDDING, LayerGraph
-from .schema import SCHEMA_VERSION
+from placer.mapping.schema import SCHEMA_VERSION
+from placer.specs.catalog import hardware_dir, models_dir
+from placer.specs.errors import InfeasiblePlacement
+from placer.specs.fleet import DEFAULT_POWER_BOUNDARY, Fleet
+from placer.specs.model import DRAFT_EMBEDDING, LayerGraph
 
 __all__ = ["build_mapping", "expert_groups_of", "load_options_of"]
 
@@ -80,7 +80,7 @@ def build_mapping(instance, result) -> dict:
     rank's at that count, its ``max_concurrency`` the group's (``tp`` times a rank's), and the
     workload is the user's. Raises :class:`InfeasiblePlacement` when ``result`` has no placement.
     """
-    from ..placement import levels_doc  # not at import: the validator reads mappings without it
+    from placer.problem.placement import levels_doc  # not at import: the validator reads mappings without it
 
     if result.assignment is None:
         raise InfeasiblePlacement(result.message or f"no placement to write (status {result.status})",
@@ -127,7 +127,7 @@ def build_mapping(instance, result) -> dict:
 
     # Counted from the assignment when the method left a figure out.
     hops, lat = instance.hops(assignment)
-    # the groups' collectives, when the method costed them (placer.groups.per_device records them)
+    # the groups' collectives, when the method costed them (placer.problem.reductions.tensor_parallel.per_device records them)
     intra = result.stats.get("group_latency_us") if result.stats else None
     lat += intra or 0.0
     finite = [s["max_concurrency"] for s in stages if s["max_concurrency"] is not None]
@@ -211,7 +211,7 @@ def _parallel_doc(instance) -> dict:
     if lay is not None and lay.per_stage:
         doc["per_stage"] = True      # tp and ep are the largest stage's; each stage's group has its own
     if instance.attention_dp:
-        doc["attention_dp"] = True   # each group's ranks split its requests (placer.attention_dp)
+        doc["attention_dp"] = True   # each group's ranks split its requests (placer.problem.reductions.attention_dp)
     return doc
 
 

@@ -2,9 +2,9 @@
 
 A mapping with ``parallel.attention_dp`` says every stage's ``tp`` ranks split its live requests
 (SGLang ``--attn-dp-size``, vLLM ``--data-parallel-size`` with expert parallelism). The
-rules, written here apart from the solver's (:mod:`placer.attention_dp` and
-:mod:`placer.parallel` are never imported) and tensor by tensor over the spec's tensor list
-(:func:`placer.layers.ffn_tensors`):
+rules, written here apart from the solver's (:mod:`placer.problem.reductions.attention_dp` and
+:mod:`placer.problem.parallel` are never imported) and tensor by tensor over the spec's tensor list
+(:func:`placer.specs.layers.ffn_tensors`):
 
 * every tensor of a layer is whole on every rank (attention, router, shared experts, dense MLP,
   norms, embedding, LM head), except the routed experts' stacked tensors (``mlp.experts.*``),
@@ -23,9 +23,9 @@ checkpoint's stored formats have no rule
 
 from __future__ import annotations
 
-from ..layers import ffn_tensors
-from ..memory import bits_to_bytes, weight_bytes
-from ..model import Layer
+from placer.problem.memory import bits_to_bytes, weight_bytes
+from placer.specs.layers import ffn_tensors
+from placer.specs.model import Layer
 
 __all__ = ["dp_rank_refusal", "dp_rank_params", "dp_rank_weight_bytes", "rank_requests", "group_holds",
            "dp_collective_link_latencies"]

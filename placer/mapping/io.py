@@ -6,13 +6,14 @@ import json
 import os
 from dataclasses import replace
 
-from ..errors import InvalidSpec
-from ..fleet import Fleet, load_fleet
-from ..model import DRAFT_EMBEDDING, DRAFT_PREFIX, LayerGraph, load_model
-from ..spec_io import atomic_write_text, parse_json, read_text
-from ..workload import Workload
-from .document import _racks
-from .schema import SCHEMA_VERSION, check_mapping
+from placer.mapping.document import _racks
+from placer.mapping.schema import SCHEMA_VERSION, check_mapping
+from placer.problem.reductions.refine import refine
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import Fleet, load_fleet
+from placer.specs.model import DRAFT_EMBEDDING, DRAFT_PREFIX, LayerGraph, load_model
+from placer.specs.spec_io import atomic_write_text, parse_json, read_text
+from placer.specs.workload import Workload
 
 __all__ = ["read_mapping", "write_mapping", "dumps_mapping", "compact_json", "specs_from_mapping",
            "instance_from_mapping"]
@@ -108,12 +109,12 @@ def specs_from_mapping(doc: dict, *, model=None, hardware=None, workload: Worklo
     m = _load(model, doc["model"], "model", lambda ref: load_model(ref, **options))
     draft = (doc.get("speculative") or {}).get("draft")
     if draft is not None and not any(x.name.startswith(DRAFT_PREFIX) for x in m.layers):
-        # the draft model's nodes are placed beside the target's (placer.speculative.with_draft)
-        from ..speculative import with_draft
+        # the draft model's nodes are placed beside the target's (placer.specs.speculative.with_draft)
+        from placer.specs.speculative import with_draft
 
         m = with_draft(m, _load(None, draft, "draft model", load_model))
     if doc["model"].get("draft_embedding") and not any(x.name == DRAFT_EMBEDDING for x in m.layers):
-        from ..speculative import with_draft_embedding
+        from placer.specs.speculative import with_draft_embedding
 
         m = with_draft_embedding(m)
     fleet = _load(hardware, doc["hardware"], "hardware", load_fleet)
@@ -137,12 +138,12 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     Pins recorded in the mapping are restored. ``model`` / ``hardware`` override the recorded specs
     (objects or catalog names / paths).
     """
-    from ..instance import Pin, make_instance
+    from placer.problem.instance import Pin, make_instance
 
     m, fleet, wl = specs_from_mapping(doc, model=model, hardware=hardware)
     granularity = doc["model"].get("granularity", "layer")
     groups = doc["model"].get("expert_groups", 8)
-    probe = m.refine(granularity, expert_groups=groups) if doc["mode"] == "split" else m
+    probe = refine(m, granularity, expert_groups=groups) if doc["mode"] == "split" else m
     names = {x.name: i for i, x in enumerate(probe.layers)}
     pins = []
     for k, p in enumerate(doc.get("pins", [])):
@@ -154,7 +155,7 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     reserve = par.get("reserve")
     if doc.get("schema_version", SCHEMA_VERSION) == 1:
         reserve = {"fraction": "0", "bytes": 0}     # written before reserves existed
-    from ..reserve import Reserve
+    from placer.specs.reserve import Reserve
     if par.get("per_stage"):
         inst = _per_stage_instance(doc, probe, fleet, wl, ep=par.get("ep", 1) > 1,
                                         reserve=None if reserve is None else Reserve.from_dict(reserve))
@@ -189,6 +190,6 @@ def _per_stage_instance(doc: dict, model: LayerGraph, fleet: Fleet, workload: Wo
                 raise InvalidSpec("<mapping>", f"/stages/{k}/layers", f"unknown node {name!r} in {model.name}")
             degree_of_node[names[name]] = len(members)
         groups.append(tuple(members))
-    from ..instance import per_stage_instance
+    from placer.problem.instance import per_stage_instance
 
     return per_stage_instance(model, fleet, workload, groups, degree_of_node, ep=ep, reserve=reserve)

@@ -8,7 +8,7 @@ One-pool mappings stay version 3 (every reader of version 3 reads them unchanged
 
 :func:`placer.mapping.validate_pools.validate_pooled` validates each pool's sub-document with
 :func:`placer.mapping.validate.validate_mapping` (violations prefixed by the pool) and then what
-joins them, recomputed from the specs with :mod:`placer.memory` only: the transfer bytes, the
+joins them, recomputed from the specs with :mod:`placer.problem.memory` only: the transfer bytes, the
 transfer time over the stated link, the workloads each pool was placed for, the device total and,
 on one fleet, that the pools' replicas fit it side by side.
 """

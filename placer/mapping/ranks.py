@@ -1,9 +1,9 @@
 """The validator's own per-rank bytes of a layer on a group of ``g`` devices.
 
 :mod:`placer.mapping.validate` recomputes what each device of a tensor-parallel stage holds with these
-rules, written apart from the solver's (:mod:`placer.parallel` is never imported here) and in
-another form: every stored tensor of a layer (:func:`placer.layers.mixer_tensors` and
-:func:`placer.layers.ffn_tensors`, the spec's tensor list) gets a sharding rule by name, and a
+rules, written apart from the solver's (:mod:`placer.problem.parallel` is never imported here) and in
+another form: every stored tensor of a layer (:func:`placer.specs.layers.mixer_tensors` and
+:func:`placer.specs.layers.ffn_tensors`, the spec's tensor list) gets a sharding rule by name, and a
 rank holds that share of its elements. The rules are the runtime's (vLLM's column-, row- and
 vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists them:
 
@@ -26,17 +26,17 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
 A degree that some split dimension does not divide is refused with the reason; so is a layer
 given as totals (no tensors to split) and a refined node. Weights kept in a checkpoint's stored
 formats are sliced with the same tensor rules, and a rank holds the stored bytes of its slices
-(:func:`placer.precision.tensor_bytes` of the sliced shape: packed weights with their share of the
+(:func:`placer.specs.precision.tensor_bytes` of the sliced shape: packed weights with their share of the
 group or block scales, per-tensor scales whole); a slice that cuts through a scale group or block
 (vLLM refuses such a checkpoint at that degree) is refused by :func:`stored_formats_refusal`.
 """
 
 from __future__ import annotations
 
-from ..layers import ffn_tensors, mixer_tensors
-from ..memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
-from ..model import Layer
-from ..precision import tensor_bytes
+from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
+from placer.specs.layers import ffn_tensors, mixer_tensors
+from placer.specs.model import Layer
+from placer.specs.precision import tensor_bytes
 
 __all__ = ["rank_refusal", "stored_formats_refusal", "rank_params", "rank_stored_weight_bytes", "rank_kv_elements", "rank_state_elements", "rank_weight_bytes",
            "rank_kv_bytes_per_request", "rank_state_bytes_per_request", "collective_link_latencies"]

@@ -18,11 +18,11 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-from ..errors import InvalidSpec
-from ..placement import Status, evaluate
-from ..spec_io import parse_json, read_text
-from . import build_mapping, instance_from_mapping
-from .validate import Violation
+from placer.mapping import build_mapping, instance_from_mapping
+from placer.mapping.validate import Violation
+from placer.problem.placement import Status, evaluate
+from placer.specs.errors import InvalidSpec
+from placer.specs.spec_io import parse_json, read_text
 
 __all__ = ["Rebuilt", "rebuild_mapping", "read_stages"]
 
@@ -135,7 +135,7 @@ def rebuild_mapping(doc: dict, *, model=None, hardware=None) -> Rebuilt:
         rebuilt["summary"].update({k: old[k] for k in CLAIMS if k in old})
         if "levels" not in old:
             # written before mappings stated levels: the device count, against the recorded bound
-            from ..placement import levels_doc
+            from placer.problem.placement import levels_doc
             lb = old.get("lower_bound_devices")
             rebuilt["summary"]["levels"] = levels_doc(result.replace(devices_used=rebuilt["summary"]["devices_used"],
                                                                      lower_bound_devices=lb))

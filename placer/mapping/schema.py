@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidSpec
-from ..fleet import POWER_BOUNDARIES
-from ..instance import REQUIREMENTS
-from ..units import LEVEL_UNITS
+from placer.problem.instance import REQUIREMENTS
+from placer.specs.errors import InvalidSpec
+from placer.specs.fleet import POWER_BOUNDARIES
+from placer.specs.units import LEVEL_UNITS
 
 if TYPE_CHECKING:   # jsonschema loads on the first check (a solve that writes nothing never needs it)
     from jsonschema import Draft202012Validator
@@ -104,7 +104,7 @@ def mapping_schema() -> dict:
             "workload": {
                 "type": "object", "required": list(_WORKLOAD_REQUIRED), "additionalProperties": False,
                 "properties": {
-                    # the same limits as placer.workload.Workload, so the schema check names the file
+                    # the same limits as placer.specs.workload.Workload, so the schema check names the file
                     "context_tokens": {"type": "integer", "minimum": 1, "maximum": 2**40},
                     "concurrency": {"type": "integer", "minimum": 0, "maximum": 10**9},
                     "weight_bits": bits, "kv_bits": bits, "state_bits": bits, "conv_state_bits": bits,
@@ -126,7 +126,7 @@ def mapping_schema() -> dict:
                 "properties": {"cached_prompt_tokens": {"type": "integer", "minimum": 0}},
             },
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
-                        "description": "constraints the placement was solved under (placer.instance.REQUIREMENTS)"},
+                        "description": "constraints the placement was solved under (placer.problem.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),
             "speed_target": {"type": "object",
                              "description": "the speed-floor search as `placer solve --json` prints it beside the "
@@ -149,7 +149,7 @@ def mapping_schema() -> dict:
 def _speculative_schema(name: dict, sha: dict, opt_number: dict) -> dict:
     return {
         "type": "object", "required": ["method", "tokens"], "additionalProperties": False,
-        "description": "speculative decoding the plan is made for (placer.speculative.Speculation)",
+        "description": "speculative decoding the plan is made for (placer.specs.speculative.Speculation)",
         "properties": {
             "method": {"enum": ["mtp", "eagle3", "draft_model"]},
             "tokens": {"type": "integer", "minimum": 1, "maximum": 64},
@@ -270,7 +270,7 @@ def _pointer(parts) -> str:
 
 def _check_pooled(doc: dict, source: str) -> dict:
     """A two-pool mapping (:mod:`placer.mapping.pools`): its own fields, then each pool as a stage mapping."""
-    from .pools import POOLED_VERSION, POOLS, pooled_schema_error
+    from placer.mapping.pools import POOLED_VERSION, POOLS, pooled_schema_error
 
     error = pooled_schema_error(doc)
     if error is not None:

@@ -8,7 +8,7 @@ and ``serving`` says the rest, so exports launch it at that load and the simulat
 
 from __future__ import annotations
 
-from .document import build_mapping
+from placer.mapping.document import build_mapping
 
 __all__ = ["serving_doc", "speed_floor_mapping", "serving_of"]
 
@@ -45,7 +45,7 @@ def speed_floor_mapping(plan) -> dict | None:
     chosen = plan.chosen
     if chosen is None:
         return None
-    from ..groups import per_device
+    from placer.problem.reductions.tensor_parallel import per_device
 
     shape = chosen.shape
     inst = shape.instance.with_concurrency(chosen.load)

@@ -1,9 +1,9 @@
 """Independent check of a stage mapping against the specs it names.
 
 Nothing here comes from the placement methods: every byte is recomputed from the model, hardware
-and workload with :mod:`placer.memory` (per device of a tensor-parallel group with the validator's
+and workload with :mod:`placer.problem.memory` (per device of a tensor-parallel group with the validator's
 own per-tensor rules, :mod:`placer.mapping.ranks`, from the unsharded model; neither the
-solver's :mod:`placer.parallel` nor its derived instance is used; attention-data-parallel stages
+solver's :mod:`placer.problem.parallel` nor its derived instance is used; attention-data-parallel stages
 with :mod:`placer.mapping.dp_ranks`), the runtime reserve from the
 recorded ``--reserve`` or the device type's, links and paths are read from the fleet graph (a
 group reaches another through its members' direct links, and its collectives run over the link
@@ -24,11 +24,11 @@ from functools import cached_property
 
 import networkx as nx
 
-from .. import memory
-from ..refine import parse_granularity, refine
-from ..reserve import NO_RESERVE, Reserve
-from ..units import format_bytes
-from . import check_mapping, dp_ranks, ranks, specs_from_mapping
+from placer.mapping import check_mapping, dp_ranks, ranks, specs_from_mapping
+from placer.problem import memory
+from placer.problem.reductions.refine import parse_granularity, refine
+from placer.specs.reserve import NO_RESERVE, Reserve
+from placer.specs.units import format_bytes
 
 __all__ = ["Violation", "KINDS", "CHECKS", "Reading", "validate_mapping", "validate_file"]
 
@@ -590,7 +590,7 @@ def check_pins(r: Reading) -> list[Violation]:
 
 
 def check_requirements(r: Reading) -> list[Violation]:
-    """The requirements the mapping records (placer.instance.REQUIREMENTS) on its stages, from the node kinds."""
+    """The requirements the mapping records (placer.problem.instance.REQUIREMENTS) on its stages, from the node kinds."""
     out = []
     require = r.doc.get("require", ())
     held: dict[int, list[int]] = {k: [] for k in range(len(r.stages))}
@@ -675,7 +675,7 @@ def validate_mapping(doc: dict, *, model=None, fleet=None, workload=None,
 
 def validate_file(path, *, model=None, fleet=None) -> list:
     """Read the mapping at ``path`` and validate it (see :func:`validate_mapping`)."""
-    from . import read_mapping
+    from placer.mapping import read_mapping
 
     doc = read_mapping(path)
     return validate_mapping(doc, model=model, fleet=fleet, source=str(path))

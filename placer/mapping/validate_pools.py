@@ -1,6 +1,6 @@
 """Validating a two-pool mapping (:mod:`placer.mapping.pools`): each pool's sub-document with
 :func:`placer.mapping.validate.validate_mapping` (violations prefixed by the pool), then what joins
-them, recomputed from the specs with :mod:`placer.memory` only: the transfer bytes, the transfer
+them, recomputed from the specs with :mod:`placer.problem.memory` only: the transfer bytes, the transfer
 time over the stated link, the workloads each pool was placed for, the device total and, on one
 fleet, that the pools' replicas do not share a device and fit it side by side.
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from .pools import POOLS, is_pooled
-from .schema import check_mapping
+from placer.mapping.pools import POOLS, is_pooled
+from placer.mapping.schema import check_mapping
 
 __all__ = ["POOL_KINDS", "validate_pooled", "validate_document"]
 
@@ -27,7 +27,7 @@ POOL_KINDS = {
 
 def validate_document(doc: dict, *, model=None, fleet=None, source: str = "<mapping>") -> list:
     """Every violation of a one-pool or a two-pool mapping (``fleet`` applies to one-pool ones)."""
-    from .validate import validate_mapping
+    from placer.mapping.validate import validate_mapping
 
     if is_pooled(doc):
         return validate_pooled(doc, model=model, source=source)
@@ -40,9 +40,9 @@ def _close(a: float, b: float, rel: float = 1e-6) -> bool:
 
 def validate_pooled(doc: dict, *, model=None, source: str = "<mapping>") -> list:
     """Every violation of a two-pool mapping (see the module docstring); empty when valid."""
-    from .. import memory
-    from .io import specs_from_mapping
-    from .validate import Violation, validate_mapping
+    from placer.mapping.io import specs_from_mapping
+    from placer.mapping.validate import Violation, validate_mapping
+    from placer.problem import memory
 
     check_mapping(doc, source)
     out = []
@@ -80,7 +80,7 @@ def validate_pooled(doc: dict, *, model=None, source: str = "<mapping>") -> list
 
 
 def _overlap(pre: dict, dec: dict, x: int, y: int, fleet) -> list:
-    from .validate import Violation
+    from placer.mapping.validate import Violation
 
     def devices(doc):
         return [d for st in doc["stages"] for d in (st.get("group", {}).get("devices") or [st["device"]])]

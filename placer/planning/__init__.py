@@ -7,9 +7,9 @@ refusals), :mod:`~placer.planning.solve` (the placement step: instance, placemen
 result, mapping), :mod:`~placer.planning.budget` (device budgets and replica counts),
 :mod:`~placer.planning.stage_degrees` (a degree per stage), :mod:`~placer.planning.speed` (speed
 floors), :mod:`~placer.planning.planner` (:func:`plan` and :class:`Plan`), then the reports that
-call it many times: :mod:`~placer.planning.compare`, :mod:`~placer.planning.modes`,
-:mod:`~placer.planning.sweep`, :mod:`~placer.planning.frontier`, and
-:mod:`~placer.planning.explain` (why a request does not fit).
+call it many times: :mod:`~placer.planning.studies.compare`, :mod:`~placer.planning.studies.modes`,
+:mod:`~placer.planning.studies.sweep`, :mod:`~placer.planning.studies.frontier`, and
+:mod:`~placer.planning.studies.explain` (why a request does not fit).
 
 Example::
 
@@ -22,10 +22,10 @@ Example::
     p.result.devices_used, p.result.proven_optimal     # (70, True)
 """
 
-from .layouts import Layouts, device_layouts
-from .planner import Plan, plan
-from .requirements import Requirements, SolverSettings
-from .solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
+from placer.planning.layouts import Layouts, device_layouts
+from placer.planning.planner import Plan, plan
+from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
 
 __all__ = ["plan", "Plan", "Requirements", "SolverSettings", "Solved", "DegreeSearch", "Layouts",
            "device_layouts", "build_instance", "place_instance", "search_layouts"]

@@ -1,7 +1,7 @@
 """Planning questions answered with repeated solves: budgets and replicas.
 
 * :func:`min_devices` solves one instance with the method that suits its mode and never raises
-  for an impossible request (the :class:`~placer.placement.Result` says ``infeasible``).
+  for an impossible request (the :class:`~placer.problem.placement.Result` says ``infeasible``).
 * :func:`largest_concurrency`: the largest live-request count that fits in a device budget, by
   exponential then binary search over concurrency (the minimum device count never falls as
   concurrency grows, so bisection is exact with an exact method).
@@ -14,14 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..algorithms.registry import EXACT_METHODS
-from ..algorithms.search import largest_true
-from ..errors import ARGUMENT, InvalidSpec
-from ..instance import Instance
-from ..placement import Result, Status
-from ..units import plural
-from .requirements import SEARCH_METHOD, SolverSettings
-from .solve import place_instance
+from placer.algorithms.registry import EXACT_METHODS
+from placer.algorithms.search import largest_true
+from placer.planning.requirements import SEARCH_METHOD, SolverSettings
+from placer.planning.solve import place_instance
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.units import plural
 
 __all__ = [
     "EXACT_METHODS",

@@ -40,13 +40,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..fleet import Fleet
-from ..model import LayerGraph
-from ..workload import Workload
-from .layouts import device_layouts, layout_label
-from .requirements import Requirements, SolverSettings
-from .solve import Solved, build_instance, place_instance, speculative_model
+from placer.planning.layouts import device_layouts, layout_label
+from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.solve import Solved, build_instance, place_instance, speculative_model
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.workload import Workload
 
 __all__ = ["PoolLink", "PrefillShape", "DecodeShape", "DisaggCandidate", "DisaggPlan", "pool_link",
            "prefill_fleet_of", "prompt_transfer_bytes", "prefill_replicas_for", "prefill_times", "plan_disagg"]
@@ -68,7 +68,7 @@ class PoolLink:
 
 
 def _inter_rack(fleet: Fleet) -> tuple[float | None, float | None]:
-    from ..units import parse_bandwidth
+    from placer.specs.units import parse_bandwidth
 
     f = (fleet.spec or {}).get("fleet", {})
     bw = f.get("inter_rack_bandwidth")
@@ -108,7 +108,7 @@ def pool_link(prefill: Fleet, decode: Fleet, same_fleet: bool) -> PoolLink:
 def prompt_transfer_bytes(model: LayerGraph, workload: Workload, prompt_tokens: int) -> int:
     """Bytes of one request's KV cache and recurrent state after a ``prompt_tokens`` prefill, over
     every layer (what a prefill worker sends a decode worker)."""
-    from ..memory import request_bytes
+    from placer.problem.memory import request_bytes
 
     wl = workload.replace(context_tokens=prompt_tokens)
     return sum(request_bytes(layer, wl) for layer in model.layers)
@@ -187,8 +187,8 @@ def _power(solved: Solved) -> float | None:
 def prefill_times(solved: Solved, prompt: int, budget: int) -> tuple[float, float]:
     """``(t_prefill, s)``: one prompt alone through the route, and the busiest device's share (the
     instance's prefix-cache hit is not computed)."""
-    from ..simulate import segments_of
-    from ..simulate.prefill import Chunk, prompt_time_us, step_time_us
+    from placer.simulate import segments_of
+    from placer.simulate.prefill import Chunk, prompt_time_us, step_time_us
 
     segs = segments_of(solved.instance, solved.raw.assignment)
     busy: dict[int, float] = {}
@@ -235,7 +235,7 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
                   top: int, say) -> list[DecodeShape]:
     """Decode shapes at targets 1, 2, 4, ... up to ``top`` at every layout, with the live
     requests each holds at ``floor`` tokens/s per user (decode-only simulations)."""
-    from .speed import concurrency_at_speed
+    from placer.planning.speed import concurrency_at_speed
 
     base_wl = workload.replace(context_tokens=context)
     out = []
@@ -479,7 +479,7 @@ def _settle_load(c: DisaggCandidate, osl: int, output_tokens: int, rounds: int =
 
 
 def _decode_sim(d: DecodeShape, load: int, output_tokens: int):
-    from .speed import _simulate
+    from placer.planning.speed import _simulate
 
     return _simulate(d.solved.instance, d.solved.raw.assignment, load, output_tokens, decode_only=True)
 
@@ -490,7 +490,7 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
     requests/s (or ``workload.concurrency`` live decode requests), TTFT at most
     ``req.max_ttft_ms``, TPOT at most ``1 / req.speed_floor``, fewest devices (``speed_objective``
     ``mw``: least power)."""
-    from ..simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS
+    from placer.simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
     say = log or (lambda _m: None)
     isl = req.prompt_tokens if req.prompt_tokens is not None else workload.context_tokens
@@ -538,7 +538,7 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
     if chosen is not None:
         plan.decode_solved = _decode_apart(model, df, workload, req, solver, chosen, pf is df, isl + osl)
         plan.prefill_sim = _prefill_check(chosen, budget)
-        from ..mapping.pools import build_pooled_mapping
+        from placer.mapping.pools import build_pooled_mapping
 
         plan.mapping = build_pooled_mapping(plan)
     return plan
@@ -569,7 +569,7 @@ def _devices_used(solved: Solved) -> set[str]:
 def _prefill_check(c: DisaggCandidate, budget: int):
     """One prefill replica simulated at its share of the rate (Poisson arrivals, one token each:
     the first token is the prefill's), for the TTFT the closed form is checked against."""
-    from ..simulate import simulate
+    from placer.simulate import simulate
 
     p = c.prefill.solved
     share = c.rate / c.x

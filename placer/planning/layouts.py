@@ -6,7 +6,7 @@ tensor (``ep`` False) or spread whole (True). Wafers, and split mode, run one de
 Degrees a user does not name default to the divisors of the largest node's size (of any node's
 size with per-stage degrees) that the model's dimensions (and stored formats) allow.
 
-An attention-data-parallel layout (:mod:`placer.attention_dp`) makes every stage a group of ``tp``
+An attention-data-parallel layout (:mod:`placer.problem.reductions.attention_dp`) makes every stage a group of ``tp``
 devices that splits its requests over its ranks, experts spread whole; :attr:`Layouts.attention_dp`
 lists its degrees (above 1) apart from the ``(tp, ep)`` layouts, refusals keyed ``(tp, "dp")``.
 """
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..fleet import Fleet
-from ..groups import candidate_degrees, has_gpus, node_sizes
-from ..model import LayerGraph
-from ..parallel import allowed_degrees
-from ..workload import Workload
+from placer.problem.parallel import allowed_degrees
+from placer.problem.reductions.tensor_parallel import candidate_degrees, has_gpus, node_sizes
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.workload import Workload
 
 __all__ = ["Layouts", "device_layouts", "attention_dp_layouts", "has_gpus", "has_experts", "has_mla_experts",
            "candidate_degrees", "layout_label"]
@@ -86,7 +86,7 @@ def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | 
     """The layouts a plan of ``model`` on ``fleet`` tries, and the refused ones with reasons.
 
     ``degrees`` (default :func:`candidate_degrees`) are checked against the model's dimensions
-    and, under ``workload``, its stored formats (:func:`placer.parallel.allowed_degrees`), and
+    and, under ``workload``, its stored formats (:func:`placer.problem.parallel.allowed_degrees`), and
     against the fleet's nodes (a degree needs a node with that many available devices). ``ep``:
     False splits experts by tensor; True spreads them whole (tp 1 stays, unsplit); None tries,
     for a model with MoE layers, both at every degree above 1. Split mode and wafer fleets run at
@@ -131,10 +131,10 @@ def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | 
 
 def attention_dp_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, mode: str = "contiguous",
                          workload: Workload | None = None) -> Layouts:
-    """The attention-data-parallel layouts (:mod:`placer.attention_dp`) of ``model`` on ``fleet``:
+    """The attention-data-parallel layouts (:mod:`placer.problem.reductions.attention_dp`) of ``model`` on ``fleet``:
     ``degrees`` (default the divisors of the largest node's size) above 1 that a node of the fleet
     holds and the model allows; refusals keyed ``(tp, "dp")`` (``(-1, "dp")``: the layout itself)."""
-    from ..attention_dp import dp_model_refusal
+    from placer.problem.reductions.attention_dp import dp_model_refusal
 
     refused: dict = {}
     if mode == "split" or not has_gpus(fleet):

@@ -26,14 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..fleet import Fleet
-from ..instance import Instance
-from ..model import LayerGraph
-from ..placement import Result
-from ..workload import Workload
-from .requirements import Requirements, SolverSettings
-from .solve import Solved, search_layouts
+from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.solve import Solved, search_layouts
+from placer.problem.instance import Instance
+from placer.problem.placement import Result
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.workload import Workload
 
 __all__ = ["Plan", "plan"]
 
@@ -89,14 +89,14 @@ class Plan:
         if self.pools is not None:
             return self.pools.mapping
         if self.kind == "speed-floor" and self.speed is not None and self.speed.chosen is not None:
-            from ..mapping import speed_floor_mapping
+            from placer.mapping import speed_floor_mapping
 
             return speed_floor_mapping(self.speed)
         return None if self.solved is None else self.solved.mapping
 
     @property
     def interrupted(self) -> bool:
-        from ..algorithms.deadline import interrupted
+        from placer.algorithms.deadline import interrupted
 
         return bool(self.result is not None and self.result.interrupted) or interrupted()
 
@@ -117,8 +117,8 @@ class Plan:
                 and all(s.result.status == "infeasible" or s.result.proven_optimal for s in self.tried))
 
     def explain(self, *, time_limit: float = 20.0, deadline=None) -> str:
-        """Why nothing placed, in bytes, and what would fit (:func:`placer.planning.explain.explain_infeasible`)."""
-        from .explain import explain_infeasible
+        """Why nothing placed, in bytes, and what would fit (:func:`placer.planning.studies.explain.explain_infeasible`)."""
+        from placer.planning.studies.explain import explain_infeasible
 
         if self.instance is None:
             return self.message or "no placement"
@@ -160,7 +160,7 @@ def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requ
     """Plan ``model`` on ``fleet`` under ``workload``: the one entry point (see the module docstring).
 
     ``log(line)`` hears the planner's own steps (each shape of a speed search); the solver's
-    reports go to ``solver.progress``. Raises :class:`~placer.errors.InvalidSpec` for requirements
+    reports go to ``solver.progress``. Raises :class:`~placer.specs.errors.InvalidSpec` for requirements
     the fleet or the method cannot honour (naming the field), never for an impossible request: an
     infeasible plan says why (:meth:`Plan.explain`).
     """
@@ -184,13 +184,24 @@ def _layouts_plan(model, fleet, workload, req: Requirements, solver: SolverSetti
     if best is not None and best.result.feasible:
         ceiling = best.result.concurrency_ceiling
         load = workload.concurrency if ceiling is None else min(workload.concurrency, ceiling)
-    return Plan("layouts", model, fleet, workload, req, solver, best, search.solved,
-                {f"tp {g}": why for g, why in search.refused.items()}, search.skipped,
-                load_per_replica=load, devices_proven=search.devices_proven)
+    refused = {f"tp {g}": why for g, why in search.refused.items()}
+    return Plan("layouts", model, fleet, workload, req, solver, best, search.solved, refused, search.skipped,
+                load_per_replica=load, devices_proven=search.devices_proven,
+                message=_layouts_message(best, refused))
+
+
+def _layouts_message(best: Solved | None, refused: dict[str, str]) -> str:
+    """Why a layout search placed nothing (empty when it placed): the best layout's own reason,
+    else every refusal."""
+    if best is not None and best.result.feasible:
+        return ""
+    if best is not None and best.result.message:
+        return best.result.message
+    return "; ".join(f"{k}: {why}" for k, why in refused.items()) or "no layout placed"
 
 
 def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSettings) -> Plan:
-    from .stage_degrees import solve_per_stage
+    from placer.planning.stage_degrees import solve_per_stage
 
     solved = solve_per_stage(model, fleet, workload, degrees=req.degrees, ep=bool(req.expert_parallel),
                              reserve=req.reserve, require=req.constraints_for(model), mode=req.mode, pins=req.pins,
@@ -204,7 +215,7 @@ def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSet
 
 
 def _speed_plan(model, fleet, workload, req: Requirements, solver: SolverSettings, log) -> Plan:
-    from .speed import speed_search
+    from placer.planning.speed import speed_search
 
     sp = speed_search(model, fleet, workload, req, solver, log=log)
     chosen = sp.chosen
@@ -218,7 +229,7 @@ def _speed_plan(model, fleet, workload, req: Requirements, solver: SolverSetting
 
 
 def _disagg_plan(model, fleet, workload, req: Requirements, solver: SolverSettings, log) -> Plan:
-    from .disagg import plan_disagg
+    from placer.planning.disagg import plan_disagg
 
     dp = plan_disagg(model, fleet, workload, req, solver, log=log)
     c = dp.chosen

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..instance import MODES, REQUIREMENTS
-from ..reserve import Reserve
+from placer.problem.instance import MODES, REQUIREMENTS
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.reserve import Reserve
 
 __all__ = ["Requirements", "SolverSettings", "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
            "FALLBACK_METHOD", "SPEED_OBJECTIVES", "granularity_for", "floor_from"]
@@ -72,26 +72,26 @@ class Requirements:
     spreads experts whole, False splits them by tensor, None tries both where that matters (speed
     floors and degree comparisons on MoE models; a plain solve splits by tensor); ``reserve``
     overrides the device types' runtime reserve; ``pins``: ``N=DEVICE``, ``NAME=DEVICE`` or ``A-B``;
-    ``constraints``: names of :data:`placer.instance.REQUIREMENTS` (such as
+    ``constraints``: names of :data:`placer.problem.instance.REQUIREMENTS` (such as
     ``attention-per-stage``); ``min_user_tps`` / ``max_itl_ms``: a per-user speed floor (replicas
     added as needed) with ``speed_objective`` choosing among the plans that meet it (devices, mw,
     tokens-per-mw); ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``output_tokens``: tokens each simulated request decodes when a floor is checked;
     ``runtime``: a runtime the plan must run on as written (vllm, sglang, megatron, torch): its
-    rules (:mod:`placer.runtime_rules`) join the constraints, restrict the mode to contiguous and
+    rules (:mod:`placer.problem.runtime_rules`) join the constraints, restrict the mode to contiguous and
     the degrees to its own, and are proven like any other constraint; ``max_ttft_ms``: beside a
     speed floor, the p99 time to first token each replica keeps to at its load (the closed-loop
     simulation with chunked prefill).
     ``spec_tokens`` / ``spec_method`` / ``draft_model`` / ``spec_accept``: speculative decoding
-    (:mod:`placer.speculative`): the drafter's nodes (the model's MTP layers, or a draft model's
+    (:mod:`placer.specs.speculative`): the drafter's nodes (the model's MTP layers, or a draft model's
     nodes added beside the target's) are placed on the LM head's stage (``mtp-with-head``).
     ``attention_dp``: attention data parallelism with experts spread whole
-    (:mod:`placer.attention_dp`): True plans with it only, False never, None tries it for models
+    (:mod:`placer.problem.reductions.attention_dp`): True plans with it only, False never, None tries it for models
     with MLA attention and MoE layers where it matters, when no tensor-parallel layout places
     (every TP rank keeps the whole MLA latent cache, so TP cannot hold more MLA requests).
 
     ``disagg``: a prefill pool and a decode pool (:mod:`placer.planning.disagg`), the prefill pool
-    on ``prefill_fleet`` (a second :class:`~placer.fleet.Fleet`, or a device type of the fleet;
+    on ``prefill_fleet`` (a second :class:`~placer.specs.fleet.Fleet`, or a device type of the fleet;
     None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
     ``maximize_rate``: instead, the most requests/s the fleet serves under the targets;
     ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request,
@@ -118,7 +118,7 @@ class Requirements:
     output_tokens: int = 16
     runtime: str | None = None
     max_ttft_ms: float | None = None
-    # speculative decoding (placer.speculative): draft tokens per step (0: none), the method (None:
+    # speculative decoding (placer.specs.speculative): draft tokens per step (0: none), the method (None:
     # draft_model with a draft model, else the model's MTP layers), a draft model placed beside the
     # target, and the acceptance length (None: the published default for the model's family)
     spec_tokens: int = 0
@@ -154,14 +154,14 @@ class Requirements:
         if not isinstance(c, int) or isinstance(c, bool) or c < 0:
             raise InvalidSpec(ARGUMENT, "cached_prompt_tokens", "prompt tokens found in the prefix cache: an integer >= 0")
         if self.objective is not None:
-            from ..algorithms.registry import parse_objective
+            from placer.algorithms.registry import parse_objective
 
             try:
                 parse_objective(self.objective)
             except ValueError as exc:
                 raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
         if self.runtime is not None:
-            from ..runtime_rules import check_runtime_request
+            from placer.problem.runtime_rules import check_runtime_request
 
             check_runtime_request(self.runtime, mode=self.mode, degrees=self.degrees, per_stage=self.per_stage_degrees)
         self._check_disagg()
@@ -195,7 +195,7 @@ class Requirements:
                 raise InvalidSpec(ARGUMENT, "pins", "pins are not supported with --per-stage-tp")
 
     def _check_speculation(self) -> None:
-        from ..speculative import SPEC_METHODS
+        from placer.specs.speculative import SPEC_METHODS
 
         k = self.spec_tokens
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
@@ -258,7 +258,7 @@ class Requirements:
             return self.mode
         if self.has_speed_floor or self.per_stage_degrees or self.runtime is not None:
             return "contiguous"
-        from ..algorithms import default_mode
+        from placer.algorithms import default_mode
 
         return default_mode(method)
 
@@ -266,7 +266,7 @@ class Requirements:
         """The constraints of every placement of ``model``: the asked ones and the runtime's rules."""
         if self.runtime is None:
             return self.constraints
-        from ..runtime_rules import runtime_requirements
+        from placer.problem.runtime_rules import runtime_requirements
 
         return tuple(dict.fromkeys(self.constraints + runtime_requirements(self.runtime, model)))
 
@@ -275,7 +275,7 @@ class Requirements:
         """The degrees to try: the asked ones, else the runtime's own when it has a restriction."""
         if self.degrees is not None or self.runtime is None:
             return self.degrees
-        from ..runtime_rules import runtime_rules
+        from placer.problem.runtime_rules import runtime_rules
 
         return runtime_rules(self.runtime).degrees
 
@@ -316,7 +316,7 @@ class SolverSettings:
 
     def __post_init__(self):
         if self.method is not None:
-            from ..algorithms.registry import method as registry_row
+            from placer.algorithms.registry import method as registry_row
 
             registry_row(self.method)           # InvalidSpec (field method) for an unknown name
         if not (isinstance(self.time_limit, (int, float)) and self.time_limit > 0 and math.isfinite(self.time_limit)):

@@ -2,7 +2,7 @@
 result -> stage mapping. This is the only place that sequence is written.
 
 * :func:`build_instance` turns a model, a fleet, a workload and :class:`Requirements` into an
-  :class:`~placer.instance.Instance` at one layout: the mode, granularity, pins, constraints and
+  :class:`~placer.problem.instance.Instance` at one layout: the mode, granularity, pins, constraints and
   reserve all come from the requirements, so no planner can drop one;
 * :func:`place_instance` places it with the solver settings and returns a :class:`Solved` (the
   result with device figures in devices, the method's own result in groups, and the mapping);
@@ -15,18 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from .. import algorithms
-from ..algorithms.deadline import interrupt_scope, interrupted
-from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
-from ..fleet import Fleet
-from ..groups import per_device
-from ..instance import Instance, make_instance
-from ..model import LayerGraph, is_draft_node
-from ..placement import Result, Status
-from ..speculative import needs_draft_embedding, with_draft_embedding
-from ..workload import Workload
-from .layouts import Layouts, device_layouts
-from .requirements import Requirements, SolverSettings
+from placer import algorithms
+from placer.algorithms.deadline import interrupt_scope, interrupted
+from placer.planning.layouts import Layouts, device_layouts
+from placer.planning.requirements import Requirements, SolverSettings
+from placer.problem.instance import Instance, make_instance
+from placer.problem.placement import Result, Status
+from placer.problem.reductions.tensor_parallel import per_device
+from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph, is_draft_node
+from placer.specs.speculative import needs_draft_embedding, with_draft_embedding
+from placer.specs.workload import Workload
 
 __all__ = ["Solved", "DegreeSearch", "build_instance", "place_instance", "search_layouts", "rank_key"]
 
@@ -43,7 +43,7 @@ class Solved:
 
     @cached_property
     def mapping(self) -> dict | None:
-        from ..mapping import build_mapping
+        from placer.mapping import build_mapping
 
         if self.instance is None or not self.result.feasible:
             return None
@@ -54,7 +54,7 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
                    method: str = "cpsat", tp: int = 1, ep: bool = False, concurrency: int | None = None,
                    attention_dp: bool = False) -> Instance:
     """The instance ``requirements`` ask for at degree ``tp`` (``ep``: experts spread whole;
-    ``attention_dp``: requests split over each group's ranks, :mod:`placer.attention_dp`), in
+    ``attention_dp``: requests split over each group's ranks, :mod:`placer.problem.reductions.attention_dp`), in
     the mode :meth:`Requirements.mode_for` gives for ``method``; ``concurrency`` replaces the
     workload's live requests."""
     mode = requirements.mode_for(method)
@@ -63,7 +63,7 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     model, speculation = speculative_model(model, requirements)
     require = requirements.constraints_for(model)
     if any(is_draft_node(x) for x in model.layers) and "mtp-with-head" not in require:
-        # the runtimes build the drafter on the last pipeline rank (placer.speculative)
+        # the runtimes build the drafter on the last pipeline rank (placer.specs.speculative)
         require = (*require, "mtp-with-head")
     inst = make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
                          pins=requirements.pins, require=require, tp=tp, ep=ep, reserve=requirements.reserve,
@@ -80,24 +80,24 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
 
 
 def _drafter_embedding_placed(inst: Instance, requirements: Requirements) -> bool:
-    """Whether the drafter's own embedding copy (:func:`placer.speculative.with_draft_embedding`)
+    """Whether the drafter's own embedding copy (:func:`placer.specs.speculative.with_draft_embedding`)
     is placed: the runtimes hold it on pipelines of more than one rank, so it is left out only
     when every plan the solve can return is one stage: the whole model fits one device (group)
     and devices are the first level (the one-stage plan is then the optimum)."""
     if not needs_draft_embedding(inst.model):
         return False
-    from ..algorithms.objectives import parse_objective
+    from placer.algorithms.objectives import parse_objective
 
     first = parse_objective(requirements.cpsat_objective)[0]
     return not (sum(inst.demand_bytes) <= max(inst.capacity_bytes) and first == "devices")
 
 
 def speculative_model(model: LayerGraph, requirements: Requirements):
-    """(the graph placed, the :class:`~placer.speculative.Speculation` or None): ``model`` with the
+    """(the graph placed, the :class:`~placer.specs.speculative.Speculation` or None): ``model`` with the
     draft model's nodes beside its own when the requirements name one."""
     if not requirements.spec_tokens:
         return model, None
-    from ..speculative import speculation_for, with_draft
+    from placer.specs.speculative import speculation_for, with_draft
 
     draft = requirements.draft_model
     speculation = speculation_for(model, requirements.spec_tokens, method=requirements.spec_method, draft=draft,

@@ -32,17 +32,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..algorithms.search import largest_true
-from ..errors import ARGUMENT, InvalidSpec
-from ..fleet import Fleet
-from ..instance import Instance
-from ..model import LayerGraph
-from ..placement import Result
-from ..reserve import Reserve
-from ..workload import Workload
-from .layouts import device_layouts, has_experts, layout_label
-from .requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
-from .solve import Solved, build_instance, place_instance
+from placer.algorithms.search import largest_true
+from placer.planning.layouts import device_layouts, has_experts, layout_label
+from placer.planning.requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
+from placer.planning.solve import Solved, build_instance, place_instance
+from placer.problem.instance import Instance
+from placer.problem.placement import Result
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.reserve import Reserve
+from placer.specs.workload import Workload
 
 __all__ = ["OBJECTIVES", "Shape", "Candidate", "SpeedPlan", "concurrency_at_speed", "plan_for_speed",
            "speed_search", "floor_from", "layouts", "has_experts"]
@@ -166,7 +166,7 @@ class SpeedPlan:
 def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **sim):
     """``live`` requests of a replica simulated (a group's, under attention data parallelism: its
     heaviest rank runs its share and the figures are the group's, :mod:`placer.simulate.data_parallel`)."""
-    from ..simulate.des import simulate_group
+    from placer.simulate.des import simulate_group
 
     return simulate_group(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
 
@@ -229,7 +229,7 @@ def _better(objective: str):
 
 def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_ttft_us: float | None = None) -> Shape:
     """A placement and the live requests it holds at ``floor`` (every figure simulated)."""
-    from ..simulate import segments_of
+    from placer.simulate import segments_of
 
     inst, r = solved.instance, solved.raw
     segs = segments_of(inst, r.assignment)
@@ -266,7 +266,7 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
                    workers: int = 2) -> SpeedPlan:
     """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each: the keyword
     form of :func:`speed_search` (``objective`` is the speed objective; ``require`` the constraints
-    of :data:`placer.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``workers``: CP-SAT's)."""
+    of :data:`placer.problem.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``workers``: CP-SAT's)."""
     if objective not in OBJECTIVES:
         raise InvalidSpec(ARGUMENT, "objective", f"unknown objective {objective!r} "
                                                  f"(choose from {', '.join(OBJECTIVES)})")

@@ -3,9 +3,9 @@ devices of one node, g chosen per stage from the allowed degrees, for fleets and
 allow it (mixed GPU types; vLLM and SGLang take one degree for all stages).
 
 :func:`solve_per_stage` builds the exact problem of :mod:`placer.algorithms.stage_degrees` from the
-specs (per degree the per-rank bytes of every layer, :mod:`placer.parallel`; per node of the
+specs (per degree the per-rank bytes of every layer, :mod:`placer.problem.parallel`; per node of the
 fleet its available devices and per-rank capacity), solves it, and turns the plan into a
-placement of a *plan instance* (:func:`placer.instance.per_stage_instance`): an ordinary :class:`~placer.instance.Instance`
+placement of a *plan instance* (:func:`placer.problem.instance.per_stage_instance`): an ordinary :class:`~placer.problem.instance.Instance`
 whose devices are the plan's groups and whose nodes are one rank's share of each layer at the
 degree of the stage holding it. That instance is what the exact re-check, the mapping, the
 simulator and the exporters read, so a per-stage plan goes through the same pipeline as any other.
@@ -21,19 +21,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algorithms.deadline import interrupt_scope
-from ..algorithms.registry import parse_objective
-from ..algorithms.stage_degrees import FleetNode, PerStageProblem, solve_problem
-from ..errors import ARGUMENT, InvalidSpec
-from ..fleet import Fleet
-from ..instance import REQUIREMENTS, Instance, Layout, per_stage_instance
-from ..model import LayerGraph
-from ..parallel import shard_model
-from ..placement import Result, Status, evaluate
-from ..reserve import Reserve
-from ..workload import Workload
-from .layouts import device_layouts
-from .solve import Solved
+from placer.algorithms.deadline import interrupt_scope
+from placer.algorithms.registry import parse_objective
+from placer.algorithms.stage_degrees import FleetNode, PerStageProblem, solve_problem
+from placer.planning.layouts import device_layouts
+from placer.planning.solve import Solved
+from placer.problem.instance import REQUIREMENTS, Instance, Layout, per_stage_instance
+from placer.problem.parallel import shard_model
+from placer.problem.placement import Result, Status, evaluate
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.reserve import Reserve
+from placer.specs.workload import Workload
 
 __all__ = ["PerStageSolved", "per_stage_degrees", "per_stage_problem", "solve_per_stage", "fleet_nodes"]
 
@@ -173,7 +173,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
 def _result(inst: Instance, assignment, out, stats) -> Result:
     """The placement on the plan instance, re-checked in exact bytes there (as every method's is), with
     device figures in devices."""
-    from ..algorithms.check import PlacementBug, check_placement
+    from placer.algorithms.check import PlacementBug, check_placement
 
     order = tuple(range(max(assignment) + 1))
     r = evaluate(inst, assignment, method="cpsat", status=out.status, seconds=out.seconds, order=order,

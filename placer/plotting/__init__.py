@@ -15,12 +15,12 @@ import os  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from .plot_frontier import plot_frontier  # noqa: E402
-from .plot_frontiers import plot_frontiers  # noqa: E402
-from .plot_gantt import plot_gantt  # noqa: E402
-from .plot_layout import plot_layout  # noqa: E402
-from .plot_speed_frontier import plot_speed_frontier  # noqa: E402
-from .plot_speed_frontiers import plot_speed_frontiers  # noqa: E402
+from placer.plotting.plot_frontier import plot_frontier  # noqa: E402
+from placer.plotting.plot_frontiers import plot_frontiers  # noqa: E402
+from placer.plotting.plot_gantt import plot_gantt  # noqa: E402
+from placer.plotting.plot_layout import plot_layout  # noqa: E402
+from placer.plotting.plot_speed_frontier import plot_speed_frontier  # noqa: E402
+from placer.plotting.plot_speed_frontiers import plot_speed_frontiers  # noqa: E402
 
 __all__ = ["plot_layout", "plot_frontier", "plot_frontiers", "plot_speed_frontier", "plot_speed_frontiers",
            "plot_gantt", "save", "image_format", "IMAGE_FORMATS"]

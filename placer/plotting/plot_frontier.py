@@ -31,7 +31,7 @@ def plot_frontier(rows: Sequence[Mapping], ax: Axes | None = None, *, x: str = "
     """
     import matplotlib.pyplot as plt
 
-    from ..units import format_tokens
+    from placer.specs.units import format_tokens
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5), dpi=120)

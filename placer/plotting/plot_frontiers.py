@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .plot_frontier import plot_frontier
+from placer.plotting.plot_frontier import plot_frontier
 
 __all__ = ["plot_frontiers"]
 

@@ -31,7 +31,7 @@ def plot_gantt(result, ax=None, *, max_intervals: int = 4000, title: str | None 
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from ..units import format_duration_us
+    from placer.specs.units import format_duration_us
 
     if result.trace is None:
         raise ValueError("the simulation ran without trace=True: no occupancy to draw")

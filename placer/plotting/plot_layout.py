@@ -34,7 +34,7 @@ def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
     """(id, rack, slot, available) of every device to draw."""
     if fleet is None:
         try:
-            from ..fleet import load_fleet
+            from placer.specs.fleet import load_fleet
 
             fleet = load_fleet(doc["hardware"]["name"])
         except Exception:  # a hand-written mapping may name hardware placer does not know
@@ -100,7 +100,7 @@ def _stage_kinds(stage: dict, kinds_by_name: dict[str, str]) -> list[str]:
 def _model_kinds(doc: dict, model) -> dict[str, str]:
     if model is None:
         try:
-            from ..model import load_model
+            from placer.specs.model import load_model
 
             model = load_model(doc["model"]["name"])
         except Exception:  # unknown model: kinds come from the stages' bytes
@@ -320,7 +320,7 @@ def _draw_path(ax, doc, centers, stages, half_w: float) -> None:
 
 
 def _title(doc: dict) -> str:
-    from ..units import format_duration_us, format_tokens
+    from placer.specs.units import format_duration_us, format_tokens
 
     s = doc.get("summary", {})
     w = doc.get("workload", {})

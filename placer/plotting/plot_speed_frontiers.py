@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .plot_speed_frontier import plot_speed_frontier
+from placer.plotting.plot_speed_frontier import plot_speed_frontier
 
 __all__ = ["plot_speed_frontiers"]
 

@@ -3,14 +3,14 @@
 :mod:`.cost` turns a placement into segments with step times (constants from the hardware spec's
 ``perf`` block), :mod:`.prefill` prices prompt chunks on them, :mod:`.des` simulates serving with
 simpy (:class:`Simulation`; chunked prefill and decode, a closed loop at fixed concurrency),
-:mod:`.result` holds what it reports and :mod:`.gantt` draws stage occupancy
-(:mod:`placer.planning.modes` compares the placements of every mode side by side.)
+:mod:`.result` holds what it reports (:func:`placer.plotting.plot_gantt` draws its stage occupancy)
+(:mod:`placer.planning.studies.modes` compares the placements of every mode side by side.)
 """
 
-from .contexts import ContextDist, parse_context_dist
-from .cost import Segment, segments_of
-from .des import Simulation, simulate, simulate_mapping
-from .result import SimResult
+from placer.simulate.contexts import ContextDist, parse_context_dist
+from placer.simulate.cost import Segment, segments_of
+from placer.simulate.des import Simulation, simulate, simulate_mapping
+from placer.simulate.result import SimResult
 
 __all__ = ["Segment", "segments_of", "ContextDist", "SimResult", "Simulation", "parse_context_dist", "simulate",
            "simulate_mapping"]

@@ -3,10 +3,10 @@ the speculation and the prefix-cache hit a run takes from its instance when not 
 
 from __future__ import annotations
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..instance import Instance
-from ..units import parse_tokens
-from .contexts import ContextDist, parse_context_dist
+from placer.problem.instance import Instance
+from placer.simulate.contexts import ContextDist, parse_context_dist
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.units import parse_tokens
 
 __all__ = ["spec_of", "cached_prompt", "check_counts", "context_dist"]
 
@@ -24,7 +24,7 @@ def spec_of(instance: Instance, spec_k: int | None, spec_accept: float | None) -
 
 def cached_prompt(instance: Instance, tokens: int | None) -> int:
     """Prompt tokens of every request found in the prefix cache: those given, else the instance's
-    (:attr:`placer.instance.Instance.cached_prompt_tokens`, set by the plan it was built for)."""
+    (:attr:`placer.problem.instance.Instance.cached_prompt_tokens`, set by the plan it was built for)."""
     if tokens is None:
         return int(getattr(instance, "cached_prompt_tokens", 0) or 0)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ARGUMENT, InvalidSpec
-from ..units import parse_tokens
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.units import parse_tokens
 
 __all__ = ["ContextDist", "parse_context_dist"]
 

@@ -56,9 +56,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from .. import memory
-from ..errors import InvalidSpec
-from ..instance import Instance
+from placer.problem import memory
+from placer.problem.instance import Instance
+from placer.specs.errors import InvalidSpec
 
 __all__ = ["NodeCost", "Segment", "segments_of", "node_cost", "Terms", "cached_tokens", "collective_time_us",
            "Collective", "COLLECTIVES", "tensor_parallel", "expert_parallel", "attention_data_parallel",
@@ -223,7 +223,7 @@ def expert_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_
 def attention_data_parallel(group_size: int, hidden_bytes_per_token: float, experts_per_token: int,
                             moe_layers: int, latency_us: float, bandwidth_bytes_per_s: float | None) -> Collective:
     """Attention data parallelism with expert parallelism over ``group_size`` devices
-    (:mod:`placer.attention_dp`): every rank runs attention for its own requests on replicated
+    (:mod:`placer.problem.reductions.attention_dp`): every rank runs attention for its own requests on replicated
     weights (no all-reduce), then per MoE layer sends each of its tokens to the ranks of its
     ``experts_per_token`` experts (dispatch) and gathers the results back (combine), each an
     all-to-all of ``hidden_bytes_per_token x experts_per_token`` per token of the rank's own
@@ -412,13 +412,13 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     projection, two per layer (attention output, MLP down; one for the vocabulary-parallel
     embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
     a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). The
-    counts are :func:`placer.groups.collectives_of`, the ones the solver's hop-latency level uses.
+    counts are :func:`placer.problem.reductions.tensor_parallel.collectives_of`, the ones the solver's hop-latency level uses.
     Latency and bandwidth are the node's link between the group's first two members; a device
     type whose perf gives ``collective_latency_us`` pays that per collective instead of the link
     latency per ring step. Under attention data parallelism only the MoE layers' dispatch and
     combine remain (:func:`attention_data_parallel`).
     """
-    from ..groups import collectives_of
+    from placer.problem.reductions.tensor_parallel import collectives_of
 
     members = instance.members(device)
     g = len(members)

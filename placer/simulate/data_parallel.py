@@ -1,6 +1,6 @@
 """A simulation of an attention-data-parallel placement, reported for the whole group.
 
-The instance of an attention-data-parallel layout is its heaviest rank's (:mod:`placer.attention_dp`):
+The instance of an attention-data-parallel layout is its heaviest rank's (:mod:`placer.problem.reductions.attention_dp`):
 the simulator runs one rank's share of the requests through the pipeline, every stage's step
 costing that rank's attention over its own KV cache and the MoE layers' dispatch and combine
 all-to-alls (:func:`placer.simulate.cost.attention_data_parallel`). The ``g`` ranks of a group

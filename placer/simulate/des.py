@@ -44,7 +44,7 @@ Steps are formed under one of two schedules:
 
 Times are in microseconds. The result holds the figures ``placer simulate --json`` reports plus
 the closed-form anchors (unloaded token latency, per-stage step times, the pipeline's throughput
-bound) and the power boundary the power figures use (the fleet's, :meth:`placer.fleet.Fleet.with_power`).
+bound) and the power boundary the power figures use (the fleet's, :meth:`placer.specs.fleet.Fleet.with_power`).
 """
 
 from __future__ import annotations
@@ -57,15 +57,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from .. import memory
-from ..errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
-from ..instance import Instance
-from . import arguments
-from .contexts import ContextDist, parse_context_dist
-from .cost import cached_tokens, segments_of
-from .prefill import Chunk, step_time_us, sum_min
-from .result import Interval, SimResult, token_stats
-from .speculative import target_and_draft
+from placer.problem import memory
+from placer.problem.instance import Instance
+from placer.simulate import arguments
+from placer.simulate.contexts import ContextDist, parse_context_dist
+from placer.simulate.cost import cached_tokens, segments_of
+from placer.simulate.prefill import Chunk, step_time_us, sum_min
+from placer.simulate.result import Interval, SimResult, token_stats
+from placer.simulate.speculative import target_and_draft
+from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 
 __all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping", "simulate_group",
            "Interval", "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
@@ -646,10 +646,10 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
 def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
                      **kw) -> SimResult:
     """:func:`simulate` for a stage-mapping document (``placer simulate MAPPING``); ``power`` and
-    ``pue`` choose the boundary the power figures are counted at (:meth:`placer.fleet.Fleet.with_power`;
+    ``pue`` choose the boundary the power figures are counted at (:meth:`placer.specs.fleet.Fleet.with_power`;
     default the fleet's). A mapping made for speculative decoding (``speculative``: draft tokens and
     a known acceptance length) is simulated with it unless ``spec_k`` is given."""
-    from ..mapping import instance_from_mapping, specs_from_mapping
+    from placer.mapping import instance_from_mapping, specs_from_mapping
 
     spec = doc.get("speculative") or {}
     if "spec_k" not in kw and spec.get("accept") is not None:
@@ -673,6 +673,6 @@ def simulate_group(instance: Instance, assignment, **options) -> SimResult:
     """:func:`simulate` with ``requests`` and ``max_live`` in live requests of a group (the heaviest
     rank's share of them under attention data parallelism), the result stated for the whole group
     (:mod:`placer.simulate.data_parallel`); the plain run when the instance is not attention-data-parallel."""
-    from .data_parallel import for_group, rank_options
+    from placer.simulate.data_parallel import for_group, rank_options
 
     return for_group(simulate(instance, assignment, **rank_options(options, instance)), instance)

@@ -19,7 +19,7 @@ def simulate_pooled(doc: dict, *, model=None, output_tokens: int = 16, seed: int
     """The figures of a two-pool mapping ``doc`` (see the module docstring): TTFT p50 / p99 (us),
     TPOT and ITL p50 / p99 (us), aggregate tokens/s and power over every replica, and whether the
     mapping's targets hold."""
-    from .des import simulate_mapping
+    from placer.simulate.des import simulate_mapping
 
     reps, t, tg = doc["replicas"], doc["transfer"], doc["targets"]
     rate = doc["summary"]["rate"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .cost import Segment, Terms
+from placer.simulate.cost import Segment, Terms
 
 __all__ = ["Chunk", "sum_min", "chunk_terms", "chunk_time_us", "step_terms", "step_time_us", "prompt_time_us"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algorithms.search import doubling_ladder
-from ..instance import Instance
-from .des import simulate_group
+from placer.algorithms.search import doubling_ladder
+from placer.problem.instance import Instance
+from placer.simulate.des import simulate_group
 
 __all__ = ["SpecGain", "speculation_gain"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..instance import Instance
-from ..model import is_draft_node
-from .cost import Segment, group_collectives
+from placer.problem.instance import Instance
+from placer.simulate.cost import Segment, group_collectives
+from placer.specs.model import is_draft_node
 
 __all__ = ["target_and_draft"]
 
@@ -18,7 +18,7 @@ def target_and_draft(instance: Instance, segs: Sequence[Segment]) -> tuple[list[
     """(target segments, draft segments) of the route ``segs``; no draft segment when the placement
     has no MTP nodes."""
     nodes = instance.nodes
-    # MTP layers, a draft model's nodes and the drafter's embedding copy (placer.model.is_draft_node)
+    # MTP layers, a draft model's nodes and the drafter's embedding copy (placer.specs.model.is_draft_node)
     mtp = {i for i, x in enumerate(nodes) if is_draft_node(x)}
     if not mtp:
         return list(segs), []

@@ -5,10 +5,10 @@
 * strategies: :mod:`.identical_chain`, :mod:`.contiguous`, :mod:`.free`;
 * models: :mod:`.models` (F0 path, F2 contiguous, F1 free), :mod:`.arcflow` (device count);
 * :mod:`.fleet`: fleet views (twins, latency hierarchy, integer latencies);
-* :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.planning.explain`).
+* :mod:`.core`: unsatisfiable cores (shared with :mod:`placer.planning.studies.explain`).
 """
 
-from ..objectives import OBJECTIVES
-from .driver import cpsat
+from placer.algorithms.cpsat.driver import cpsat
+from placer.algorithms.objectives import OBJECTIVES
 
 __all__ = ["cpsat", "OBJECTIVES"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from .. import ortools_adapter as ora
-from ..packing import ArcFlow, decompose
+from placer.algorithms import ortools_adapter as ora
+from placer.algorithms.packing import ArcFlow, decompose
 
 __all__ = ["solve_arcflow"]
 

@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import time
 
-from ...instance import Instance
-from ...placement import Result, Status
-from ..chain import chain_min_devices, min_group_runs, next_fit
-from ..check import stage_order
-from ..deadline import Deadline
-from ..dp import dp
-from ..greedy import greedy
-from ..pathbound import path_relaxation
-from ..pathwalk import walk_paths
-from .fleet import min_groups_covering, path_latency_bound
-from .levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
-from .models import ContiguousModel, fix_latency
-from .run import (
+from placer.algorithms.chain import chain_min_devices, min_group_runs, next_fit
+from placer.algorithms.check import stage_order
+from placer.algorithms.cpsat.fleet import min_groups_covering, path_latency_bound
+from placer.algorithms.cpsat.levels import Built, CountFixed, Strategy, cheapest_hops_bound, solve_levels
+from placer.algorithms.cpsat.models import ContiguousModel, fix_latency
+from placer.algorithms.cpsat.run import (
     LIGHT_F2,
     Run,
     acceptable,
@@ -29,6 +22,13 @@ from .run import (
     no_placement,
     objective_levels,
 )
+from placer.algorithms.deadline import Deadline
+from placer.algorithms.dp import dp
+from placer.algorithms.greedy import greedy
+from placer.algorithms.pathbound import path_relaxation
+from placer.algorithms.pathwalk import walk_paths
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status
 
 __all__ = ["contiguous"]
 

@@ -1,7 +1,7 @@
 """Unsatisfiable cores: why CP-SAT proved that no placement exists, in words.
 
 :func:`shrink_core` (assumptions, then deletion) serves both :func:`explain_infeasible` (the
-strategies' models with capacity and pin literals) and :func:`placer.planning.explain` (constraint families
+strategies' models with capacity and pin literals) and :func:`placer.planning.studies.explain` (constraint families
 of a dedicated model, built by :func:`family_core`).
 """
 
@@ -11,13 +11,13 @@ import time
 
 from ortools.sat.python import cp_model
 
-from ...errors import SolverLimitError
-from ...instance import Instance
-from ...placement import Result, Status
-from .. import ortools_adapter as ora
-from ..quantize import choose_unit
-from .models import ContiguousModel, FreeModel
-from .run import Run, no_placement
+from placer.algorithms import ortools_adapter as ora
+from placer.algorithms.cpsat.models import ContiguousModel, FreeModel
+from placer.algorithms.cpsat.run import Run, no_placement
+from placer.algorithms.quantize import choose_unit
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, Status
+from placer.specs.errors import SolverLimitError
 
 __all__ = ["explain_infeasible", "family_core", "shrink_core"]
 

@@ -45,18 +45,11 @@ from __future__ import annotations
 
 import time
 
-from ...instance import Instance
-from ...placement import Level, Result, Status, evaluate
-from ...workload import MAX_CONCURRENCY
-from ..bound import lower_bound as device_lower_bound
-from ..deadline import Deadline, DeadlineReached, note_interrupt
-from ..guards import infeasibility
-from ..objectives import parse_objective
-from ..search import largest_true
-from .contiguous import contiguous
-from .free import free
-from .identical_chain import identical_chain
-from .run import (
+from placer.algorithms.bound import lower_bound as device_lower_bound
+from placer.algorithms.cpsat.contiguous import contiguous
+from placer.algorithms.cpsat.free import free
+from placer.algorithms.cpsat.identical_chain import identical_chain
+from placer.algorithms.cpsat.run import (
     Run,
     bottleneck_value,
     build_problem,
@@ -67,6 +60,13 @@ from .run import (
     relaxed_problem,
     user_hint,
 )
+from placer.algorithms.deadline import Deadline, DeadlineReached, note_interrupt
+from placer.algorithms.guards import infeasibility
+from placer.algorithms.objectives import parse_objective
+from placer.algorithms.search import largest_true
+from placer.problem.instance import Instance
+from placer.problem.placement import Level, Result, Status, evaluate
+from placer.specs.workload import MAX_CONCURRENCY
 
 __all__ = ["cpsat"]
 

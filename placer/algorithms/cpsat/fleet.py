@@ -15,8 +15,8 @@ from __future__ import annotations
 from fractions import Fraction
 from math import isfinite, lcm
 
-from ..chain import fewest_packed_runs
-from ..reach import DisjointSets
+from placer.algorithms.chain import fewest_packed_runs
+from placer.algorithms.reach import DisjointSets
 
 __all__ = ["twin_classes", "integer_latencies", "decimal", "rack_groups", "min_groups_covering",
            "path_latency_bound", "level_runs", "FleetView", "symmetry_classes"]
@@ -141,7 +141,7 @@ class FleetView:
     """Solver-side views of an instance's fleet, computed on first use with numpy (dense fleets of
     hundreds of devices have hundreds of thousands of links; most strategies need only some views).
 
-    ``cost[a][b]``: what a hop from a to b costs, as :func:`placer.placement.hops_of` counts it (the
+    ``cost[a][b]``: what a hop from a to b costs, as :func:`placer.problem.placement.hops_of` counts it (the
     direct link's latency when there is one, else the shortest path; inf when unreachable).
     """
 

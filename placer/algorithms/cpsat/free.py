@@ -5,17 +5,19 @@ per-node F1 model then minimises hop latency with that count fixed."""
 
 from __future__ import annotations
 
-from ...placement import Result, Status
-from .. import ortools_adapter as ora
-from ..chain import next_fit
-from ..ffd import ffd
-from ..packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
-from ..pathwalk import walk_paths
-from ..rackruns import rack_runs
-from .arcflow import solve_arcflow
-from .levels import Built, CountFixed, Strategy, chain_runs_bound, cheapest_hops_bound, solve_levels
-from .models import FreeModel, fix_latency
-from .run import (
+from placer.algorithms import ortools_adapter as ora
+from placer.algorithms.chain import next_fit
+from placer.algorithms.cpsat.arcflow import solve_arcflow
+from placer.algorithms.cpsat.levels import (
+    Built,
+    CountFixed,
+    Strategy,
+    chain_runs_bound,
+    cheapest_hops_bound,
+    solve_levels,
+)
+from placer.algorithms.cpsat.models import FreeModel, fix_latency
+from placer.algorithms.cpsat.run import (
     LIGHT_F1,
     Run,
     acceptable,
@@ -27,6 +29,11 @@ from .run import (
     reachable,
     tag,
 )
+from placer.algorithms.ffd import ffd
+from placer.algorithms.packing import build_arcflow, ffd_bins, ffd_classes, max_fill_bins, prune_for_waste
+from placer.algorithms.pathwalk import walk_paths
+from placer.algorithms.rackruns import rack_runs
+from placer.problem.placement import Result, Status
 
 __all__ = ["free"]
 

@@ -5,13 +5,13 @@ cut), and the cuts minimise the bottleneck exactly (binary search)."""
 
 from __future__ import annotations
 
-from ...placement import Result, Status
-from ..chain import bottleneck_ends, next_fit, prefix_sums
-from ..paths import find_path
-from .fleet import path_latency_bound
-from .levels import exact_latency_units, latency_level, solve_level
-from .models import PathModel, Problem
-from .run import Run, finish, no_placement, objective_levels
+from placer.algorithms.chain import bottleneck_ends, next_fit, prefix_sums
+from placer.algorithms.cpsat.fleet import path_latency_bound
+from placer.algorithms.cpsat.levels import exact_latency_units, latency_level, solve_level
+from placer.algorithms.cpsat.models import PathModel, Problem
+from placer.algorithms.cpsat.run import Run, finish, no_placement, objective_levels
+from placer.algorithms.paths import find_path
+from placer.problem.placement import Result, Status
 
 __all__ = ["identical_chain"]
 

@@ -17,13 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ...placement import Result, Status
-from ..check import acceptable
-from ..reach import components
-from .core import explain_infeasible
-from .fleet import level_runs
-from .models import Problem
-from .run import Run, bottleneck_value, device_level, finish, latency_value, no_placement, reachable
+from placer.algorithms.check import acceptable
+from placer.algorithms.cpsat.core import explain_infeasible
+from placer.algorithms.cpsat.fleet import level_runs
+from placer.algorithms.cpsat.models import Problem
+from placer.algorithms.cpsat.run import (
+    Run,
+    bottleneck_value,
+    device_level,
+    finish,
+    latency_value,
+    no_placement,
+    reachable,
+)
+from placer.algorithms.reach import components
+from placer.problem.placement import Result, Status
 
 __all__ = ["LevelSearch", "Built", "solve_level", "exact_latency_units", "latency_level", "cheapest_hops_bound",
            "chain_runs_bound", "bottleneck_level", "CountFixed", "Strategy", "solve_levels"]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from ..chain import prefix_bounds
-from ..quantize import check_row
-from .fleet import level_runs, min_groups_covering, symmetry_classes
+from placer.algorithms.chain import prefix_bounds
+from placer.algorithms.cpsat.fleet import level_runs, min_groups_covering, symmetry_classes
+from placer.algorithms.quantize import check_row
 
 __all__ = ["Problem", "PathModel", "ContiguousModel", "FreeModel", "canonical", "canonical_classes", "fix_latency"]
 

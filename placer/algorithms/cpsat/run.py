@@ -1,6 +1,6 @@
 """The context every CP-SAT strategy shares: one :class:`Run` per call (limits, seed, workers, the
 solver-unit problem, the best placement so far, the solver calls made) and the functions that
-turn a placement and its levels into a checked :class:`~placer.placement.Result`.
+turn a placement and its levels into a checked :class:`~placer.problem.placement.Result`.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from ...instance import Instance
-from ...placement import Level, Result, Status, evaluate, hops_of
-from .. import ortools_adapter as ora
-from ..check import acceptable, fits_bytes
-from ..deadline import Deadline
-from ..pins import pin_groups
-from ..quantize import Quantization, choose_unit
-from .fleet import FleetView, rack_groups
-from .models import Problem
+from placer.algorithms import ortools_adapter as ora
+from placer.algorithms.check import acceptable, fits_bytes
+from placer.algorithms.cpsat.fleet import FleetView, rack_groups
+from placer.algorithms.cpsat.models import Problem
+from placer.algorithms.deadline import Deadline
+from placer.algorithms.pins import pin_groups
+from placer.algorithms.quantize import Quantization, choose_unit
+from placer.problem.instance import Instance
+from placer.problem.placement import Level, Result, Status, evaluate, hops_of
 
 LIGHT_F2 = True
 LIGHT_F1 = True

@@ -27,8 +27,8 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from .. import ortools_adapter as ora
-from .fleet import decimal, integer_latencies
+from placer.algorithms import ortools_adapter as ora
+from placer.algorithms.cpsat.fleet import decimal, integer_latencies
 
 __all__ = ["PerStageModel", "twin_nodes"]
 

@@ -1,5 +1,0 @@
-"""Moved to :mod:`placer.planning.explain`; this path is kept for one release."""
-
-from placer._moved import moved
-
-moved(__name__)

@@ -1,0 +1,268 @@
+"""Compare methods and degrees: one placement step per row, rows in a table.
+
+:func:`compare` places one model in every (method, mode) of :data:`COMPARE_ROWS` (the published
+rule and first-fit decreasing in free mode, greedy, pathwalk and the exact DP in contiguous mode,
+CP-SAT in all three modes, and the lower bounds) and returns one row per method and mode with the
+field names of ``docs/mapping-format.md``; :func:`compare_degrees` solves every device layout
+(tensor-parallel degree, expert parallelism) and simulates each. :func:`solve` and
+:func:`solve_degrees` are the keyword forms of :mod:`placer.planning.solve`'s placement step.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from placer.algorithms.deadline import interrupt_scope, interrupted
+from placer.planning.layouts import Layouts, attention_dp_layouts, device_layouts
+from placer.planning.requirements import (
+    DEFAULT_OBJECTIVE,
+    SPLIT_GRANULARITY,
+    Requirements,
+    SolverSettings,
+    granularity_for,
+)
+from placer.planning.solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
+from placer.planning.speed import ttft_within
+from placer.problem.instance import Instance
+from placer.problem.placement import Result, levels_doc
+from placer.specs.fleet import Fleet
+from placer.specs.model import LayerGraph
+from placer.specs.reserve import Reserve
+from placer.specs.workload import Workload
+
+__all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "compare_degrees", "degree_row",
+           "COMPARE_ROWS", "DEGREE_FIELDS", "row_of", "solution_path", "node_ranges",
+           "SPLIT_GRANULARITY", "granularity_for"]
+
+# (method, mode), in the order the table shows them
+COMPARE_ROWS = (
+    ("typepack", "free"),
+    ("ffd", "free"),
+    ("greedy", "contiguous"),
+    ("pathwalk", "contiguous"),
+    ("dp", "contiguous"),
+    ("cpsat", "contiguous"),
+    ("cpsat", "free"),
+    ("cpsat", "split"),
+    ("bound", "contiguous"),
+    ("bound", "free"),
+    ("bound", "split"),
+)
+
+ROW_FIELDS = ("method", "mode", "devices_used", "hops", "hop_latency_us", "concurrency_ceiling",
+              "lower_bound_devices", "proven_optimal", "status", "seconds")
+
+
+def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
+          granularity: str | None = None, method: str = "cpsat", pins=(), require=(), tp: int = 1,
+          ep: bool = False, reserve: Reserve | None = None, objective: str | None = None, **options) -> Solved:
+    """One placement step at degree ``tp`` with keyword arguments (:func:`placer.planning.solve.place_instance`
+    on :func:`~placer.planning.solve.build_instance`): ``mode`` defaults to the method's own
+    (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
+    ``shards:4``); ``require``: constraints of :data:`placer.problem.instance.REQUIREMENTS`; ``ep``: experts
+    spread whole; ``reserve`` overrides the device types' reserves; ``options``: the solver's
+    (time_limit, seed, workers, progress, deadline); ``objective``: CP-SAT's levels (default
+    devices, then hop latency). Device figures of the result count devices (groups x tp)."""
+    req = Requirements(mode=mode, granularity=granularity, pins=tuple(pins), constraints=tuple(require),
+                       reserve=reserve)
+    solver = _settings(method, options)
+    inst = build_instance(model, fleet, workload, req, method=method, tp=tp, ep=ep)
+    return place_instance(inst, solver, method=method, objective=objective)
+
+
+def _settings(method: str, options: dict) -> SolverSettings:
+    known = {"time_limit", "seed", "workers", "progress", "deadline"}
+    if set(options) - known:
+        raise TypeError(f"unknown solver options: {', '.join(sorted(set(options) - known))}")
+    return SolverSettings(method=method, time_limit=options.get("time_limit", 30.0), seed=options.get("seed", 0),
+                          threads=options.get("workers", 2), progress=options.get("progress"),
+                          deadline=options.get("deadline"))
+
+
+def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
+                  reserve: Reserve | None = None, on_degree=None, before_degree=None, mode: str | None = None,
+                  granularity: str | None = None, method: str = "cpsat", pins=(), require=(),
+                  objective: str | None = None, **options) -> DegreeSearch:
+    """:func:`solve` at each degree of ``degrees`` the model and the fleet allow (default: every
+    one, :func:`placer.planning.layouts.device_layouts`), through
+    :func:`placer.planning.solve.search_layouts`; ``before_degree(tp)`` is called before each
+    solve and ``on_degree(tp, solved)`` after it. Raises :class:`InvalidSpec` (``tp``) when the
+    model runs at none of them."""
+    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       pins=tuple(pins), constraints=tuple(require), attention_dp=False)
+    return search_layouts(model, fleet, workload, req.replace(objective=objective or "lex"), _settings(method, options),
+                          before=None if before_degree is None else (lambda tp, _ep: before_degree(tp)),
+                          after=None if on_degree is None else (lambda tp, _ep, solved: on_degree(tp, solved)))
+
+
+def devices_proven(result: Result) -> bool:
+    """Whether the device count is proven minimal (:attr:`placer.problem.placement.Result.devices_proven`)."""
+    return result.devices_proven
+
+
+def row_of(result: Result, **extra) -> dict:
+    """A compare row: the fields of ``docs/interfaces.md`` (compare), then ``gap``, ``message`` and ``extra``."""
+    row = {f: getattr(result, f) for f in ROW_FIELDS}
+    row["status"] = str(result.status)
+    row["seconds"] = round(float(result.seconds), 3)
+    row["gap"] = result.gap
+    row["devices_proven"] = devices_proven(result)
+    row["message"] = result.message
+    row["levels"] = levels_doc(result)      # every level, exact (name, value, unit, bound, proven)
+    row.update(extra)
+    return row
+
+
+def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: float = 30.0, seed: int = 0,
+            workers: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
+    """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
+    (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved. After
+    Ctrl-C the rows so far come back with ``"interrupted": True``."""
+    with interrupt_scope():     # a Ctrl-C noted in one row stays set until the loop has seen it
+        return _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress)
+
+
+def _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress) -> dict:
+    req = Requirements()
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
+    out = []
+    instances: dict[str, Instance] = {}
+    for method, mode in rows:
+        try:
+            if interrupted():
+                return {"rows": out, "interrupted": True}
+            if mode not in instances:
+                instances[mode] = build_instance(model, fleet, workload,
+                                                 req.replace(mode=mode, granularity=granularity if mode == "split" else None))
+            if progress is not None:
+                progress(method, mode)
+            if interrupted():       # noted while the row was announced: start no search
+                return {"rows": out, "interrupted": True}
+            t0 = perf_counter()
+            result = place_instance(instances[mode], solver, method=method, reports=False).raw
+        except KeyboardInterrupt:   # Ctrl-C outside the solver's search: the rows so far
+            return {"rows": out, "interrupted": True}
+        result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
+        out.append(row_of(result, granularity=instances[mode].model.granularity))
+        if result.interrupted or interrupted():   # Ctrl-C during the search: this row holds its best so far; start no other
+            return {"rows": out, "interrupted": True}
+    return {"rows": out}
+
+
+DEGREE_FIELDS = ("tp", "ep", "devices_used", "stages", "devices_proven", "concurrency_ceiling", "hop_latency_us",
+                 "proven_optimal", "status", "seconds", "live_requests", "alone_tokens_per_s",
+                 "per_user_tokens_per_s", "aggregate_tokens_per_s")
+
+
+def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | None = None) -> dict:
+    """One row of :func:`compare_degrees` for a solve at one degree: the device figures (in
+    devices), the guaranteed concurrency (the ceiling every stage holds) and the simulated speed.
+
+    ``alone_tokens_per_s``: one request alone; ``per_user_tokens_per_s`` and
+    ``aggregate_tokens_per_s``: ``live_requests`` requests live at once, the workload's concurrency
+    (at most the ceiling), each decoding ``output_tokens`` tokens at the workload's context
+    (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
+    """
+    from placer.simulate import simulate
+
+    r, inst = solved.result, solved.instance
+    row = dict.fromkeys(DEGREE_FIELDS)
+    row.update(tp=inst.tp, ep=inst.tp if inst.ep else 1, devices_used=r.devices_used,
+               stages=r.stats.get("groups_used", r.devices_used) if r.feasible else None,
+               devices_proven=devices_proven(r), concurrency_ceiling=r.concurrency_ceiling,
+               hop_latency_us=r.hop_latency_us, proven_optimal=r.proven_optimal, status=str(r.status),
+               seconds=round(float(r.seconds), 3), message=r.message, levels=levels_doc(r))
+    if inst.attention_dp:
+        row["attention_dp"] = True
+    if not r.feasible:
+        return row
+    from placer.simulate.des import simulate_group
+
+    ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
+    live = max(1, asked if ceiling is None else min(asked, ceiling))
+    alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
+    # attention data parallelism: the heaviest rank runs its share, the figures are the group's
+    loaded = simulate_group(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    row["ttft_p99_us"] = loaded.ttft_p99_us
+    if max_ttft_ms is not None:
+        row["meets_ttft"] = ttft_within(row["ttft_p99_us"], max_ttft_ms * 1e3)
+    row.update(live_requests=live, alone_tokens_per_s=alone.per_user_tokens_per_s,
+               per_user_tokens_per_s=loaded.per_user_tokens_per_s,
+               aggregate_tokens_per_s=loaded.aggregate_tokens_per_s)
+    return row
+
+
+def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
+                    reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
+                    output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
+                    runtime: str | None = None, max_ttft_ms: float | None = None,
+                    attention_dp: bool = False) -> dict:
+    """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
+    (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
+    and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
+    speed (:func:`degree_row`), in contiguous mode, CP-SAT with ``objective`` (default ``placer
+    solve``'s levels: devices, concurrency, hop latency with the groups' collectives).
+
+    ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
+    model (tensor split only on a dense one); True or False lists only that one. Rows come
+    tensor-split first; with ``max_ttft_ms`` each row says whether its p99 time to first token at
+    the loaded run meets it (``meets_ttft``). ``attention_dp`` adds the attention-data-parallel layouts after them (rows
+    with ``"attention_dp": True``, ``ep`` the degree; :mod:`placer.problem.reductions.attention_dp`; refusals with
+    ``ep`` ``"attention-dp"``). ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
+    the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
+    when no degree asked runs.
+    """
+    req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
+                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require), runtime=runtime,
+                       attention_dp=attention_dp or False)
+    found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode="contiguous", workload=workload)
+    dp = (attention_dp_layouts(model, fleet, degrees=req.layout_degrees, workload=workload) if attention_dp
+          else Layouts(()))
+    ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused, dp.attention_dp)
+    refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
+    refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
+    rows: list[dict] = []
+
+    def out(stopped: bool = False) -> dict:
+        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"])))}
+        if stopped:
+            doc["interrupted"] = True
+        return doc
+
+    try:
+        search = search_layouts(model, fleet, workload, req, solver, layouts=ordered,
+                                before=None if progress is None else (lambda tp, e: progress(tp, e)),
+                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens,
+                                                                                  max_ttft_ms=max_ttft_ms)))
+    except KeyboardInterrupt:
+        return out(True)
+    if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():
+        return out(True)
+    return out()
+
+
+def solution_path(model_name: str, hardware_name: str, mode: str) -> str:
+    """Where ``placer solve`` writes a mapping unless told otherwise."""
+    return f"solutions/{model_name}__{hardware_name}__{mode}.json"
+
+
+def node_ranges(instance: Instance, nodes) -> str:
+    """Node indices as runs of names: ``layers.0-2, layers.5``; refined nodes as ``a..b``."""
+    nodes = sorted(nodes)
+    runs: list[tuple[int, int]] = []
+    for i in nodes:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    parts = []
+    for lo, hi in runs:
+        a, b = instance.nodes[lo], instance.nodes[hi]
+        if lo == hi:
+            parts.append(a.name)
+        elif a.name == f"layers.{a.index}" and b.name == f"layers.{b.index}":
+            parts.append(f"layers.{a.index}-{b.index}")
+        else:
+            parts.append(f"{a.name}..{b.name}")
+    return ", ".join(parts)

@@ -1,0 +1,82 @@
+"""``placer plan --rate R``: the fewest devices (or least power) meeting TTFT and TPOT targets at
+a request rate, aggregated and disaggregated side by side (the question NVIDIA aiconfigurator's
+``recommend`` answers for GPUs, here with proofs of each placement).
+
+* **Disaggregated**: :func:`placer.planning.disagg.plan_disagg` at the rate.
+* **Aggregated**: one pool that prefills and decodes on the same devices (chunked prefill). At a
+  rate ``R`` a request is live from its arrival to its last token, at most ``TTFT + OSL x TPOT``
+  at the targets, so the pool holds at most ``L = ceil(R x (TTFT + OSL x TPOT))`` live requests
+  (Little's law); the speed-floor search (:func:`placer.planning.speed.speed_search`; each
+  simulated request decodes OSL tokens, so prompts interleave as often as at the rate) finds the
+  fewest devices holding ``L`` at the TPOT target, with KV for ``ISL + OSL`` tokens per request.
+  Its TTFT is the simulation's (the closed loop with chunked prefill), checked against the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placer.planning.layouts import layout_label
+from placer.planning.requirements import Requirements, SolverSettings
+
+__all__ = ["Recommendation", "recommend"]
+
+
+@dataclass
+class Recommendation:
+    rate: float
+    aggregated: object              # a Plan (speed floor) or None
+    disaggregated: object           # a Plan (disagg)
+    live_aggregated: int
+
+    def rows(self) -> list[dict]:
+        out = []
+        a = self.aggregated
+        if a is not None:
+            sim = a.simulation
+            ttft = None if sim is None or getattr(sim, "ttft_p50_us", None) is None else sim.ttft_p50_us / 1e3
+            tpot = None if sim is None or not sim.per_user_tokens_per_s else 1e3 / sim.per_user_tokens_per_s
+            req = a.requirements
+            meets = a.feasible and ttft is not None and ttft <= req.extra.get("max_ttft_ms", math.inf)
+            out.append(dict(serving="aggregated", feasible=a.feasible, devices=a.devices, replicas=a.replicas,
+                            layout=None if not a.feasible else layout_label(a.instance.tp, a.instance.ep),
+                            live_requests=self.live_aggregated, ttft_ms=ttft, tpot_ms=tpot,
+                            meets_ttft=bool(meets), proven=a.feasible and a.result.proven_optimal,
+                            power_w=None if not a.feasible or a.speed.chosen is None else a.speed.chosen.power_w,
+                            message=a.message))
+        d = self.disaggregated
+        c = d.pools.chosen if d is not None else None
+        out.append(dict(serving="disaggregated", feasible=c is not None, devices=None if c is None else c.devices,
+                        replicas=None if c is None else dict(prefill=c.x, decode=c.y),
+                        layout=None if c is None else f"prefill {c.prefill.layout}, decode {c.decode.layout}",
+                        live_requests=None if c is None else c.load * c.y,
+                        ttft_ms=None if c is None else c.ttft_us / 1e3, tpot_ms=None if c is None else c.tpot_us / 1e3,
+                        meets_ttft=c is not None, proven=bool(d is not None and d.proven),
+                        power_w=None if c is None else c.power_w, message=d.message if d is not None else ""))
+        return out
+
+    def to_dict(self) -> dict:
+        return dict(rate=self.rate, rows=self.rows())
+
+
+def recommend(model, fleet, workload, req: Requirements, solver: SolverSettings | None = None, *,
+              log=None) -> Recommendation:
+    """Both answers at ``req.rate`` under ``req.max_ttft_ms`` and the TPOT floor (see the module docstring)."""
+    from placer.planning.planner import plan
+    from placer.specs.errors import ARGUMENT, InvalidSpec
+
+    if req.rate is None:
+        raise InvalidSpec(ARGUMENT, "rate", "a recommendation is for a request rate (--rate)")
+    solver = solver or SolverSettings(method=None)
+    disagg = plan(model, fleet, workload, req.replace(disagg=True), solver, log=log)
+    isl = req.prompt_tokens if req.prompt_tokens is not None else workload.context_tokens
+    tpot_s = 1.0 / req.speed_floor
+    live = max(1, math.ceil(req.rate * (req.max_ttft_ms / 1e3 + req.decode_tokens * tpot_s) - 1e-9))
+    agg_req = Requirements(mode=req.mode, degrees=req.degrees, expert_parallel=req.expert_parallel,
+                           reserve=req.reserve, constraints=req.constraints, min_user_tps=req.min_user_tps,
+                           max_itl_ms=req.max_itl_ms, speed_objective=req.speed_objective,
+                           output_tokens=req.decode_tokens, extra={"max_ttft_ms": req.max_ttft_ms})
+    agg_wl = workload.replace(context_tokens=isl + req.decode_tokens, concurrency=live)
+    aggregated = plan(model, fleet, agg_wl, agg_req, solver, log=log)
+    return Recommendation(req.rate, aggregated, disagg, live)

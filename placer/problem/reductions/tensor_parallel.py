@@ -1,0 +1,238 @@
+"""Stages that are groups of devices: a fixed tensor-parallel degree as a reduction.
+
+For a degree ``tp``, every node (rack) of the fleet is cut into groups of ``tp`` of its available
+devices, in slot order (inside a node every device pair is linked alike, so which devices form a
+group does not matter; the devices left over, fewer than ``tp``, stay unused). Each group becomes
+one device of a derived fleet, named after its first member; two groups are linked when some pair
+of their members is, at the lowest such latency. Every layer becomes one rank's share of it
+(:func:`placer.problem.parallel.shard_model`); :func:`placer.problem.instance.make_instance` builds the derived
+instance (``tp=``). The placement methods then run unchanged on the derived
+instance, so a proof there is a proof for the degree: the fewest groups times ``tp`` is the
+fewest devices a degree-``tp`` plan can use.
+
+Pins name devices of the specs: a pin to any member applies to its group; unavailable devices
+are in no group.
+
+**The intra-group links in the hop-latency level.** A group runs its collectives over the node's
+links, and the hop-latency level counts their latency beside the hops between stages. Per node,
+as the simulator times them (:func:`placer.simulate.cost.collective_time_us`, a ring all-reduce
+of ``2 (g - 1)`` steps and a pairwise all-to-all of ``g - 1``, each step one link latency):
+
+* a decoder layer: two all-reduces (after the row-parallel attention output and MLP down
+  projections), ``4 (g - 1)`` link latencies; under expert parallelism an MoE layer swaps its
+  FFN all-reduce for a dispatch and a combine all-to-all, again ``2 (g - 1) + 2 (g - 1)``;
+* the vocabulary-parallel embedding: one all-reduce, ``2 (g - 1)``; every other node none
+  (the LM head's logits stay sharded for the sampler, as the simulator has it).
+
+The link is the one between the group's first two members (inside a node every pair is linked
+alike). The bandwidth part of a collective is left to the simulator, as it is for the hops. For
+a fixed degree every node pays its collectives on whichever group holds it, so when every group's
+link has the same latency the term is one constant added to the level's value and to its bound
+(a proof carries over); when the groups' links differ, the bound adds the cheapest group's term
+and the level is proven only if the value still meets it (:func:`per_device`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Device, Fleet
+from placer.specs.model import LayerGraph
+
+__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "has_gpus", "candidate_degrees", "default_degrees", "per_device", "collectives_of",
+           "group_link_us", "node_collective_latency_us", "group_latency_us"]
+
+
+def node_sizes(fleet: Fleet) -> dict[int, int]:
+    """Available devices per rack (node)."""
+    out: dict[int, int] = {}
+    for d in fleet.available:
+        out[d.rack] = out.get(d.rack, 0) + 1
+    return out
+
+
+def has_gpus(fleet: Fleet) -> bool:
+    """Whether some available device of ``fleet`` is a GPU (only then may a stage be a group of devices)."""
+    return any(d.type.kind == "gpu" for d in fleet.available)
+
+
+def candidate_degrees(fleet: Fleet, *, per_stage: bool = False) -> list[int]:
+    """Degrees tried unless named: 1 on wafer fleets; on GPU fleets the divisors of the largest
+    node's size (``per_stage``: of every node's size)."""
+    if not has_gpus(fleet):
+        return [1]
+    sizes = node_sizes(fleet).values()
+    pool = sizes if per_stage else [max(sizes)]
+    return sorted({g for size in pool for g in range(1, size + 1) if size % g == 0})
+
+
+def default_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False,
+                    workload=None) -> tuple[list[int], dict[int, str]]:
+    """The degrees ``--tp`` defaults to: :func:`candidate_degrees` that the model allows (under
+    ``workload`` when given: see :func:`placer.problem.parallel.allowed_degrees`). Returns (degrees,
+    {refused degree: reason}); :func:`placer.planning.layouts.device_layouts` adds the fleet's
+    node sizes and expert parallelism."""
+    from placer.problem.parallel import allowed_degrees
+
+    return allowed_degrees(model, candidate_degrees(fleet), ep, workload)
+
+
+def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ...]]:
+    """(the derived fleet whose devices are groups of ``tp`` devices of one node, the member ids of
+    each of its devices in order). Raises :class:`InvalidSpec` when no node has ``tp`` devices."""
+    racks: dict[int, list[Device]] = {}
+    for d in fleet.available:
+        racks.setdefault(d.rack, []).append(d)
+    members: list[tuple[str, ...]] = []
+    for rack in sorted(racks):
+        avail = sorted(racks[rack], key=lambda d: d.slot)
+        for k in range(len(avail) // tp):
+            members.append(tuple(d.id for d in avail[k * tp:(k + 1) * tp]))
+    if not members:
+        largest = max(node_sizes(fleet).values())
+        raise InvalidSpec(ARGUMENT, "tp", f"no node of {fleet.name} has {tp} available devices (the largest has "
+                                        f"{largest})")
+    return fleet_of_groups(fleet, members), tuple(members)
+
+
+def fleet_of_groups(fleet: Fleet, members) -> Fleet:
+    """The derived fleet whose devices are the groups ``members`` (device ids of ``fleet``, each
+    group named after its first member); two groups are linked when some pair of their members is,
+    at the lowest such latency."""
+    by_id = fleet.by_id
+    devices: list[Device] = []
+    leader: dict[str, str] = {}
+    for ids in members:
+        devices.append(by_id[ids[0]])
+        for i in ids:
+            leader[i] = ids[0]
+    best: dict[tuple[str, str], tuple[float, float | None]] = {}
+    for a, b, lat, bw in fleet.links:
+        ga, gb = leader.get(a), leader.get(b)
+        if ga is None or gb is None or ga == gb:
+            continue
+        key = (ga, gb) if ga < gb else (gb, ga)
+        if key not in best or lat < best[key][0]:
+            best[key] = (lat, bw)
+    links = tuple((a, b, lat, bw) for (a, b), (lat, bw) in best.items())
+    return replace(fleet, devices=tuple(devices), links=links)
+
+
+def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
+    """(all-reduces, all-to-alls) ``layer`` runs per decode step on a group of more than one
+    device (see the module docstring): a decoder layer (2, 0), or (1, 2) for an MoE layer under
+    expert parallelism; the embedding (1, 0); any other node (0, 0). Under attention data
+    parallelism (:mod:`placer.problem.reductions.attention_dp`) every rank runs its own requests through replicated
+    weights, so only an MoE layer communicates: a dispatch and a combine all-to-all (0, 2)."""
+    if attention_dp:
+        return (0, 2) if layer.ffn == "moe" and layer.ffn_dims and layer.index is not None else (0, 0)
+    if layer.kind == "embedding":
+        return 1, 0
+    if layer.index is None:
+        return 0, 0
+    if ep and layer.ffn == "moe" and layer.ffn_dims:
+        return 1, 2
+    return 2, 0
+
+
+def group_link_us(fleet: Fleet, members) -> float:
+    """Latency (us) of the link a group's collectives run over: between its first two members
+    (0 for a group of one, or when the fleet gives them no direct link)."""
+    if len(members) < 2:
+        return 0.0
+    g = fleet.graph
+    a, b = members[0], members[1]
+    return float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0
+
+
+def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False,
+                               attention_dp: bool = False) -> float:
+    """Link latency ``layer``'s collectives cost on a group of ``g`` devices whose link has
+    ``link_us``: ``2 (g - 1)`` per all-reduce and ``g - 1`` per all-to-all."""
+    if g < 2:
+        return 0.0
+    reduces, to_all = collectives_of(layer, ep, attention_dp)
+    return (2 * reduces + to_all) * (g - 1) * link_us
+
+
+def _group_links(instance) -> list[float]:
+    base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
+    fleet = base or instance.fleet
+    return [group_link_us(fleet, instance.members(d)) for d in range(instance.n_devices)]
+
+
+def group_latency_us(instance, assignment) -> float:
+    """The intra-group part of a placement's hop latency: every node's collectives on the group
+    that holds it (0 when every stage is one device, and for per-stage degrees, whose own model,
+    :mod:`placer.algorithms.stage_degrees`, counts the hops between stages only)."""
+    if instance.tp < 2 or assignment is None or (instance.layout is not None and instance.layout.per_stage):
+        return 0.0
+    links = _group_links(instance)
+    return sum(node_collective_latency_us(x, instance.tp, links[int(d)], instance.ep, instance.attention_dp)
+               for x, d in zip(instance.nodes, assignment))
+
+
+def _group_latency_floor_us(instance) -> float:
+    links = _group_links(instance)
+    cheapest = min(links) if links else 0.0
+    return sum(node_collective_latency_us(x, instance.tp, cheapest, instance.ep, instance.attention_dp)
+               for x in instance.nodes)
+
+
+def per_device(result, instance):
+    """``result`` of a derived instance with its device figures counted in devices, not groups:
+    devices used, lower bound, objective, bound and the devices level, each times the degree
+    (``stats["groups_used"]`` keeps the stage count); and, given the instance, its hop latency
+    with the intra-group links costed (:func:`group_latency_us`; the latency level's bound adds
+    the cheapest group's term, so the level stays proven exactly when its value meets the bound).
+    ``instance`` may be the degree alone (device figures only)."""
+    tp = instance if isinstance(instance, int) else instance.tp
+    if not isinstance(instance, int) and instance.attention_dp:
+        result = _group_requests(result, instance)
+    if tp == 1:
+        return result
+    from dataclasses import replace as _replace
+
+    def times(x):
+        return None if x is None else x * tp
+
+    levels = tuple(_replace(lv, value=times(lv.value), bound=times(lv.bound)) if lv.name == "devices" else lv
+                   for lv in result.levels)
+    stats = dict(result.stats)
+    stats["groups_used"] = result.devices_used
+    changes = dict(devices_used=times(result.devices_used), lower_bound_devices=times(result.lower_bound_devices),
+                   objective=times(result.objective), bound=times(result.bound), stats=stats)
+    if not isinstance(instance, int) and result.assignment is not None:
+        intra = group_latency_us(instance, result.assignment)
+        floor = _group_latency_floor_us(instance)
+        stats["group_latency_us"] = intra
+        changes["hop_latency_us"] = (result.hop_latency_us or 0.0) + intra
+        lost = False
+        out = []
+        for lv in levels:
+            if lv.name == "latency":
+                value = None if lv.value is None else lv.value + intra
+                bound = None if lv.bound is None else lv.bound + floor
+                proven = lv.proven and intra == floor
+                lost |= lv.proven and not proven
+                lv = _replace(lv, value=value, bound=bound, proven=proven)
+            out.append(lv)
+        levels = tuple(out)
+        if lost and str(result.status) == "optimal":
+            # the status enum's own "feasible" (placer.problem.placement imports instance, which imports this)
+            changes.update(status=type(result.status)("feasible"), proven_optimal=False)
+    return result.replace(levels=levels, **changes)
+
+
+def _group_requests(result, instance):
+    """``result`` of an attention-data-parallel instance with its concurrency figures (the ceiling,
+    the largest feasible concurrency, the concurrency level) in live requests of a group: the
+    rank's times the degree, exactly (a rank holding ``k`` requests lets the group hold ``g k``)."""
+    from dataclasses import replace as _replace
+
+    up = instance.group_requests
+    levels = tuple(_replace(lv, value=up(lv.value), bound=up(lv.bound)) if lv.name == "concurrency" else lv
+                   for lv in result.levels)
+    return result.replace(levels=levels, concurrency_ceiling=up(result.concurrency_ceiling),
+                          max_concurrency=up(result.max_concurrency))
