@@ -40,9 +40,9 @@ from placer.specs.workload import workload_for  # noqa: E402
 HETERO = str(Path(__file__).resolve().parent / "data" / "hetero-42.yaml")
 
 
-def run(name: str, inst, *, objective: str, time_limit: float, seed: int, workers: int, extra=None) -> dict:
+def run(name: str, inst, *, objective: str, time_limit: float, seed: int, threads: int, extra=None) -> dict:
     t0 = time.perf_counter()
-    r = place(inst, "cpsat", time_limit=time_limit, seed=seed, workers=workers, objective=objective)
+    r = place(inst, "cpsat", time_limit=time_limit, seed=seed, threads=threads, objective=objective)
     wall = time.perf_counter() - t0
     lat = r.level("latency")
     row = dict(name=name, mode=inst.mode, objective=objective, nodes=inst.n_nodes, devices_in_fleet=inst.n_devices,
@@ -50,7 +50,7 @@ def run(name: str, inst, *, objective: str, time_limit: float, seed: int, worker
                latency_us=r.hop_latency_us if objective != "devices" else None,
                latency_bound_us=None if lat is None else lat.bound, proven=r.proven_optimal, seconds=round(wall, 2),
                det_time=round(sum(p.get("deterministic_time", 0.0) or 0.0 for p in r.stats.get("phases", [])), 3),
-               strategy=r.stats.get("strategy"), seed=seed, workers=workers, message=r.message)
+               strategy=r.stats.get("strategy"), seed=seed, threads=threads, message=r.message)
     row.update(extra or {})
     return row
 
@@ -63,7 +63,7 @@ def kimi(args):
                                   ("free", "lex", "layer"), ("split", "lex", "shards:2")]:
         inst = make_instance(model, fleet, wl, mode=mode, granularity=gran)
         yield run(f"kimi-k3/wse-3t {gran}", inst, objective=objective, time_limit=args.time_limit,
-                  seed=args.seeds[0], workers=args.workers)
+                  seed=args.seeds[0], threads=args.threads)
 
 
 def kimi_seeds(args):
@@ -75,7 +75,7 @@ def kimi_seeds(args):
         inst = make_instance(model, fleet, wl, mode="free")
         for seed in args.seeds:
             yield run(f"kimi-k3/wse-3t free x{concurrency}", inst, objective="lex", time_limit=args.time_limit,
-                      seed=seed, workers=args.workers, extra=dict(concurrency=concurrency))
+                      seed=seed, threads=args.threads, extra=dict(concurrency=concurrency))
 
 
 def hetero(args):
@@ -88,7 +88,7 @@ def hetero(args):
             inst = make_instance(model, fleet, wl, mode=mode)
             for seed in args.seeds:
                 yield run(f"{name} {context}x{concurrency} / hetero-42", inst, objective=objective,
-                          time_limit=args.time_limit, seed=seed, workers=args.workers)
+                          time_limit=args.time_limit, seed=seed, threads=args.threads)
 
 
 def binpack(args):
@@ -99,7 +99,7 @@ def binpack(args):
             inst = binpacking_instance(sizes, cap, devices=int(0.6 * n) + 8)
             extra = dict(distinct_sizes=len(set(sizes)), known_optimum=n // 3 if kind == "t" else None)
             yield run(f"{kind}{n}", inst, objective="devices", time_limit=args.time_limit, seed=seed,
-                      workers=args.workers, extra=extra)
+                      threads=args.threads, extra=extra)
 
 
 def sparse(args):
@@ -109,7 +109,7 @@ def sparse(args):
         for seed in args.seeds:
             inst = sparse_fleet_instance(racks, layers, seed)
             yield run(f"random {layers} layers / sparse {3 * racks}", inst, objective="lex",
-                      time_limit=args.time_limit, seed=seed, workers=args.workers)
+                      time_limit=args.time_limit, seed=seed, threads=args.threads)
 
 
 SUITES = {"kimi": kimi, "kimi-seeds": kimi_seeds, "hetero": hetero, "binpack": binpack, "sparse": sparse}

@@ -40,7 +40,7 @@ def placer_row(args) -> dict:
     req = Requirements(disagg=True, maximize_rate=True, max_ttft_ms=args.ttft_ms, max_itl_ms=args.tpot_ms,
                        prompt_tokens=args.isl, decode_tokens=args.osl)
     t0 = time.perf_counter()
-    p = plan(model, fleet, wl, req, SolverSettings(time_limit=args.time_limit, threads=args.workers))
+    p = plan(model, fleet, wl, req, SolverSettings(time_limit=args.time_limit, threads=args.threads))
     seconds = time.perf_counter() - t0
     dp = p.pools
     c = dp.chosen

@@ -63,7 +63,7 @@ def main(argv=None):
         for name, cap, best, sizes in read_orlib(args.data / f"binpack{k}.txt"):
             inst = instance(sizes, cap)
             t0 = time.perf_counter()
-            r = place(inst, "cpsat", time_limit=args.time_limit, seed=args.seed, workers=args.threads)
+            r = place(inst, "cpsat", time_limit=args.time_limit, seed=args.seed, threads=args.threads)
             wall = time.perf_counter() - t0
             total += wall
             rows += 1

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         for ep in (False, True):
             for tp in args.degrees:
                 t0 = time.perf_counter()
-                solved = solve(model, fleet, wl, tp=tp, ep=ep, time_limit=args.time_limit, workers=args.workers)
+                solved = solve(model, fleet, wl, tp=tp, ep=ep, time_limit=args.time_limit, threads=args.threads)
                 dt = time.perf_counter() - t0
                 r = solved.result
                 stages = r.stats.get("groups_used", r.devices_used)

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         print(f"{'plan':<16} {'GPUs':>5} {'bound':>5} {'gap':>6} {'stages':>6} {'ceiling':>7} {'hop us':>6} "
               f"{'proven':>6} {'degrees':<14} {'s':>6}")
         t0 = time.perf_counter()
-        s = solve_per_stage(model, fleet, wl, degrees=[1, 2, 4, 8], time_limit=args.time_limit, workers=args.workers)
+        s = solve_per_stage(model, fleet, wl, degrees=[1, 2, 4, 8], time_limit=args.time_limit, threads=args.threads)
         dt = time.perf_counter() - t0
         degrees = "-" if s.mapping is None else ",".join(str(st.get("group", {}).get("tp", 1))
                                                          for st in s.mapping["stages"])
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
               flush=True)
         for g in (1, 2, 4, 8):
             t0 = time.perf_counter()
-            search = solve_degrees(model, fleet, wl, degrees=[g], time_limit=args.time_limit, workers=args.workers)
+            search = solve_degrees(model, fleet, wl, degrees=[g], time_limit=args.time_limit, threads=args.threads)
             dt = time.perf_counter() - t0
             r = search.best.result
             stages = "-" if not r.feasible else r.stats.get("groups_used", r.devices_used)

@@ -23,7 +23,7 @@ from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
 
 
-def bench_split(time_limit: float = 60.0, shards: int = 32, workers: int | None = None) -> dict:
+def bench_split(time_limit: float = 60.0, shards: int = 32, threads: int | None = None) -> dict:
     """kimi-k3 at the published workload (256k, 184 live requests), every layer cut in ``shards``,
     on 43 CS-4 systems less one wafer (128 wafers)."""
     t0 = time.perf_counter()
@@ -36,8 +36,8 @@ def bench_split(time_limit: float = 60.0, shards: int = 32, workers: int | None 
     out = {"benchmark": "split", "nodes": inst.n_nodes, "devices": inst.n_devices, "setup_s": round(setup, 2),
            "runs": []}
     opts = {"time_limit": time_limit}
-    if workers:
-        opts["workers"] = workers
+    if threads:
+        opts["workers"] = threads
     for method, kw in (("dp", {}), ("cpsat", opts)):
         t = time.perf_counter()
         r = place(inst, method=method, **kw)
@@ -106,14 +106,14 @@ def main(argv=None) -> int:
     p.add_argument("which", nargs="*", choices=["split", "chain"], default=["chain", "split"])
     p.add_argument("--time-limit", type=float, default=60.0)
     p.add_argument("--shards", type=int, default=32)
-    p.add_argument("--workers", type=int, default=None, help="CP-SAT search workers (default: the solver's)")
+    p.add_argument("--workers", type=int, default=None, help="CP-SAT search threads (default: the solver's)")
     p.add_argument("--layers", type=int, default=100_000)
     args = p.parse_args(argv)
     for which in args.which:
         if which == "chain":
             res = bench_chain(args.layers)
         else:
-            res = bench_split(args.time_limit, args.shards, args.workers)
+            res = bench_split(args.time_limit, args.shards, args.threads)
         print(json.dumps(res, indent=1))
         sys.stdout.flush()
     return 0

@@ -6,7 +6,7 @@
 Instances (:func:`generators.sparse_ring_instance`): 150-200 layers of 14-29 GB on a ring of 78-118
 single-device racks (44 GB or 64 GB), with one random chord per four racks unless ``--no-chords``.
 Per instance: what dp and greedy find, the path walk alone (devices, seconds), and CP-SAT
-(``objective devices``, 2 workers) with the walk as hint and incumbent: seconds to its first
+(``objective devices``, 2 threads) with the walk as hint and incumbent: seconds to its first
 placement (the recorded ``start`` phase), devices at the end, the device bound, the gap
 (devices - bound) / devices, and whether the count is proven.
 """
@@ -30,7 +30,7 @@ from placer.algorithms.pathwalk import walk_paths  # noqa: E402
 SIZES = ((78, 150), (98, 180), (118, 200))
 
 
-def run(racks: int, layers: int, seed: int, chords: bool, mode: str, limit: float, workers: int) -> dict:
+def run(racks: int, layers: int, seed: int, chords: bool, mode: str, limit: float, threads: int) -> dict:
     inst = sparse_ring_instance(racks, layers, seed, chords=chords, mode=mode)
     row = dict(racks=racks, layers=layers, seed=seed, chords=chords, mode=mode)
     if mode == "contiguous":
@@ -43,7 +43,7 @@ def run(racks: int, layers: int, seed: int, chords: bool, mode: str, limit: floa
     row["walk_proven"] = bool(found and found.proven)
     row["walk_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    r = place(inst, "cpsat", time_limit=limit, workers=workers, objective="devices")
+    r = place(inst, "cpsat", time_limit=limit, threads=threads, objective="devices")
     row["cpsat_s"] = round(time.perf_counter() - t0, 2)
     start = next((p for p in r.stats.get("phases", []) if p.get("phase") == "start"), None)
     row["first_s"] = None if start is None else start.get("elapsed")
@@ -70,7 +70,7 @@ def main(argv=None):
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for racks, layers in SIZES:
         for seed in args.seeds:
-            row = run(racks, layers, seed, not args.no_chords, args.mode, args.time_limit, args.workers)
+            row = run(racks, layers, seed, not args.no_chords, args.mode, args.time_limit, args.threads)
             if args.json:
                 print(json.dumps(row), flush=True)
                 continue

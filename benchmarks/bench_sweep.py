@@ -42,7 +42,7 @@ def run(backend: str, out: Path, workers: int, time_limit: float, simulate: bool
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()
     try:
-        report = run_sweep(model, fleet, GRID, settings, out=out, workers=workers, backend=backend)
+        report = run_sweep(model, fleet, GRID, settings, out=out, jobs=workers, backend=backend)
     finally:
         if backend == "ray":
             import ray

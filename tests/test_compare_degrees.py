@@ -59,7 +59,7 @@ def test_per_degree_devices_equal_brute_force(memory_b):
     m = model_from_dict(SPEC)
     wl = Workload(context_tokens=64, concurrency=2)
     fleet = _fleet(memory_b)
-    doc = compare_degrees(m, fleet, wl, time_limit=10, workers=1, output_tokens=4)
+    doc = compare_degrees(m, fleet, wl, time_limit=10, threads=1, output_tokens=4)
     rows = {r["tp"]: r for r in doc["degrees"]}
     assert sorted(rows) == [1, 2, 4]                      # the divisors of 4 the 8 / 2 heads allow
     act = 2 * 1 * 64 * 2                                  # two micro-batch buffers of the 64-wide activation
@@ -75,7 +75,7 @@ def test_per_degree_devices_equal_brute_force(memory_b):
 def test_degrees_refused_with_reason_and_ep_rows_only_for_moe():
     m = model_from_dict(SPEC)
     doc = compare_degrees(m, _fleet(150_000), Workload(context_tokens=64, concurrency=2), degrees=[1, 3, 8],
-                          time_limit=5, workers=1, output_tokens=2)
+                          time_limit=5, threads=1, output_tokens=2)
     assert [r["tp"] for r in doc["degrees"]] == [1]
     assert {r["tp"]: r["reason"] for r in doc["refused"]} == {
         3: "layers.0: 8 attention heads do not divide by tp 3",
@@ -90,11 +90,11 @@ def test_speeds_are_the_cost_models_closed_form_by_hand():
     m = model_from_dict(SPEC)
     wl = Workload(context_tokens=64, concurrency=2)
     fleet = _fleet(90_000)
-    doc = compare_degrees(m, fleet, wl, degrees=[2], time_limit=10, workers=1, output_tokens=8)
+    doc = compare_degrees(m, fleet, wl, degrees=[2], time_limit=10, threads=1, output_tokens=8)
     (row,) = doc["degrees"]
     from placer.planning.studies.compare import solve
 
-    solved = solve(m, fleet, wl, tp=2, time_limit=10, workers=1)
+    solved = solve(m, fleet, wl, tp=2, time_limit=10, threads=1)
     stages = solved.mapping["stages"]
     assert row["stages"] == len(stages) and row["devices_used"] == 2 * len(stages)
     per_reduce = 2 * (5 + 128 / 2 / 2000)
@@ -131,7 +131,7 @@ def test_sweep_takes_tp_as_a_grid_flag(tmp_path):
     grid = Grid(contexts=(64,), concurrencies=(1, 2), tps=(1, 2, 4))
     out = tmp_path / "s.csv"
     report = run_sweep(m, fleet, grid, SweepSettings(base_workload=base, method="cpsat", time_limit=10,
-                                                     solver_workers=1), out=out, workers=1)
+                                                     solver_threads=1), out=out, jobs=1)
     got = {(r["tp"], r["concurrency"]): r for r in report.rows}
     assert sorted(got) == [(g, c) for g in (1, 2, 4) for c in (1, 2)]
     act = 2 * 64 * 2
@@ -140,7 +140,7 @@ def test_sweep_takes_tp_as_a_grid_flag(tmp_path):
         assert r["devices_used"] == stages * g and r["lower_bound_devices"] == stages * g, (g, c, r)
     # resumable: a second run reuses every row, keyed by degree too
     again = run_sweep(m, fleet, grid, SweepSettings(base_workload=base, method="cpsat", time_limit=10,
-                                                    solver_workers=1), out=out, workers=1)
+                                                    solver_threads=1), out=out, jobs=1)
     assert again.solved == 0 and again.reused == 6
     assert "tp" in COLUMNS and [r["tp"] for r in read_rows(out)] == [1, 1, 2, 2, 4, 4]
 
@@ -161,7 +161,7 @@ def test_sweep_budget_counts_devices_of_groups():
     base = Workload(context_tokens=64, concurrency=0)
     grid = Grid(contexts=(64,), budgets=(4,), tps=(2,))
     (r,) = run_sweep(m, _fleet(150_000), grid, SweepSettings(base_workload=base, method="cpsat", time_limit=10,
-                                                            solver_workers=1), workers=1).rows
+                                                            solver_threads=1), jobs=1).rows
     # two groups of 2: the largest concurrency whose per-rank demand fits in two stages
     act = 2 * 64 * 2
 

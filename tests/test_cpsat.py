@@ -25,7 +25,7 @@ def cpsat(inst, **options):
     return place(inst, "cpsat", **options)
 
 
-FAST = dict(time_limit=20.0, workers=2, seed=0)
+FAST = dict(time_limit=20.0, threads=2, seed=0)
 
 
 # ----------------------------------------------------------------------------------------- oracles

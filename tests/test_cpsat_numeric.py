@@ -60,7 +60,7 @@ def test_row_check_refuses_sums_beyond_2_31():
 
 
 def test_workaround_parameter_is_always_set():
-    p = ora.parameters(time_limit=1, seed=3, workers=2)
+    p = ora.parameters(time_limit=1, seed=3, threads=2)
     assert p["presolve_inclusion_work_limit"] == 0
     assert p["random_seed"] == 3 and p["num_workers"] == 2 and p["max_time_in_seconds"] == 1.0
     assert p["relative_gap_limit"] == 0 and p["absolute_gap_limit"] == 0
@@ -144,7 +144,7 @@ def test_interrupt_returns_the_best_placement():
     extra = [("r0w0", "r1w1", 8), ("r1w0", "r0w1", 6), ("r1w0", "r2w1", 3), ("r2w0", "r0w1", 5)]
     fl = fleet(None, groups=[(10, 2, 2), (13, 1, 2)], extra_links=extra, inter=5)
     inst = make_instance(chain_model(weights), fl, Workload(concurrency=0))
-    r = cpsat(inst, time_limit=20, progress=progress, workers=1)
+    r = cpsat(inst, time_limit=20, progress=progress, threads=1)
     assert calls and {"best", "bound", "elapsed"} <= set(calls[0])
     assert r.assignment is not None
     assert r.status == Status.FEASIBLE and not r.proven_optimal
@@ -152,9 +152,9 @@ def test_interrupt_returns_the_best_placement():
 
 
 def test_stats_record_the_run():
-    r = cpsat(instance([3, 4, 5], 8, racks=1, per_rack=3), time_limit=5, seed=7, workers=1)
+    r = cpsat(instance([3, 4, 5], 8, racks=1, per_rack=3), time_limit=5, seed=7, threads=1)
     s = r.stats
-    assert s["seed"] == 7 and s["workers"] == 1 and s["time_limit"] == 5
+    assert s["seed"] == 7 and s["threads"] == 1 and s["time_limit"] == 5
     assert s["ortools_version"].startswith("9.")
     assert s["unit_bytes"] >= 1 and s["phases"]
 
@@ -191,4 +191,4 @@ def test_model_invalid_is_a_bug_not_an_answer():
     m.add(x * 2**40 <= 5)
     m.minimize(x)
     with pytest.raises(ora.ModelInvalid, match="refused"):
-        ora.solve(m, {"x": [x]}, params=ora.parameters(time_limit=5, seed=0, workers=1))
+        ora.solve(m, {"x": [x]}, params=ora.parameters(time_limit=5, seed=0, threads=1))

@@ -91,7 +91,7 @@ def test_latency_model_past_the_deadline_claims_no_proof():
     deadline passed the table is not built, and the wanted latency level is reported unproven
     rather than left out (which would make the result read as optimal)."""
     inst = sparse_ring_instance(20, 40, 0, mode="free")
-    r = place(inst, "cpsat", time_limit=30, workers=1, deadline=_passed())
+    r = place(inst, "cpsat", time_limit=30, threads=1, deadline=_passed())
     assert r.feasible
     names = {lv.name: lv for lv in r.levels}
     assert "latency" in names and not names["latency"].proven
@@ -102,7 +102,7 @@ def test_an_earlier_ctrl_c_does_not_cut_a_later_solve_short():
     """place() forgets a Ctrl-C that stopped an earlier call (a notebook keeps one process)."""
     note_interrupt()
     try:
-        r = place(sparse_ring_instance(12, 20, 0), "cpsat", time_limit=30, workers=1, objective="devices")
+        r = place(sparse_ring_instance(12, 20, 0), "cpsat", time_limit=30, threads=1, objective="devices")
     finally:
         clear_interrupt()
     assert r.feasible and not r.interrupted

@@ -56,8 +56,8 @@ WORK = 2.0
        mode=st.sampled_from(["contiguous", "free", "split"]), seed=st.integers(0, 1000))
 def test_same_seed_one_worker_same_result(model, fleet, wl, mode, seed):
     inst = make_instance(model, fleet, wl, mode=mode, granularity="shards:2" if mode == "split" else "layer")
-    a = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, workers=1)
-    b = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, workers=1)
+    a = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, threads=1)
+    b = place(inst, "cpsat", time_limit=NEVER, work_limit=WORK, seed=seed, threads=1)
     assert outcome(a) == outcome(b)
 
 
@@ -88,7 +88,7 @@ def test_repeats_on_a_heterogeneous_ring_and_a_plain_fleet():
     within the work limit (CP-SAT's deterministic time, so on any machine), the same both times."""
     for mode, spec in (("contiguous", MIXED_FLEET), ("split", MIXED_FLEET), ("free", PLAIN_FLEET)):
         inst = _instance_24(mode, spec)
-        runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=30.0, seed=11, workers=1) for _ in range(2)]
+        runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=30.0, seed=11, threads=1) for _ in range(2)]
         assert runs[0].proven_optimal, (mode, runs[0].message)
         assert outcome(runs[0]) == outcome(runs[1]), mode
 
@@ -117,7 +117,7 @@ def test_time_limited_solve_reports_bound_and_gap_not_optimality():
     serves: its latency bound is met by a start and proven without any search)."""
     m = load_model("jamba-1.5-large")
     inst = make_instance(m, load_fleet("wse-3t"), workload_for(m), mode="free")
-    r = place(inst, "cpsat", time_limit=3600, work_limit=0.01, seed=0, workers=1)
+    r = place(inst, "cpsat", time_limit=3600, work_limit=0.01, seed=0, threads=1)
     assert r.status == Status.FEASIBLE
     assert r.proven_optimal is False
     assert (r.devices_used, r.bound, r.gap) == (23, 23.0, 0.0)
@@ -153,7 +153,7 @@ def test_time_limits_never_overstate_a_bin_packing_result():
     inst = make_instance(model, fleet, Workload(context_tokens=1, concurrency=0), mode="free")
     optimum = 20
     for limit in (0.02, 0.2, 2.0):
-        r = place(inst, "cpsat", time_limit=limit, seed=0, workers=1)
+        r = place(inst, "cpsat", time_limit=limit, seed=0, threads=1)
         assert r.status != Status.INFEASIBLE
         assert r.bound is not None and r.bound <= optimum
         assert r.proven_optimal == (r.status == Status.OPTIMAL)
@@ -188,7 +188,7 @@ def test_gap_limit_never_becomes_a_claim_of_optimality():
             m.add_hint(x[i][b], int(i == b))
         m.add_hint(used[b], 1)
     m.minimize(sum(used))
-    params = ora.parameters(time_limit=10, seed=0, workers=1)
+    params = ora.parameters(time_limit=10, seed=0, threads=1)
     assert params["relative_gap_limit"] == 0.0 and params["absolute_gap_limit"] == 0.0
     params.update(relative_gap_limit=1.0, absolute_gap_limit=1e9, log_search_progress=False)
     out = ora.solve(m, {"used": used}, params=params)
@@ -223,7 +223,7 @@ def test_a_search_cut_by_the_work_limit_ends_the_same_way_twice():
     work units, so the work limit (not the clock) cuts it; both runs stop at the same placement
     with the same bound."""
     inst = sparse_ring_instance(16, 30, 2, mode="free")
-    runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=0.2, seed=5, workers=1) for _ in range(2)]
+    runs = [place(inst, "cpsat", time_limit=NEVER, work_limit=0.2, seed=5, threads=1) for _ in range(2)]
     assert runs[0].status == Status.FEASIBLE and not runs[0].proven_optimal
     assert runs[0].level("devices").proven and not runs[0].level("latency").proven
     assert outcome(runs[0]) == outcome(runs[1])

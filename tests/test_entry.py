@@ -124,7 +124,7 @@ def test_the_exact_check_catches_a_broken_placement():
 
 
 def test_solver_options_are_ignored_by_the_other_methods():
-    r = place(instance([4, 4], 10), "dp", time_limit=1.0, seed=3, workers=1)
+    r = place(instance([4, 4], 10), "dp", time_limit=1.0, seed=3, threads=1)
     assert r.devices_used == 1
     with pytest.raises(TypeError, match="colour"):
         place(instance([4, 4], 10), "dp", colour="red")
@@ -172,5 +172,5 @@ def test_the_placement_is_checked_once(monkeypatch):
     calls = []
     real = entry.check_placement
     monkeypatch.setattr(entry, "check_placement", lambda i, r: (calls.append(r.method), real(i, r)))
-    place(instance([3, 4, 5], 8, racks=1, per_rack=3), "cpsat", time_limit=5, workers=1)
+    place(instance([3, 4, 5], 8, racks=1, per_rack=3), "cpsat", time_limit=5, threads=1)
     assert calls == ["cpsat"]

@@ -17,7 +17,7 @@ from placer.problem.instance import make_instance
 from placer.problem.placement import Status
 from placer.specs.workload import Workload
 
-FAST = dict(time_limit=20.0, workers=2, seed=0)
+FAST = dict(time_limit=20.0, threads=2, seed=0)
 
 CASES = [(m, mode) for m in EXACT_METHODS for mode in REGISTRY[m].modes]
 

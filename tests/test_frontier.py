@@ -123,7 +123,7 @@ def _same(rows):
 
 
 def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
-    """--jobs 2 (sweep's process backend, spawned workers) gives exactly the serial rows."""
+    """--jobs 2 (sweep's process backend, spawned threads) gives exactly the serial rows."""
     model, fleets, rep = report
     two = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
                          output_tokens=8, jobs=2, backend="process")

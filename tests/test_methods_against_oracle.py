@@ -104,7 +104,7 @@ def test_every_method_is_honest_against_the_oracle(seed, mode):
     for method in PLACING_METHODS:
         if mode not in MODES_OF[method]:
             continue
-        opts = {"time_limit": 10, "workers": 1, "seed": 0, "objective": "lex"} if method == "cpsat" else {}
+        opts = {"time_limit": 10, "threads": 1, "seed": 0, "objective": "lex"} if method == "cpsat" else {}
         r = place(inst, method, **opts)
         _check(method, r, opt, mode)
 
@@ -118,7 +118,7 @@ def test_attention_per_stage_against_the_oracle(seed, mode):
     model = model_from_dict({"name": "m", "layers": layers})
     inst = make_instance(model, fleet_from_dict(spec), Workload(concurrency=concurrency, context_tokens=1),
                          mode=mode, pins=[f"{i}={d}" for i, d in pins.items()], require=("attention-per-stage",))
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="lex")
     _check("cpsat", r, opt, mode)
     if r.feasible:
         held = {r.assignment[i] for i, x in enumerate(layers) if x["kind"] == "attention"}

@@ -92,7 +92,7 @@ def test_petabyte_devices_with_100_tb_layers_where_rounding_would_cost_a_device(
     for mode in ("contiguous", "split", "free"):
         inst = make_instance(model, fleet, NO_REQUESTS, mode=mode,
                              granularity="shards:2" if mode == "split" else "layer")
-        r = place(inst, "cpsat", time_limit=5, seed=0, workers=1)
+        r = place(inst, "cpsat", time_limit=5, seed=0, threads=1)
         _valid(inst, r, model, fleet, NO_REQUESTS)
         assert r.devices_used == 3, (mode, r.message)
         assert r.bound == 3.0
@@ -107,7 +107,7 @@ def test_exabyte_scale_sizes_stay_exact():
     fleet = _fleet(10**18, racks=1, per_rack=4, name="eb-devices")
     for mode in ("contiguous", "free"):
         inst = make_instance(model, fleet, NO_REQUESTS, mode=mode)
-        r = place(inst, "cpsat", time_limit=5, seed=0, workers=1)
+        r = place(inst, "cpsat", time_limit=5, seed=0, threads=1)
         _valid(inst, r, model, fleet, NO_REQUESTS)
         assert (r.devices_used, r.proven_optimal) == (3, True)
 
@@ -134,7 +134,7 @@ def test_large_coefficient_capacity_rows_give_the_dp_optimum_5293():
     assert sum(weights) > 50 * 2**31
     inst = make_instance(model, fleet, NO_REQUESTS, pins=("0=r1w2",))
     dp = place(inst, "dp")
-    exact = place(inst, "cpsat", time_limit=20, seed=0, workers=1)
+    exact = place(inst, "cpsat", time_limit=20, seed=0, threads=1)
     assert dp.proven_optimal and dp.level("devices").proven, dp.message
     _valid(inst, exact, model, fleet, NO_REQUESTS)
     assert exact.devices_used == dp.devices_used, exact.message
@@ -150,7 +150,7 @@ def test_large_coefficient_bin_packing_reaches_the_optimum_by_construction():
     fleet = _fleet(24 * 10**9 + 10**6, racks=2, per_rack=4, name="gb-devices")
     inst = make_instance(model, fleet, NO_REQUESTS, mode="free")
     # a generous limit, not a speed claim: the search stops as soon as it meets the bound
-    r = place(inst, "cpsat", time_limit=300, seed=0, workers=1, objective="devices")
+    r = place(inst, "cpsat", time_limit=300, seed=0, threads=1, objective="devices")
     _valid(inst, r, model, fleet, NO_REQUESTS)
     assert (r.devices_used, r.bound) == (4, 4.0), r.message
 
@@ -164,7 +164,7 @@ def test_zero_slack_packing_is_never_overstated():
     model = _model(sizes, name="pieces")
     fleet = _fleet(cap, racks=2, per_rack=4, name="gb-devices")
     inst = make_instance(model, fleet, NO_REQUESTS, mode="free")
-    r = place(inst, "cpsat", time_limit=10, seed=0, workers=1)
+    r = place(inst, "cpsat", time_limit=10, seed=0, threads=1)
     _valid(inst, r, model, fleet, NO_REQUESTS)
     assert r.devices_used >= 4 and r.bound == 4.0
     if r.devices_used > 4:
@@ -190,7 +190,7 @@ def test_two_thousand_device_ring():
     assert (dp.devices_used, dp.proven_optimal) == (5, True)
     for mode in ("contiguous", "free"):
         inst = contiguous if mode == "contiguous" else make_instance(model, fleet, wl, mode="free")
-        r = place(inst, "cpsat", time_limit=5, seed=0, workers=1)
+        r = place(inst, "cpsat", time_limit=5, seed=0, threads=1)
         _valid(inst, r, model, fleet, wl)
         assert r.devices_used == 5 and r.bound == 5.0, (mode, r.message)
         # five devices in a ring of single-device racks: four hops of 3 us at least
@@ -208,7 +208,7 @@ def test_absurd_workload_is_infeasible_with_exact_integers():
     inst = make_instance(model, fleet, wl)
     need = 10**12 + 10**9 * 2**30 * 1000
     assert inst.demand_bytes == (need, need)
-    r = place(inst, "cpsat", time_limit=5, seed=0, workers=1)
+    r = place(inst, "cpsat", time_limit=5, seed=0, threads=1)
     assert r.status == Status.INFEASIBLE
     e = diagnose(inst, time_limit=10)
     # one layer per device: floor((1e15 - 1e12) / (2^30 x 1000)) = 930 requests

@@ -45,13 +45,13 @@ def test_concurrency_level_by_hand():
     = 25 and 60: either way 25 requests on every stage, the level's value."""
     layers = [{"kind": "attention", "weight_bytes": w, "kv_bytes_per_token": 1} for w in (40, 10, 40)]
     inst = _inst(layers, _spec([100, 100]), "contiguous", 4)
-    r = place(inst, "cpsat", time_limit=20, workers=1, objective="devices,concurrency,latency")
+    r = place(inst, "cpsat", time_limit=20, threads=1, objective="devices,concurrency,latency")
     assert r.devices_used == 2
     lv = r.level("concurrency")
     assert lv is not None and lv.proven and lv.value == 25 == r.concurrency_ceiling
     assert [x.name for x in r.levels] == ["devices", "concurrency", "latency"]
     # with concurrency last, latency first decides and concurrency follows it
-    r2 = place(inst, "cpsat", time_limit=20, workers=1, objective="devices,latency,concurrency")
+    r2 = place(inst, "cpsat", time_limit=20, threads=1, objective="devices,latency,concurrency")
     assert [x.name for x in r2.levels] == ["devices", "latency", "concurrency"]
     assert r2.level("concurrency").proven and r2.level("concurrency").value == 25
 
@@ -74,7 +74,7 @@ def test_concurrency_level_against_the_oracle(seed, mode):
     spec = _spec(mems, inter=round(rng.uniform(1, 3), 3))
     base = rng.randint(0, 2)
     opt = oracle_solve(layers, spec, mode=mode, concurrency=base)
-    r = place(_inst(layers, spec, mode, base), "cpsat", time_limit=10, workers=1,
+    r = place(_inst(layers, spec, mode, base), "cpsat", time_limit=10, threads=1,
               objective="devices,concurrency,latency")
     if opt.devices is None:
         assert not r.feasible
@@ -100,12 +100,12 @@ def test_attention_per_stage_costs_a_device_when_it_must():
               {"kind": "linear_attention", "weight_bytes": 30, "state_bytes_per_request": 1},
               {"kind": "linear_attention", "weight_bytes": 30, "state_bytes_per_request": 1}]
     spec = _spec([60, 60, 60])
-    assert place(_inst(layers, spec, "contiguous", 0), "cpsat", time_limit=10, workers=1).devices_used == 2
-    r = place(_inst(layers, spec, "contiguous", 0, ("attention-per-stage",)), "cpsat", time_limit=10, workers=1)
+    assert place(_inst(layers, spec, "contiguous", 0), "cpsat", time_limit=10, threads=1).devices_used == 2
+    r = place(_inst(layers, spec, "contiguous", 0, ("attention-per-stage",)), "cpsat", time_limit=10, threads=1)
     assert r.status == "infeasible" and "attention" in r.message
     # with two attention layers the requirement is met on two devices
     layers[2] = {"kind": "attention", "weight_bytes": 30, "kv_bytes_per_token": 1}
     for mode in ("contiguous", "free"):
-        r = place(_inst(layers, spec, mode, 0, ("attention-per-stage",)), "cpsat", time_limit=10, workers=1)
+        r = place(_inst(layers, spec, mode, 0, ("attention-per-stage",)), "cpsat", time_limit=10, threads=1)
         assert r.devices_used == 2 and r.proven_optimal
         assert {r.assignment[0], r.assignment[2]} == set(r.assignment)

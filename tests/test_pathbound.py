@@ -56,7 +56,7 @@ def test_the_path_bound_sees_what_the_order_free_bound_cannot():
     got = path_relaxation(inst.demand_bytes, inst.capacity_bytes, inst.link_us)
     assert got.bound == 3 and got.order is not None and len(got.order) == 3
     _check_path(inst, got)
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="devices")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="devices")
     assert r.devices_used == 3 and r.devices_proven
 
 
@@ -100,7 +100,7 @@ def test_cpsat_on_sparse_fleets_claims_only_what_the_oracle_confirms(seed):
     weights, spec = _random_sparse(seed)
     layers, inst = _instance(weights, spec)
     opt = oracle_solve(layers, spec, mode="contiguous")
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="devices")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="devices")
     if opt.devices is None:
         assert not r.feasible
         return

@@ -125,7 +125,7 @@ def test_never_below_the_oracle_and_exact_on_rings(seed):
     assert found is not None and len(found.order) >= best
     if not chords:
         assert found.proven and len(found.order) == best
-    r = place(inst, "cpsat", time_limit=10, workers=1, objective="devices")
+    r = place(inst, "cpsat", time_limit=10, threads=1, objective="devices")
     assert r.feasible and r.devices_used >= best
     if r.levels and r.levels[0].proven:
         assert r.devices_used == best
@@ -137,7 +137,7 @@ def test_sparse_ring_gets_a_first_placement_and_cpsat_starts_from_it():
     inst = sparse_ring_instance(78, 150, 0, chords=True)
     found = walk_paths(inst)
     assert found is not None
-    r = place(inst, "cpsat", time_limit=3, workers=1, objective="devices")
+    r = place(inst, "cpsat", time_limit=3, threads=1, objective="devices")
     assert r.feasible and r.devices_used <= len(found.order)
     start = [p for p in r.stats["phases"] if p.get("phase") == "start"]
     assert start and start[0]["devices"] <= len(found.order)
@@ -148,7 +148,7 @@ def test_free_mode_start_includes_the_walk():
     never worse in devices than the walk's contiguous placement."""
     inst = sparse_ring_instance(78, 150, 0, chords=False, mode="free")
     found = walk_paths(inst)
-    r = place(inst, "cpsat", time_limit=5, workers=1, objective="devices")
+    r = place(inst, "cpsat", time_limit=5, threads=1, objective="devices")
     assert r.feasible and r.devices_used <= len(found.order)
 
 

@@ -69,7 +69,7 @@ def test_item1_device_count_after_rounding_is_not_proven_wrongly():
     layers = _attention([1, T40, 1, T40])
     spec = _line(T40 + 1, 4)
     inst = _instance(layers, spec, pins=("0=r0w0", "2=r2w0"))
-    r = place(inst, "cpsat", time_limit=20, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=20, threads=1, seed=0, objective="lex")
     opt = oracle_solve(layers, spec, mode="contiguous", pins={0: "r0w0", 2: "r2w0"})
     assert opt.devices == 3
     _assert_honest(r, opt)
@@ -83,7 +83,7 @@ def test_item2_latency_differing_below_a_thousandth_is_not_tied():
     layers = _attention([600] * 4)
     spec = _line(1300, 3, intra=1, inter=50, extra=[("r0w0", "r1w0", 1.0014), ("r0w0", "r2w0", 1.0006)])
     inst = _instance(layers, spec, mode="free")
-    r = place(inst, "cpsat", time_limit=20, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=20, threads=1, seed=0, objective="lex")
     opt = oracle_solve(layers, spec, mode="free")
     assert opt.latency == Fraction("1.0006")
     _assert_honest(r, opt)
@@ -101,7 +101,7 @@ def test_item2_reported_bound_never_above_the_value():
         spec = _line(10, racks, inter=round(rng.uniform(1, 5), 4), extra=extra)
         layers = _attention([rng.randint(3, 7) for _ in range(rng.randint(2, 4))])
         inst = _instance(layers, spec)
-        r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="lex")
+        r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="lex")
         opt = oracle_solve(layers, spec, mode="contiguous")
         if opt.devices is None:
             continue
@@ -129,7 +129,7 @@ def test_item3_latency_bound_is_valid_for_the_exact_bytes():
     spec = _two_types(a, b, 2, 2, intra=1, inter=4)
     inst = _instance(layers, spec, mode="free")
     assert inst.n_devices == 4
-    r = place(inst, "cpsat", time_limit=20, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=20, threads=1, seed=0, objective="lex")
     opt = oracle_solve(layers, spec, mode="free")
     _assert_honest(r, opt)
 
@@ -153,7 +153,7 @@ def test_families_exact_fits_at_arbitrary_byte_offsets(seed, mode):
     spec = _two_types(a, b, rng.randint(1, 2), rng.randint(1, 2), intra=lat[0], inter=lat[1])
     opt = oracle_solve(layers, spec, mode=mode)
     inst = _instance(layers, spec, mode=mode)
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="lex")
     if opt.devices is None:
         assert not r.feasible
         return
@@ -186,6 +186,6 @@ def test_item4_largest_feasible_concurrency_is_exact(mode, weights, kv, spec, ex
     assert _oracle_max_concurrency(layers, spec, mode) == expected
     inst = _instance(layers, spec, mode=mode, concurrency=expected + 5)
     for method in ("cpsat", "dp" if mode == "contiguous" else "ffd"):
-        r = place(inst, method, **({"time_limit": 10, "workers": 1} if method == "cpsat" else {}))
+        r = place(inst, method, **({"time_limit": 10, "threads": 1} if method == "cpsat" else {}))
         assert r.status == "infeasible" and r.max_concurrency == expected, (method, r.message)
         assert f"largest concurrency that fits is {expected}" in r.message

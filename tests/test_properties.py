@@ -21,7 +21,7 @@ from placer.mapping.validate import validate_mapping
 from placer.problem.instance import make_instance
 from placer.problem.placement import Status
 
-CPSAT = dict(time_limit=20.0, seed=0, workers=1)
+CPSAT = dict(time_limit=20.0, seed=0, threads=1)
 HEURISTICS = ("greedy", "dp", "typepack", "ffd")
 PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, derandomize=True,
                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -60,7 +60,7 @@ def test_crossing_bound_and_rack_runs_by_hand():
     assert racks[:5] == [racks[0]] * 5 and racks[5:] == [racks[5]] * 4 and racks[0] != racks[5]
     assert a[2] == a[4] and a[0] == a[1]
     # and CP-SAT proves it without a search
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="lex")
     assert r.devices_used == 6 and r.hop_latency_us == 13.0 and r.proven_optimal
     assert r.level("latency").proven
 
@@ -99,7 +99,7 @@ def test_crossing_bound_never_exceeds_the_oracle(seed):
         return
     inst = _instance(layers, spec)
     assert _bound_us(inst, opt.devices) <= opt.latency
-    r = place(inst, "cpsat", time_limit=10, workers=1, seed=0, objective="lex")
+    r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective="lex")
     assert r.devices_used == opt.devices
     lat = r.level("latency")
     assert Fraction(str(lat.bound)) <= opt.latency + Fraction(1, 10**9)

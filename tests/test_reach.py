@@ -194,7 +194,7 @@ def test_every_method_respects_reachability_against_an_oracle(seed):
     links = [(idx[a], idx[b]) for a, b in fleet.graph.edges() if a in idx and b in idx]
     best = _oracle_free(list(inst.weight_bytes), list(inst.request_bytes), c, caps, links, len(ids))
     for method in FREE_METHODS:
-        r = place(inst, method, **({"time_limit": 5, "workers": 1} if method == "cpsat" else {}))
+        r = place(inst, method, **({"time_limit": 5, "threads": 1} if method == "cpsat" else {}))
         if r.assignment is not None:     # place() re-checked it; the oracle must agree it is valid
             assert best is not None and r.devices_used >= best, (method, r.message)
         if r.status == Status.INFEASIBLE:
@@ -206,7 +206,7 @@ def test_every_method_respects_reachability_against_an_oracle(seed):
     for mode in ("contiguous",):
         cinst = make_instance(model, fleet, wl, mode=mode)
         for method in [m for m in METHODS if mode in MODES_OF[m]]:
-            r = place(cinst, method, **({"time_limit": 5, "workers": 1} if method == "cpsat" else {}))
+            r = place(cinst, method, **({"time_limit": 5, "threads": 1} if method == "cpsat" else {}))
             if r.assignment is not None:
                 assert best is not None and r.devices_used >= best     # contiguous is never below free
 
@@ -233,7 +233,7 @@ def test_a_part_no_piece_holds_is_the_proven_reason(method):
     the method, and the reason names the part (before, CP-SAT only said it proved none exists)."""
     inst = _parts_instance([900] * 5 + [500], [(0, 1), (1, 2), (2, 3), (3, 4)])
     assert len(node_parts(inst)) == 2 and len(pieces(inst)) == 2
-    r = place(inst, method, **({"time_limit": 10, "workers": 1} if method == "cpsat" else {}))
+    r = place(inst, method, **({"time_limit": 10, "threads": 1} if method == "cpsat" else {}))
     assert r.status == Status.INFEASIBLE
     assert "2 unlinked parts" in r.message and "the part of 5 nodes layers.0..layers.4" in r.message
     assert "at least 3 devices are needed" in r.message and "the piece has 2 available" in r.message
@@ -245,10 +245,10 @@ def test_unlinked_parts_that_each_fit_a_piece_are_not_ruled_out():
     (as a chain it must sit in one piece of 4,000 B: no placement)."""
     inst = _parts_instance([900] * 4 + [1500], [(0, 1), (2, 3)])
     assert reachability_infeasibility(inst, lambda i: None) is None
-    r = place(inst, "cpsat", time_limit=10, workers=1)
+    r = place(inst, "cpsat", time_limit=10, threads=1)
     assert r.proven_optimal and r.devices_used == 3
     chain = _parts_instance([900] * 4 + [1500], [(i, i + 1) for i in range(4)])
-    assert place(chain, "cpsat", time_limit=10, workers=1).status == Status.INFEASIBLE
+    assert place(chain, "cpsat", time_limit=10, threads=1).status == Status.INFEASIBLE
 
 
 def _oracle_edges(need, caps, edges, reach) -> bool:

@@ -85,7 +85,7 @@ def test_kimi_k3_hf_under_vllm_rules_is_proven_and_runs_in_vllm(kimi, monkeypatc
     over = place(make_instance(kimi, fleet, wl.replace(concurrency=167), require=rules), "dp")
     assert over.status == Status.INFEASIBLE and over.max_concurrency == 166
     inst = make_instance(kimi, fleet, wl.replace(concurrency=166), require=rules)
-    r = place(inst, "cpsat", time_limit=120, workers=2, objective="devices,concurrency,latency")
+    r = place(inst, "cpsat", time_limit=120, threads=2, objective="devices,concurrency,latency")
     assert r.proven_optimal and r.devices_used == 69, r.message
     assert [lv.name for lv in r.levels] == ["devices", "concurrency", "latency"]
     assert r.level("concurrency").value == 166

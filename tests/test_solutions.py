@@ -120,19 +120,19 @@ def test_regenerate_writes_valid_mappings_and_keeps_current_ones(tmp_path):
     from regenerate_solutions import regenerate
 
     logged = []
-    first = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+    first = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, threads=1,
                        log=logged.append)
     path = tmp_path / "llama-3.1-8b__wse-3t__contiguous.json"
     assert first["written"] == [str(path)] and first["invalid"] == []
     assert validate_mapping(read_mapping(path)) == []
-    again = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+    again = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, threads=1,
                        stale_only=True, log=logged.append)
     assert again["written"] == [] and again["current"] == [str(path)]
     # a mapping that no longer validates is solved again
     doc = read_mapping(path)
     doc["hardware"]["sha256"] = "0" * 64
     path.write_text(json.dumps(doc), encoding="utf-8")
-    third = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, workers=1,
+    third = regenerate(tmp_path, models=["llama-3.1-8b"], modes=("contiguous",), time_limit=10, threads=1,
                        stale_only=True, log=logged.append)
     assert third["written"] == [str(path)]
     assert validate_mapping(read_mapping(path)) == []

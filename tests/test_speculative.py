@@ -93,7 +93,7 @@ def test_exact_methods_meet_the_optimum_with_the_drafter_on_the_head_stage(seed,
     opt = oracle_solve(layers, spec, mode=mode, concurrency=concurrency, together=together)
     inst = _instance(layers, spec, concurrency, ("mtp-with-head",), mode)
     for method in (("cpsat", "dp") if mode == "contiguous" else ("cpsat",)):
-        opts = {"time_limit": 10, "workers": 1, "seed": 0, "objective": "lex"} if method == "cpsat" else {}
+        opts = {"time_limit": 10, "threads": 1, "seed": 0, "objective": "lex"} if method == "cpsat" else {}
         r = place(inst, method, **opts)
         if opt.devices is None:
             assert not r.feasible, (method, r.message)

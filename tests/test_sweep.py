@@ -55,7 +55,7 @@ def count_solves(monkeypatch):
 def test_csv_rows_equal_direct_place_calls(tmp_path):
     out = tmp_path / "r.csv"
     model, fleet = tiny(), toy_fleet()
-    report = run_sweep(model, fleet, GRID, SETTINGS, out=out, workers=1)
+    report = run_sweep(model, fleet, GRID, SETTINGS, out=out, jobs=1)
     rows = read_rows(out)
     assert same(rows) == same(report.rows)
     assert [r["concurrency"] for r in rows] == [1, 4, 6]
@@ -78,7 +78,7 @@ def test_csv_rows_equal_direct_place_calls(tmp_path):
 
 def test_header_once_and_rows_parse_back(tmp_path):
     out = tmp_path / "r.csv"
-    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     with open(out, newline="") as fh:
         lines = list(csv.reader(fh))
     assert tuple(lines[0]) == COLUMNS
@@ -87,18 +87,18 @@ def test_header_once_and_rows_parse_back(tmp_path):
 
 def test_resume_from_a_partial_csv_solves_only_missing_points(tmp_path, count_solves):
     out = tmp_path / "r.csv"
-    full = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    full = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     assert count_solves == [1, 4, 6]
     text = out.read_text().splitlines(keepends=True)
     # keep the header and the first point, and a torn line from a write cut short
     out.write_text(text[0] + text[1] + text[2][:17])
     count_solves.clear()
-    again = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    again = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     assert count_solves == [4, 6]
     assert again.solved == 2 and again.reused == 1
     assert same(read_rows(out)) == same(full.rows)
     count_solves.clear()
-    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     assert count_solves == []
 
 
@@ -111,10 +111,10 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path, count_solves):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1, progress=stop_after_two)
+        run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1, progress=stop_after_two)
     assert len(read_rows(out)) == 2
     count_solves.clear()
-    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1)
+    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1)
     assert len(count_solves) == 4 and report.reused == 2
     assert len(read_rows(out)) == 6
     assert {(r["context_tokens"], r["concurrency"]) for r in read_rows(out)} == {
@@ -134,7 +134,7 @@ def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
 
     monkeypatch.setattr(algorithms, "place", flaky)
     grid = Grid(contexts=(10,), concurrencies=(1, 4, 9))
-    run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1)
+    run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1)
     rows = {r["concurrency"]: r for r in read_rows(out)}
     assert rows[1]["status"] == "optimal"
     assert rows[4]["status"] == "error" and "RuntimeError: solver crashed" in rows[4]["error"]
@@ -142,8 +142,8 @@ def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
     assert rows[9]["devices_used"] is None and not rows[9]["pareto"]
     # a plain re-run keeps the error; --retry-failed solves it again (the newer row wins)
     monkeypatch.setattr(algorithms, "place", real)
-    assert run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1).solved == 0
-    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, workers=1, retry_failed=True)
+    assert run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1).solved == 0
+    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1, retry_failed=True)
     assert report.solved == 1
     rows = {r["concurrency"]: r for r in read_rows(out)}
     assert rows[4]["status"] == "optimal" and rows[4]["devices_used"] == 2 and rows[4]["error"] is None
@@ -152,12 +152,12 @@ def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
 
 def test_budget_points_bisect(tmp_path):
     grid = Grid(contexts=(10,), budgets=(1, 2, 3))
-    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=tmp_path / "b.csv", workers=1)
+    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=tmp_path / "b.csv", jobs=1)
     got = [(r["budget_devices"], r["concurrency"], r["devices_used"]) for r in report.rows]
     assert got == [(1, 3, 1), (2, 5, 2), (3, 8, 3)]
     assert all(r["proven_optimal"] for r in report.rows)
     # a re-run finds them by budget, whatever concurrency each found
-    again = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=tmp_path / "b.csv", workers=1)
+    again = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=tmp_path / "b.csv", jobs=1)
     assert again.solved == 0
 
 
@@ -165,7 +165,7 @@ def test_replicas_column(tmp_path):
     # (see test_plan) N = 6: two replicas of 3 on 1 device each; N = 10: one pipeline cannot, two of 5 on 4
     grid = Grid(contexts=(10,), concurrencies=(6, 10))
     report = run_sweep(tiny(), toy_fleet(), grid, SweepSettings(base_workload=Workload(context_tokens=10),
-                                                                replicas=True), workers=1)
+                                                                replicas=True), jobs=1)
     got = [(r["status"], r["devices_used"], r["replicas_best"], r["replicas_total_devices"],
             r["replicas_saving_devices"]) for r in report.rows]
     assert got == [("optimal", 3, 2, 2, 1), ("infeasible", None, 2, 4, None)]
@@ -173,9 +173,9 @@ def test_replicas_column(tmp_path):
 
 def test_another_setup_in_the_same_file_is_refused(tmp_path):
     out = tmp_path / "r.csv"
-    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     with pytest.raises(InvalidSpec, match="another model"):
-        run_sweep(tiny(), toy_fleet(racks=5), GRID, SETTINGS, out=out, workers=1)
+        run_sweep(tiny(), toy_fleet(racks=5), GRID, SETTINGS, out=out, jobs=1)
 
 
 def test_grid_order_and_precisions():
@@ -211,15 +211,15 @@ def test_pareto_on_a_hand_made_table():
 
 
 def test_parallel_processes_give_the_same_rows(tmp_path):
-    serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, workers=1)
-    parallel = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=tmp_path / "p.csv", workers=2)
-    assert parallel.workers == 2
+    serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, jobs=1)
+    parallel = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=tmp_path / "p.csv", jobs=2)
+    assert parallel.jobs == 2
     assert same(parallel.rows) == same(serial.rows)
     assert same(read_rows(tmp_path / "p.csv")) == same(serial.rows)
 
 
 def test_ray_backend_gives_the_same_rows(tmp_path, local_ray):
-    serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, workers=1)
+    serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, jobs=1)
     ray_rows = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, backend="ray", out=tmp_path / "ray.csv")
     assert same(ray_rows.rows) == same(serial.rows)
     assert local_ray.is_initialized()     # joined the running instance and left it up
@@ -278,7 +278,7 @@ def test_simulated_columns_match_the_simulator():
     fleet = fleet_from_dict({"name": "toy", "device": {"memory": "100 B", "memory_bandwidth": "1 GB/s",
                                                        "power": "1 kW"}, "fleet": {"racks": 4, "per_rack": 2}})
     settings = SweepSettings(simulate=True, simulate_output_tokens=8, base_workload=Workload(context_tokens=10))
-    report = run_sweep(tiny(), fleet, Grid(contexts=(10,), concurrencies=(1, 4)), settings, workers=1)
+    report = run_sweep(tiny(), fleet, Grid(contexts=(10,), concurrencies=(1, 4)), settings, jobs=1)
     for row in report.rows:
         c = row["concurrency"]
         inst = make_instance(tiny(), fleet, Workload(context_tokens=10, concurrency=c))
@@ -305,8 +305,8 @@ def test_a_solver_stopped_by_ctrl_c_is_not_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(algorithms, "place", interrupted_at_4)
     out = tmp_path / "r.csv"
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+        run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     assert [r["concurrency"] for r in read_rows(out)] == [1]
     monkeypatch.setattr(algorithms, "place", real)
-    report = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, workers=1)
+    report = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=out, jobs=1)
     assert report.solved == 2 and [r["devices_used"] for r in read_rows(out)] == [1, 2, 3]

@@ -65,7 +65,7 @@ def test_every_method_and_mode_gives_a_valid_mapping(tmp_path, method, mode):
     # alone and packs each other kind on devices of its own
     inst = toy_instance(tmp_path, mode=mode, granularity="shards:2" if mode == "split" else "layer", memory=6000,
                         unavailable=())
-    opts = {"time_limit": 10, "workers": 1} if method == "cpsat" else {}
+    opts = {"time_limit": 10, "threads": 1} if method == "cpsat" else {}
     result = algorithms.place(inst, method=method, **opts)
     assert result.feasible, result.message
     doc = build_mapping(inst, result)

@@ -80,7 +80,7 @@ def _up_to_date(path: Path, model, fleet) -> bool:
 
 
 def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, time_limit: float = 60.0,
-               workers: int = 2, seed: int = 0, stale_only: bool = False, objective: str = DEFAULT_OBJECTIVE,
+               threads: int = 2, seed: int = 0, stale_only: bool = False, objective: str = DEFAULT_OBJECTIVE,
                log=_say) -> dict:
     """Solve and write every (model, mode); returns the paths ``written`` and ``current`` (up to date,
     with ``stale_only``), and the ``skipped`` (no placement) and ``invalid`` (failed validation) cases."""
@@ -103,7 +103,7 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
             require = exported_requirements(model, mode)
             attempt = partial(solve, model, fleet, mode=mode, method="cpsat",
                               granularity=SPLIT_GRANULARITY if mode == "split" else None, require=require,
-                              time_limit=time_limit, workers=workers, seed=seed, objective=objective)
+                              time_limit=time_limit, threads=threads, seed=seed, objective=objective)
             solved = attempt(wl)
             r = solved.result
             label = f"{model.name} on {hw}, {mode}"
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         report = regenerate(args.out, models=args.models, modes=tuple(args.modes or MODES),
-                            time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                            time_limit=args.time_limit, threads=args.threads, seed=args.seed,
                             stale_only=args.stale, objective=args.objective)
     except PlacerError as exc:
         _say(f"error: {exc}")

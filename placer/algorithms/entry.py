@@ -147,7 +147,7 @@ def decide_feasible(instance: Instance, *, time_limit: float = PROBE_SECONDS, me
         return False
     if time_limit <= 0.05:
         return None
-    r = method_row("cpsat").function(instance, lower_bound=lb, time_limit=time_limit, seed=0, workers=1,
+    r = method_row("cpsat").function(instance, lower_bound=lb, time_limit=time_limit, seed=0, threads=1,
                                      objective="devices")
     if r.feasible:
         return True

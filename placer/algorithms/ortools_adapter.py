@@ -60,7 +60,7 @@ def status_name(code) -> str:
     return _STATUS.get(code, str(code))
 
 
-def parameters(*, time_limit: float, seed: int, workers: int, assumptions: bool = False,
+def parameters(*, time_limit: float, seed: int, threads: int, assumptions: bool = False,
                fix_to_hint: bool = False, light_presolve: bool = False, work_limit: float | None = None) -> dict:
     """CP-SAT parameters placer uses, as a plain dict (recorded in ``Result.stats``).
 
@@ -69,14 +69,14 @@ def parameters(*, time_limit: float, seed: int, workers: int, assumptions: bool 
     stops ends the same way on every run."""
     if time_limit is None or not time_limit > 0:
         raise ValueError("time_limit must be a positive number of seconds")
-    if workers < 1:
-        raise ValueError("workers must be at least 1")
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
     if work_limit is not None and not work_limit > 0:
         raise ValueError("work_limit must be a positive number of CP-SAT work units")
     p = dict(
         max_time_in_seconds=float(time_limit),
         random_seed=int(seed),
-        num_workers=int(workers),
+        num_workers=int(threads),
         # google/or-tools#5293: 32-bit accumulation in presolve can drop an enforcement literal.
         presolve_inclusion_work_limit=0,
         # never let a gap limit end the search; proofs are objective == bound

@@ -30,7 +30,7 @@ from placer.algorithms.objectives import (  # noqa: F401
 class CpsatOptions:
     """Keyword options of the exact solver (``place(..., method="cpsat", **options)``).
 
-    ``time_limit``: seconds for the whole call; ``seed``, ``workers``: CP-SAT's; ``progress``: a
+    ``time_limit``: seconds for the whole call; ``seed``, ``threads``: CP-SAT's; ``progress``: a
     callable given ``dict(best, bound, elapsed, phase)``; ``hint``: a Result or an assignment to
     start from; ``objective``: one of :data:`OBJECTIVES`; ``deadline``: a
     :class:`~placer.algorithms.deadline.Deadline` shared with the caller's other phases (the call
@@ -40,7 +40,7 @@ class CpsatOptions:
 
     time_limit: float = 30.0
     seed: int = 0
-    workers: int = 2
+    threads: int = 2
     progress: Any = None
     hint: Any = None
     objective: str = "lex"
@@ -50,8 +50,8 @@ class CpsatOptions:
     def __post_init__(self):
         if self.time_limit is None or not self.time_limit > 0:
             raise ValueError("time_limit must be a positive number of seconds")
-        if int(self.workers) < 1:
-            raise ValueError("workers must be at least 1")
+        if int(self.threads) < 1:
+            raise ValueError("threads must be at least 1")
         parse_objective(self.objective)
         if self.work_limit is not None and not self.work_limit > 0:
             raise ValueError("work_limit must be a positive number of CP-SAT work units")

@@ -363,7 +363,7 @@ def _describe(levels) -> str:
 
 
 def solve_problem(prob: PerStageProblem, *, order=("devices", "concurrency", "latency"), time_limit: float = 30.0,
-                  seed: int = 0, workers: int = 2, progress=None, deadline: Deadline | None = None
+                  seed: int = 0, threads: int = 2, progress=None, deadline: Deadline | None = None
                   ) -> PerStageOutcome:
     """The best plan of ``prob`` under the levels of ``order`` (a sequence of
     :data:`PER_STAGE_LEVELS`, devices first), each level solved with the earlier ones fixed at their
@@ -382,7 +382,7 @@ def solve_problem(prob: PerStageProblem, *, order=("devices", "concurrency", "la
     bad = [x for x in order if x not in PER_STAGE_LEVELS]
     if bad or not order or order[0] != "devices":
         raise ValueError(f"per-stage levels: devices first, then any of concurrency, latency (got {','.join(order)})")
-    return _LevelSearch(prob, tuple(order), time_limit, seed, workers, progress, deadline).run()
+    return _LevelSearch(prob, tuple(order), time_limit, seed, threads, progress, deadline).run()
 
 
 solve_per_stage = solve_problem     # its name before placer.algorithms.stage_degrees; kept for one release
@@ -393,12 +393,12 @@ class _LevelSearch:
     chosen candidates), the proven optimum of each level solved (``found``, fixed for the later
     levels), the levels reported, the concurrency in force and whether Ctrl-C was seen."""
 
-    def __init__(self, prob, order, time_limit, seed, workers, progress, deadline):
+    def __init__(self, prob, order, time_limit, seed, threads, progress, deadline):
         self.prob, self.order = prob, order
-        self.seed, self.workers, self.progress = seed, workers, progress
+        self.seed, self.threads, self.progress = seed, threads, progress
         self.t0 = time.monotonic()
         self.deadline = Deadline.of(deadline, time_limit)
-        self.stats: dict = dict(seed=seed, workers=workers, time_limit=time_limit, phases=[])
+        self.stats: dict = dict(seed=seed, threads=threads, time_limit=time_limit, phases=[])
         self.best: tuple | None = None
         self.found: dict = {}
         self.levels: list[Level] = []
@@ -424,7 +424,7 @@ class _LevelSearch:
 
     def solve_level(self, model, name, share, c, target=None):
         out, got = model.solve_level(name, self.found, hint=self.plan(), time_limit=share, seed=self.seed,
-                                     workers=self.workers, progress=self.progress, t0=self.t0, target=target)
+                                     threads=self.threads, progress=self.progress, t0=self.t0, target=target)
         rec = dict(phase=name if c == self.prob.concurrency else f"{name} at concurrency {c}", **out.record())
         self.stats["phases"].append(rec)
         self.interrupted = self.interrupted or out.interrupted

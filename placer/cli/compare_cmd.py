@@ -140,7 +140,7 @@ def _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_jso
                 # no terminal to draw a bar on (a log, a pipe): one line per row as it starts
                 click.echo(f"solving {method} / {mode} ...", err=True)
 
-        doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, workers=threads, granularity=granularity,
+        doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, threads=threads, granularity=granularity,
                       progress=progress)
         bar.step()
     return doc
@@ -186,7 +186,7 @@ def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, outp
                 click.echo(f"solving {label} ...", err=True)
 
         doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
-                              seed=seed, workers=threads, output_tokens=output_tokens, progress=progress,
+                              seed=seed, threads=threads, output_tokens=output_tokens, progress=progress,
                               runtime=runtime, max_ttft_ms=max_ttft_ms,
                               attention_dp=attention_dp)
         bar.step()

@@ -124,7 +124,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
         warn(note)
-    opts = dict(time_limit=time_limit, workers=threads or 2)     # min_devices passes them to CP-SAT only
+    opts = dict(time_limit=time_limit, threads=threads or 2)     # min_devices passes them to CP-SAT only
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
 

@@ -117,7 +117,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
             warn(note)
     cap = max(grid.concurrencies) if grid.budgets and grid.concurrencies else None
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
-                             granularity=granularity_for("split", granularity), solver_workers=threads,
+                             granularity=granularity_for("split", granularity), solver_threads=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
                              concurrency_cap=cap, base_workload=base, runtime=runtime)
     bar = Progress(None, "points", quiet=True)     # replaced once the sweep knows its size
@@ -135,7 +135,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
 
     with contextlib.ExitStack() as stack:
         stack.callback(lambda: bar.close())
-        report = run_sweep(m, fleet, grid, settings, out=out, workers=renamed("--jobs", jobs, workers_deprecated),
+        report = run_sweep(m, fleet, grid, settings, out=out, jobs=renamed("--jobs", jobs, workers_deprecated),
                            backend=backend, address=address, retry_failed=retry_failed, on_start=on_start,
                            progress=on_point)
     if plot_path:
@@ -146,8 +146,8 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
                                         title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
     if as_json:
         echo_json({"rows": report.rows, "workload": workload_doc(base), "solved": report.solved, "reused": report.reused,
-                   "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.workers,
-                   "jobs": report.workers, "power_boundary": fleet.power_boundary, "pue": fleet.pue})
+                   "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.jobs,
+                   "jobs": report.jobs, "power_boundary": fleet.power_boundary, "pue": fleet.pue})
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
@@ -155,7 +155,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     if any(r.get("tokens_per_s_per_mw") is not None for r in report.rows):
         click.echo(f"tok/s/MW: power counted at the {fleet.power_label()} boundary (--power)")
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
-               f"({report.backend}, {report.workers} job(s)); * = Pareto-optimal; proven 'devices' = "
+               f"({report.backend}, {report.jobs} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"
                + (f"; results in {out}" if out else "") + (f"; frontier drawn to {plot_path}" if plot_path else ""))
 

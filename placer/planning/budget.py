@@ -45,26 +45,26 @@ def default_method(mode: str) -> str:
 
 
 def solver_options(method: str, *, time_limit: float | None = None, seed: int | None = None,
-                   workers: int | None = None, objective: str | None = None) -> dict:
+                   threads: int | None = None, objective: str | None = None) -> dict:
     """Keyword options for ``place(..., method=method)``: only CP-SAT takes a time limit, seed,
     worker count and objective (``"devices"``: fewest devices only; default: devices, then hop
     latency). None values are left to the solver's defaults."""
     if method != "cpsat":
         return {}
     # "lex" is CP-SAT's default; left out so place() need not know the option
-    given = dict(time_limit=time_limit, seed=seed, workers=workers,
+    given = dict(time_limit=time_limit, seed=seed, threads=threads,
                  objective=None if objective == "lex" else objective)
     return {k: v for k, v in given.items() if v is not None}
 
 
 def min_devices(instance: Instance, method: str | None = None, *, time_limit: float | None = None,
-                seed: int | None = None, workers: int | None = None, objective: str | None = None) -> Result:
+                seed: int | None = None, threads: int | None = None, objective: str | None = None) -> Result:
     """Solve ``instance`` (fewest devices) by :func:`placer.planning.solve.place_instance`, in
     groups for a degree above 1; an impossible request becomes an ``infeasible`` Result. Ctrl-C
     during a solve raises :class:`KeyboardInterrupt`, even when the solver caught it."""
     method = method or default_method(instance.mode)
     settings = SolverSettings(method=method, time_limit=30.0 if time_limit is None else time_limit,
-                              seed=seed or 0, threads=workers or 2)
+                              seed=seed or 0, threads=threads or 2)
     # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that for
     # the point's answer (a resumed sweep would never solve it again)
     return place_instance(instance, settings, reports=False, keep_interrupted=False,
@@ -120,7 +120,7 @@ def largest_concurrency(instance: Instance, budget_devices: int, *, method: str 
     last fit and the first miss: O(log c) solves. ``max_concurrency`` caps the search (values
     above it are taken not to fit without solving); by default the cap is the concurrency above
     which some node fits on no device even alone. Needs an exact method
-    (``dp`` or ``cpsat``); ``options`` go to CP-SAT (time_limit, seed, workers).
+    (``dp`` or ``cpsat``); ``options`` go to CP-SAT (time_limit, seed, threads).
     """
     method = method or default_method(instance.mode)
     if method not in EXACT_METHODS:

@@ -206,7 +206,7 @@ def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSet
     solved = solve_per_stage(model, fleet, workload, degrees=req.degrees, ep=bool(req.expert_parallel),
                              reserve=req.reserve, require=req.constraints_for(model), mode=req.mode, pins=req.pins,
                              objective=req.cpsat_objective, time_limit=solver.time_limit, seed=solver.seed,
-                             workers=solver.threads, progress=solver.progress, deadline=solver.deadline)
+                             threads=solver.threads, progress=solver.progress, deadline=solver.deadline)
     r = solved.result
     return Plan("per-stage", model, fleet, workload, req, solver, solved, (solved,),
                 {f"tp {g}": why for g, why in (solved.refused or {}).items()},

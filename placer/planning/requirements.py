@@ -333,7 +333,7 @@ class SolverSettings:
         seed, threads, progress reports, the deadline and an objective."""
         if method != "cpsat":
             return {}
-        opts = dict(time_limit=self.time_limit, seed=self.seed, workers=self.threads)
+        opts = dict(time_limit=self.time_limit, seed=self.seed, threads=self.threads)
         if reports:
             opts.update(progress=self.progress, deadline=self.deadline)
         if objective is not None:

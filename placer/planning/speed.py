@@ -263,17 +263,17 @@ def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_u
                    method: str | None = None, output_tokens: int = 16, max_concurrency: int | None = None,
                    progress: Callable[[str], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, require=(), time_limit: float = 30.0, seed: int = 0,
-                   workers: int = 2) -> SpeedPlan:
+                   threads: int = 2) -> SpeedPlan:
     """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each: the keyword
     form of :func:`speed_search` (``objective`` is the speed objective; ``require`` the constraints
-    of :data:`placer.problem.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``workers``: CP-SAT's)."""
+    of :data:`placer.problem.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``threads``: CP-SAT's)."""
     if objective not in OBJECTIVES:
         raise InvalidSpec(ARGUMENT, "objective", f"unknown objective {objective!r} "
                                                  f"(choose from {', '.join(OBJECTIVES)})")
     req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
                        constraints=tuple(require), min_user_tps=min_user_tps, speed_objective=objective,
                        output_tokens=output_tokens)
-    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
+    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads)
     return speed_search(model, fleet, workload, req, solver, log=progress, max_concurrency=max_concurrency)
 
 

@@ -136,7 +136,7 @@ def _refuse(model: LayerGraph, fleet: Fleet, mode, pins, objective):
 def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
                     reserve: Reserve | None = None, require=(), mode: str | None = None, pins=(),
                     objective: str = "devices,concurrency,latency", time_limit: float = 30.0, seed: int = 0,
-                    workers: int = 2, progress=None, deadline=None) -> PerStageSolved:
+                    threads: int = 2, progress=None, deadline=None) -> PerStageSolved:
     """Place ``model`` on ``fleet`` with a degree per stage chosen from ``degrees`` (default
     :func:`per_stage_degrees`): fewest devices, then (in ``objective``'s order) the highest
     guaranteed concurrency and the least hop latency. Raises :class:`InvalidSpec` for what
@@ -150,7 +150,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     allowed, refused = found.degrees, found.refused_degrees(bool(ep))
     prob = per_stage_problem(model, fleet, workload, allowed, ep=ep, reserve=reserve, require=require)
     with interrupt_scope():     # the solve owns its Ctrl-C unless a caller's scope does
-        out = solve_problem(prob, order=order, time_limit=time_limit, seed=seed, workers=workers, progress=progress,
+        out = solve_problem(prob, order=order, time_limit=time_limit, seed=seed, threads=threads, progress=progress,
                      deadline=deadline)
     stats = dict(out.stats, degrees=list(allowed))
     if not out.feasible:

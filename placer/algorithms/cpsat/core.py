@@ -161,7 +161,7 @@ def family_core(instance: Instance, time_limit: float, *, max_cells: int, descri
         left = deadline - time.monotonic()
         if left <= 0.05:
             return None
-        params = ora.parameters(time_limit=left, seed=0, workers=1, assumptions=True)
+        params = ora.parameters(time_limit=left, seed=0, threads=1, assumptions=True)
         # google/or-tools#5141: with presolve on, the core can name a literal that is not an
         # assumption; cores are only read with presolve off (and re-checked by shrinking).
         params.update(cp_model_presolve=False, log_search_progress=False)

@@ -37,7 +37,7 @@ decimals allow a common scale, else rounded down (bounds only). INFEASIBLE only 
 a reason from an unsat core over capacity and pin literals); UNKNOWN when nothing was found.
 ``Result.levels`` holds value, bound and proof per level, ``Result.objective`` and
 ``Result.bound`` the device count and its proven lower bound, ``stats["phases"]`` each solver call
-(status, objective, bound, wall and deterministic time, fingerprint), with seed, workers, time
+(status, objective, bound, wall and deterministic time, fingerprint), with seed, threads, time
 limit, OR-Tools version and the quantization unit beside them.
 """
 
@@ -71,12 +71,12 @@ from placer.specs.workload import MAX_CONCURRENCY
 __all__ = ["cpsat"]
 
 
-def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, workers: int = 2, progress=None,
+def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, threads: int = 2, progress=None,
           hint=None, objective: str = "lex", lower_bound: int | None = None, deadline: Deadline | None = None,
           work_limit: float | None = None) -> Result:
     """Place ``instance`` optimally (see the module docstring).
 
-    ``time_limit`` (s, whole call), ``seed`` and ``workers`` go to CP-SAT; ``progress`` is called
+    ``time_limit`` (s, whole call), ``seed`` and ``threads`` go to CP-SAT; ``progress`` is called
     with ``dict(best, bound, elapsed, phase)`` from the solution callback; ``hint``: a Result or
     an assignment to start from; ``objective``: the levels in order, e.g.
     ``"devices,concurrency,latency"`` (what ``placer solve`` asks for), or ``"devices"``, ``"lex"``
@@ -92,23 +92,23 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, worker
     order = parse_objective(objective)
     if not time_limit or time_limit <= 0:
         raise ValueError("time_limit must be positive")
-    if workers < 1:
-        raise ValueError("workers must be at least 1")
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
     t0 = time.monotonic()
     deadline = Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit)
     if "concurrency" in order and any(instance.request_bytes):
         return _with_concurrency(instance, order, t0=t0, time_limit=float(time_limit), seed=int(seed),
-                                 workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
+                                 threads=int(threads), progress=progress, hint=hint, lower_bound=lower_bound,
                                  deadline=deadline, work_limit=work_limit)
     return _solve(instance, tuple(x for x in order if x != "concurrency"), t0=t0, time_limit=float(time_limit),
-                  seed=int(seed), workers=int(workers), progress=progress, hint=hint, lower_bound=lower_bound,
+                  seed=int(seed), threads=int(threads), progress=progress, hint=hint, lower_bound=lower_bound,
                   deadline=deadline, work_limit=work_limit)
 
 
-def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit: float, seed: int, workers: int,
+def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit: float, seed: int, threads: int,
            progress, hint, lower_bound, deadline: Deadline, work_limit: float | None = None) -> Result:
     """The levels of ``order`` (devices, then latency, then bottleneck) by the strategy that fits."""
-    run = Run(instance, t0, time_limit, seed, workers, progress, ",".join(order), order=order,
+    run = Run(instance, t0, time_limit, seed, threads, progress, ",".join(order), order=order,
               deadline=deadline.within(time_limit), work_limit=work_limit)
     run.prob, run.quant = build_problem(instance)
     run.prob.deadline = run.deadline
@@ -146,7 +146,7 @@ def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit:
         return finish(run, assignment, order, levels)
 
 
-def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, workers, progress, hint, lower_bound,
+def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, threads, progress, hint, lower_bound,
                       deadline: Deadline, work_limit: float | None = None):
     """The guaranteed-concurrency level: the largest live-request count c such that the levels
     before it keep their optimal values at c (a placement meets them and holds c requests on every
@@ -164,7 +164,7 @@ def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, worker
 
     def sub(inst, levels, share, start, lb):
         limit = max(0.05, min(left(), share))
-        return _solve(inst, levels, t0=time.monotonic(), time_limit=limit, seed=seed, workers=workers,
+        return _solve(inst, levels, t0=time.monotonic(), time_limit=limit, seed=seed, threads=threads,
                       progress=progress, hint=start, lower_bound=lb, deadline=deadline, work_limit=work_limit)
 
     first = sub(instance, before, left() / 3, hint, lower_bound) if before else None

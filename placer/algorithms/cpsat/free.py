@@ -135,7 +135,7 @@ def _arcflow_devices(run: Run, arc, classes, lower: int):
         if pruned is None:                  # z devices cannot even hold the volume
             z += 1
             continue
-        params = ora.parameters(time_limit=max(run.remaining(), 0.05), seed=run.seed, workers=run.workers,
+        params = ora.parameters(time_limit=max(run.remaining(), 0.05), seed=run.seed, threads=run.threads,
                                 work_limit=run.work_limit)
         out, bins = solve_arcflow(pruned, params=params, lower_bound=z, max_bins=z,
                                   progress=tag(run.progress, "devices"), t0=run.t0)

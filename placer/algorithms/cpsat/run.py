@@ -1,4 +1,4 @@
-"""The context every CP-SAT strategy shares: one :class:`Run` per call (limits, seed, workers, the
+"""The context every CP-SAT strategy shares: one :class:`Run` per call (limits, seed, threads, the
 solver-unit problem, the best placement so far, the solver calls made) and the functions that
 turn a placement and its levels into a checked :class:`~placer.problem.placement.Result`.
 """
@@ -33,7 +33,7 @@ class Run:
     t0: float
     time_limit: float
     seed: int
-    workers: int
+    threads: int
     progress: object
     objective: str
     order: tuple = ("devices", "latency")
@@ -60,7 +60,7 @@ class Run:
         limit = max(self.remaining(), 0.05)
         if time_cap is not None:
             limit = min(limit, time_cap)
-        params = ora.parameters(time_limit=limit, seed=self.seed, workers=self.workers, work_limit=self.work_limit,
+        params = ora.parameters(time_limit=limit, seed=self.seed, threads=self.threads, work_limit=self.work_limit,
                                 assumptions=bool(assumptions), light_presolve=light_presolve)
         cb = None
         if self.progress is not None and not quiet:   # quiet: a search without an objective to report
@@ -149,7 +149,7 @@ def finish(run: Run, assignment, order, levels: dict) -> Result:
     used = len(set(assignment))
     gap = (used - bound) / used if used and bound is not None else None
     run.stats.update(
-        seed=run.seed, workers=run.workers, time_limit=run.time_limit, ortools_version=ora.ORTOOLS_VERSION,
+        seed=run.seed, threads=run.threads, time_limit=run.time_limit, ortools_version=ora.ORTOOLS_VERSION,
         objective=run.objective, phases=run.phases,
         solution_fingerprint=next((p.get("solution_fingerprint") for p in reversed(run.phases)
                                    if p.get("solution_fingerprint")), None))
@@ -194,7 +194,7 @@ def describe_levels(levels: dict, run: Run) -> str:
 
 
 def no_placement(run: Run, status: Status, message: str) -> Result:
-    run.stats.update(seed=run.seed, workers=run.workers, time_limit=run.time_limit,
+    run.stats.update(seed=run.seed, threads=run.threads, time_limit=run.time_limit,
                      ortools_version=ora.ORTOOLS_VERSION, objective=run.objective, phases=run.phases)
     bound = max(run.lower, 0) or None
     return Result("cpsat", run.instance.mode, status, lower_bound_devices=bound,

@@ -198,7 +198,7 @@ class PerStageModel:
         """A lower bound on the devices, valid for every plan (it only helps the search prune)."""
         self.m.add(self.devices >= int(devices))
 
-    def solve_level(self, name: str, found: dict, *, hint, time_limit: float, seed: int, workers: int,
+    def solve_level(self, name: str, found: dict, *, hint, time_limit: float, seed: int, threads: int,
                     progress=None, t0=None, target=None):
         """Minimise level ``name`` (``"feasible"``: any plan) with the levels of ``found`` (name ->
         optimum) fixed; returns
@@ -223,7 +223,7 @@ class PerStageModel:
                 info["phase"] = name
                 progress(info)
         # probing thousands of candidate literals costs seconds in presolve and finds little here
-        params = ora.parameters(time_limit=max(time_limit, 0.05), seed=seed, workers=workers, light_presolve=True)
+        params = ora.parameters(time_limit=max(time_limit, 0.05), seed=seed, threads=threads, light_presolve=True)
         out = ora.solve(self.m, {"x": self.x}, params=params, progress=cb, report_scale=scale, t0=t0,
                         target=target)
         plan = None

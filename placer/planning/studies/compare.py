@@ -61,7 +61,7 @@ def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | No
     (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
     ``shards:4``); ``require``: constraints of :data:`placer.problem.instance.REQUIREMENTS`; ``ep``: experts
     spread whole; ``reserve`` overrides the device types' reserves; ``options``: the solver's
-    (time_limit, seed, workers, progress, deadline); ``objective``: CP-SAT's levels (default
+    (time_limit, seed, threads, progress, deadline); ``objective``: CP-SAT's levels (default
     devices, then hop latency). Device figures of the result count devices (groups x tp)."""
     req = Requirements(mode=mode, granularity=granularity, pins=tuple(pins), constraints=tuple(require),
                        reserve=reserve)
@@ -71,11 +71,11 @@ def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | No
 
 
 def _settings(method: str, options: dict) -> SolverSettings:
-    known = {"time_limit", "seed", "workers", "progress", "deadline"}
+    known = {"time_limit", "seed", "threads", "progress", "deadline"}
     if set(options) - known:
         raise TypeError(f"unknown solver options: {', '.join(sorted(set(options) - known))}")
     return SolverSettings(method=method, time_limit=options.get("time_limit", 30.0), seed=options.get("seed", 0),
-                          threads=options.get("workers", 2), progress=options.get("progress"),
+                          threads=options.get("threads", 2), progress=options.get("progress"),
                           deadline=options.get("deadline"))
 
 
@@ -114,17 +114,17 @@ def row_of(result: Result, **extra) -> dict:
 
 
 def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: float = 30.0, seed: int = 0,
-            workers: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
+            threads: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
     """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
     (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved. After
     Ctrl-C the rows so far come back with ``"interrupted": True``."""
     with interrupt_scope():     # a Ctrl-C noted in one row stays set until the loop has seen it
-        return _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress)
+        return _compare(model, fleet, workload, time_limit, seed, threads, granularity, rows, progress)
 
 
-def _compare(model, fleet, workload, time_limit, seed, workers, granularity, rows, progress) -> dict:
+def _compare(model, fleet, workload, time_limit, seed, threads, granularity, rows, progress) -> dict:
     req = Requirements()
-    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
     out = []
     instances: dict[str, Instance] = {}
     for method, mode in rows:
@@ -193,7 +193,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 
 
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
-                    reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, workers: int = 2,
+                    reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, threads: int = 2,
                     output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
                     runtime: str | None = None, max_ttft_ms: float | None = None,
                     attention_dp: bool = False) -> dict:
@@ -221,7 +221,7 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused, dp.attention_dp)
     refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
     refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
-    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=workers)
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
     rows: list[dict] = []
 
     def out(stopped: bool = False) -> dict:

@@ -98,7 +98,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
                    progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
                    reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
                    address: str | None = None, require=(), runtime: str | None = None, time_limit: float = 30.0,
-                   seed: int = 0, workers: int = 2, max_ttft_ms: float | None = None,
+                   seed: int = 0, threads: int = 2, max_ttft_ms: float | None = None,
                    requirements: Requirements | None = None, disagg: bool = False,
                    prefill_fleet: Fleet | None = None) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
@@ -113,7 +113,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     ``progress(done, total)`` is called after each point. ``require``: constraints of
     :data:`placer.problem.instance.REQUIREMENTS` on every placement, ``runtime``: a runtime's rules too;
     ``max_ttft_ms``: points whose p99 time to first token exceeds it are off the Pareto sets and the
-    answers (``meets_ttft`` False); ``time_limit``, ``seed``, ``workers``:
+    answers (``meets_ttft`` False); ``time_limit``, ``seed``, ``threads``:
     CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
     placed by :func:`~placer.planning.solve.place_instance`.
 
@@ -135,7 +135,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
         raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
     if prefill_fleet is not None and not disagg:
         raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated points: add --disagg")
-    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=workers)
+    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads)
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
@@ -184,7 +184,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
         if progress:
             progress(len(rows), len(tasks))
 
-    run_tasks(_simulate_point, (), tasks, finished, backend=backend, workers=jobs or os.cpu_count() or 1,
+    run_tasks(_simulate_point, (), tasks, finished, backend=backend, jobs=jobs or os.cpu_count() or 1,
               address=address)
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["attention_dp"], r["devices"], r["target"],
                              r["live_per_replica"]))

@@ -3,7 +3,7 @@
 A grid is the product of modes, tensor-parallel degrees, contexts, weight and KV precisions, and either concurrencies
 (one solve per point: the minimum devices) or device budgets (one bisection per point: the
 largest concurrency that fits, :func:`placer.planning.budget.largest_concurrency`). Points run in worker
-processes (``backend="process"``), in this process (``workers=1``), or as Ray tasks
+processes (``backend="process"``), in this process (``jobs=1``), or as Ray tasks
 (``backend="ray"``); :func:`run_tasks` is that machinery for any list of tasks (the speed
 frontier's points use it too). Every finished point is appended to the CSV at once (flushed and synced), so
 an interrupted sweep loses nothing; a re-run with the same file solves only the points it lacks.
@@ -140,7 +140,7 @@ class SweepSettings:
     method: str | None = None
     time_limit: float | None = 30.0
     seed: int | None = None
-    solver_workers: int | None = None
+    solver_threads: int | None = None
     objective: str | None = None
     granularity: str | None = None      # split points' refinement (default SPLIT_GRANULARITY)
     constraints: tuple[str, ...] = ()   # names of placer.problem.instance.REQUIREMENTS, on every point
@@ -155,7 +155,7 @@ class SweepSettings:
         return self.method or default_method(mode)
 
     def solver_kwargs(self) -> dict:
-        return dict(time_limit=self.time_limit, seed=self.seed, workers=self.solver_workers,
+        return dict(time_limit=self.time_limit, seed=self.seed, threads=self.solver_threads,
                     objective=self.objective)
 
     def requirements(self, mode: str) -> Requirements:
@@ -165,7 +165,7 @@ class SweepSettings:
 
     def solver(self) -> SolverSettings:
         return SolverSettings(method=self.method, time_limit=30.0 if self.time_limit is None else self.time_limit,
-                              seed=self.seed or 0, threads=self.solver_workers or 2)
+                              seed=self.seed or 0, threads=self.solver_threads or 2)
 
 
 def setup_id(model: LayerGraph, fleet: Fleet, settings: SweepSettings, base: Workload) -> str:
@@ -443,7 +443,7 @@ class SweepReport:
     reused: int
     seconds: float
     backend: str
-    workers: int
+    jobs: int
 
 
 BACKENDS = ("process", "ray")
@@ -475,10 +475,10 @@ def check_backend(backend: str) -> None:
 
 
 def run_tasks(fn: Callable, shared: tuple, items: Sequence, finished: Callable, *, backend: str = "process",
-              workers: int = 1, address: str | None = None, failed: Callable | None = None) -> None:
+              jobs: int = 1, address: str | None = None, failed: Callable | None = None) -> None:
     """``fn(*shared, item)`` for every item of ``items``; ``finished(item, value)`` as each returns.
 
-    ``backend`` ``"process"``: ``workers`` spawned processes (``shared`` sent once to each; 1 runs
+    ``backend`` ``"process"``: ``jobs`` spawned processes (``shared`` sent once to each; 1 runs
     in this process, stopping at a noted Ctrl-C), ``"ray"``: one Ray task per item (``address``
     of a cluster, default a local one; ``shared`` put in the object store once). ``fn`` must be a
     module-level function. ``failed(item, message)`` is called when a worker or task dies (None:
@@ -488,13 +488,13 @@ def run_tasks(fn: Callable, shared: tuple, items: Sequence, finished: Callable, 
     check_backend(backend)
     if backend == "ray":
         _run_ray(fn, shared, items, finished, failed, address)
-    elif workers <= 1 or len(items) <= 1:
+    elif jobs <= 1 or len(items) <= 1:
         for item in items:
             finished(item, fn(*shared, item))
             if interrupted():       # Ctrl-C stopped that item's search: keep what finished, stop here
                 raise KeyboardInterrupt
     else:
-        _run_processes(fn, shared, items, finished, failed, workers)
+        _run_processes(fn, shared, items, finished, failed, jobs)
 
 
 def _error_row(model, fleet, settings, point, setup, message) -> dict:
@@ -508,13 +508,13 @@ def _error_row(model, fleet, settings, point, setup, message) -> dict:
 
 
 def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettings | None = None, *,
-              out: str | os.PathLike | None = None, workers: int | None = None, backend: str = "process",
+              out: str | os.PathLike | None = None, jobs: int | None = None, backend: str = "process",
               address: str | None = None, retry_failed: bool = False,
               progress: Callable[[dict, int, int], None] | None = None,
               on_start: Callable[[int, int], None] | None = None) -> SweepReport:
     """Solve every point of ``grid`` not already in ``out`` and return the grid's rows.
 
-    ``workers``: processes (default: the machine's cores; 1 solves in this process). ``backend``
+    ``jobs``: processes (default: the machine's cores; 1 solves in this process). ``backend``
     ``"ray"`` submits one Ray task per point (``address`` of a cluster, default a local one).
     Rows already in ``out`` with the same setup and grid values are reused; with
     ``retry_failed`` rows whose status is ``error`` or ``unknown`` are solved again (the newer row
@@ -545,10 +545,10 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     if on_start:
         on_start(len(todo), reused)
     check_backend(backend)
-    n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(todo))))
-    if backend == "process" and n_workers > 1 and settings.solver_workers is None:
+    n_jobs = max(1, min(jobs or os.cpu_count() or 1, max(1, len(todo))))
+    if backend == "process" and n_jobs > 1 and settings.solver_threads is None:
         # parallel points: one CP-SAT search worker each, so the machine is not oversubscribed
-        settings = replace(settings, solver_workers=1)
+        settings = replace(settings, solver_threads=1)
     appender = _Appender(path) if path is not None else None
     new_rows: list[dict] = []
 
@@ -561,7 +561,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
             progress(row, len(new_rows), len(todo))
 
     if backend == "ray":        # one CP-SAT search worker per task unless asked otherwise
-        settings = replace(settings, solver_workers=settings.solver_workers or 1)
+        settings = replace(settings, solver_threads=settings.solver_threads or 1)
 
     def failed(p: Point, message: str) -> None:     # a worker or task died (memory, signal): record, go on
         finished(_error_row(model, fleet, settings, p, setup, message))
@@ -569,7 +569,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
     try:
         if todo:
             run_tasks(_sweep_point, (model, fleet, settings, setup), todo, lambda p, row: finished(row),
-                      backend=backend, workers=n_workers, address=address, failed=failed)
+                      backend=backend, jobs=n_jobs, address=address, failed=failed)
     finally:
         if appender is not None:
             appender.close()
@@ -580,7 +580,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
         write_rows(path, all_rows)
     grid_rows = [r for r in all_rows if row_key(r) in order]
     return SweepReport(grid_rows, len(new_rows), reused, time.perf_counter() - t0, backend,
-                       1 if backend == "ray" else n_workers)
+                       1 if backend == "ray" else n_jobs)
 
 
 def _check_objective_supported() -> None:
@@ -599,12 +599,12 @@ def _sweep_point(model, fleet, settings, setup, point: Point) -> dict:
     return solve_point(model, fleet, settings, point, setup)
 
 
-def _run_processes(fn, shared, items, finished, failed, n_workers) -> None:
+def _run_processes(fn, shared, items, finished, failed, n_jobs) -> None:
     import multiprocessing as mp
 
     # spawn, not fork: forking a process that has run OR-Tools threads can deadlock the child
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker, initargs=(fn, shared)) as pool:
+    with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker, initargs=(fn, shared)) as pool:
         futures = {pool.submit(_call_in_worker, item): item for item in items}
         pending = set(futures)
         try:
