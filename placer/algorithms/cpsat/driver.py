@@ -44,6 +44,7 @@ limit, OR-Tools version and the quantization unit beside them.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from placer.algorithms.bound import lower_bound as device_lower_bound
 from placer.algorithms.cpsat.contiguous import contiguous
@@ -96,20 +97,30 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, thread
         raise ValueError("threads must be at least 1")
     t0 = time.monotonic()
     deadline = Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit)
+    search = _Search(int(seed), int(threads), progress, deadline, work_limit)
     if "concurrency" in order and any(instance.request_bytes):
-        return _with_concurrency(instance, order, t0=t0, time_limit=float(time_limit), seed=int(seed),
-                                 threads=int(threads), progress=progress, hint=hint, lower_bound=lower_bound,
-                                 deadline=deadline, work_limit=work_limit)
-    return _solve(instance, tuple(x for x in order if x != "concurrency"), t0=t0, time_limit=float(time_limit),
-                  seed=int(seed), threads=int(threads), progress=progress, hint=hint, lower_bound=lower_bound,
-                  deadline=deadline, work_limit=work_limit)
+        return _with_concurrency(instance, order, search, hint=hint, lower_bound=lower_bound)
+    return _solve(instance, tuple(x for x in order if x != "concurrency"), search, t0=t0,
+                  time_limit=float(time_limit), hint=hint, lower_bound=lower_bound)
 
 
-def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit: float, seed: int, threads: int,
-           progress, hint, lower_bound, deadline: Deadline, work_limit: float | None = None) -> Result:
+@dataclass(frozen=True)
+class _Search:
+    """The settings every CP-SAT search of one call shares: ``seed`` and ``threads`` for CP-SAT,
+    the ``progress`` callback, the call's ``deadline`` and each search's ``work_limit``."""
+
+    seed: int
+    threads: int
+    progress: object
+    deadline: Deadline
+    work_limit: float | None
+
+
+def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: float, time_limit: float, hint,
+           lower_bound) -> Result:
     """The levels of ``order`` (devices, then latency, then bottleneck) by the strategy that fits."""
-    run = Run(instance, t0, time_limit, seed, threads, progress, ",".join(order), order=order,
-              deadline=deadline.within(time_limit), work_limit=work_limit)
+    run = Run(instance, t0, time_limit, search.seed, search.threads, search.progress, ",".join(order), order=order,
+              deadline=search.deadline.within(time_limit), work_limit=search.work_limit)
     run.prob, run.quant = build_problem(instance)
     run.prob.deadline = run.deadline
     run.relaxed = run.prob if run.quant.faithful else relaxed_problem(run.prob, run.quant)
@@ -146,8 +157,7 @@ def _solve(instance: Instance, order: tuple[str, ...], *, t0: float, time_limit:
         return finish(run, assignment, order, levels)
 
 
-def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, threads, progress, hint, lower_bound,
-                      deadline: Deadline, work_limit: float | None = None):
+def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower_bound):
     """The guaranteed-concurrency level: the largest live-request count c such that the levels
     before it keep their optimal values at c (a placement meets them and holds c requests on every
     stage), by exponential then binary search on c; then the levels after it at that c.
@@ -160,12 +170,11 @@ def _with_concurrency(instance: Instance, order, *, t0, time_limit, seed, thread
     before = tuple(order[:pos])
     after = tuple(x for x in order if x != "concurrency")
     base = instance.workload.concurrency
-    left = deadline.remaining
+    left = search.deadline.remaining
 
     def sub(inst, levels, share, start, lb):
         limit = max(0.05, min(left(), share))
-        return _solve(inst, levels, t0=time.monotonic(), time_limit=limit, seed=seed, threads=threads,
-                      progress=progress, hint=start, lower_bound=lb, deadline=deadline, work_limit=work_limit)
+        return _solve(inst, levels, search, t0=time.monotonic(), time_limit=limit, hint=start, lower_bound=lb)
 
     first = sub(instance, before, left() / 3, hint, lower_bound) if before else None
     if first is not None and (not first.feasible or first.interrupted

@@ -104,6 +104,12 @@ class PerStageModel:
         # hop latency
         if deadline is not None:
             deadline.check()
+        self.latency = self._hop_latency(starting, ending)
+
+    def _hop_latency(self, starting, ending):
+        """The hop latency of the chosen chain (model units), with ``lat_scale`` and ``lat_exact``."""
+        m, prob, x, cands = self.m, self.prob, self.x, self.cands
+        n, U = prob.n, len(prob.nodes)
         links = [lat for row in prob.latency for lat in row if lat is not None]
         scale, exact = integer_latencies(links, row_sum=float(sum(links)) * max(n, 1) if links else 0.0)
         self.lat_scale, self.lat_exact = scale, exact
@@ -115,18 +121,27 @@ class PerStageModel:
         def expr(ks):
             return sum(x[k] for k in ks)
 
-        def both(e, f, name):
-            """A literal equal to ``e and f`` (0-1 expressions), linearised."""
+        end_on = [[[k for k in ending[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
+        start_on = [[[k for k in starting[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
+        terms = []
+
+        def hop(p, u, v, name):
+            """A literal equal to "the stage ending at ``p`` is on node ``u`` and the one starting there
+            on ``v``" (an exact AND, its latency a term), or None where ``u`` and ``v`` are unlinked
+            (then the pair is forbidden)."""
+            e, f = expr(end_on[p][u]), expr(start_on[p][v])
+            lat = prob.latency[u][v]
+            if lat is None:
+                m.add(e + f <= 1)
+                return None
             lit = m.new_bool_var(name)
             m.add(lit <= e)
             m.add(lit <= f)
             m.add(lit >= e + f - 1)
+            terms.append(units(lat) * lit)
             return lit
 
-        end_on = [[[k for k in ending[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
-        start_on = [[[k for k in starting[p] if cands[k].node == u] for u in range(U)] for p in range(n + 1)]
         off = {prob.latency[u][v] for u in range(U) for v in range(U) if u != v}
-        terms = []
         if len(off) == 1 and None not in off and U > 1 or U == 1:
             # a hop is inside one node (same[p][u]) or between two (across[p]), each at its own
             # non-negative cost: across = cut - sum(same) is a row the LP sees, so its bound holds
@@ -134,45 +149,20 @@ class PerStageModel:
             for p in range(1, n):
                 if not ending[p]:
                     continue
-                sames = []
-                for u in range(U):
-                    if not end_on[p][u] or not start_on[p][u]:
-                        continue
-                    inside = prob.latency[u][u]
-                    e, f = expr(end_on[p][u]), expr(start_on[p][u])
-                    if inside is None:
-                        m.add(e + f <= 1)
-                        continue
-                    same = both(e, f, f"same{p}_{u}")
-                    terms.append(units(inside) * same)
-                    sames.append(same)
+                sames = [hop(p, u, u, f"same{p}_{u}") for u in range(U) if end_on[p][u] and start_on[p][u]]
                 across = m.new_int_var(0, 1, f"across{p}")
-                m.add(across == expr(ending[p]) - sum(sames))
+                m.add(across == expr(ending[p]) - sum(s for s in sames if s is not None))
                 if U == 1:
                     m.add(across == 0)
                 terms.append(out * across)
         else:
             for p in range(1, n):
-                pairs = []
-                for u in range(U):
-                    if not end_on[p][u]:
-                        continue
-                    e = expr(end_on[p][u])
-                    for v in range(U):
-                        if not start_on[p][v]:
-                            continue
-                        f = expr(start_on[p][v])
-                        lat = prob.latency[u][v]
-                        if lat is None:
-                            m.add(e + f <= 1)
-                            continue
-                        pair = both(e, f, f"hop{p}_{u}_{v}")
-                        terms.append(units(lat) * pair)
-                        pairs.append(pair)
+                pairs = [hop(p, u, v, f"hop{p}_{u}_{v}") for u in range(U) if end_on[p][u]
+                         for v in range(U) if start_on[p][v]]
                 if ending[p]:
                     # exactly one hop at a cut (a row the LP sees)
-                    m.add(sum(pairs) == expr(ending[p]))
-        self.latency = sum(terms)
+                    m.add(sum(s for s in pairs if s is not None) == expr(ending[p]))
+        return sum(terms)
 
     # ------------------------------------------------------------------ levels
     def objective(self, name: str):
