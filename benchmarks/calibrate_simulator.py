@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from placer import load_fleet, load_model, make_instance, workload_for  # noqa: E402
 from placer.algorithms import place  # noqa: E402
-from placer.simulate import segments_of, simulate  # noqa: E402
+from placer.simulate import Traffic, segments_of, simulate  # noqa: E402
 from placer.simulate.cost import cached_tokens  # noqa: E402
 from placer.simulate.des import sum_min  # noqa: E402
 from placer.specs.fleet import fleet_from_dict  # noqa: E402
@@ -423,7 +423,7 @@ def check_des(fam: Family, x: np.ndarray) -> list[str]:
         if p.set != "fit" or (p.release or CURRENT_RELEASE) != CURRENT_RELEASE:
             continue
         inst, assignment = setup(p, wafer_perf(x, fam.params))
-        sim = simulate(inst, assignment, requests=1, output_tokens=16, context=p.isl + p.osl // 2)
+        sim = simulate(inst, assignment, Traffic(requests=1, output_tokens=16, context=p.isl + p.osl // 2))
         closed = 1e6 / fam.predict(x, p)
         out.append(f"  discrete-event check {p.id}: {sim.per_user_tokens_per_s:,.1f} tok/s (closed form {closed:,.1f})")
     return out

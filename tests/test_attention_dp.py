@@ -229,9 +229,9 @@ def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch)
     calls = []
     real = placer.simulate.simulate
 
-    def recording(inst, assignment, **kw):
-        res = real(inst, assignment, **kw)
-        calls.append((inst.attention_dp, kw.get("requests"), res))
+    def recording(inst, assignment, traffic, *settings):
+        res = real(inst, assignment, traffic, *settings)
+        calls.append((inst.attention_dp, traffic.requests, res))
         return res
 
     monkeypatch.setattr(placer.simulate, "simulate", recording)
@@ -248,12 +248,12 @@ def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch)
 
 
 def test_simulating_the_mapping_reports_the_group(dp_plan):
-    from placer.simulate import simulate
+    from placer.simulate import Traffic, simulate
     from placer.simulate.des import simulate_mapping
 
     m, fleet, p = dp_plan
     inst, r = p.instance, p.result
-    rank = simulate(inst, r.assignment, requests=32, max_live=32, output_tokens=4)
+    rank = simulate(inst, r.assignment, Traffic(requests=32, max_live=32, output_tokens=4))
     group = simulate_mapping(p.mapping, model=m, hardware=fleet, requests=256, max_live=256, output_tokens=4)
     assert group.live_requests == 8 * rank.live_requests == 256
     assert group.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s)
@@ -315,7 +315,7 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
     """A speed floor at attention data parallelism: the replica is a group's placement, its held
     load is the group's live requests (8 per rank-request), and its figures are an independent
     run of one rank's share stated for the group (placer.simulate.data_parallel)."""
-    from placer.simulate import simulate
+    from placer.simulate import Traffic, simulate
     from placer.simulate.data_parallel import for_group
 
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=2, concurrency=40, context=4096)
@@ -326,7 +326,8 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
     assert inst.attention_dp and inst.tp == 8
     assert all(s.instance.attention_dp for s in p.speed.shapes)
     load = p.load_per_replica
-    rank = simulate(inst, p.solved.raw.assignment, requests=-(-load // 8), max_live=-(-load // 8), output_tokens=4)
+    rank = simulate(inst, p.solved.raw.assignment,
+                    Traffic(requests=-(-load // 8), max_live=-(-load // 8), output_tokens=4))
     group = for_group(rank, inst)
     assert p.simulation.per_user_tokens_per_s == pytest.approx(group.per_user_tokens_per_s, rel=1e-12)
     assert p.simulation.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s, rel=1e-12)

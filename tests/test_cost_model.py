@@ -13,7 +13,7 @@ import pytest
 
 from placer import load_fleet
 from placer.problem.instance import make_instance
-from placer.simulate import segments_of, simulate
+from placer.simulate import Traffic, segments_of, simulate
 from placer.simulate.cost import Collective, cached_tokens, collective_time_us, node_cost
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict
@@ -159,7 +159,7 @@ def test_wafer_linear_form_matches_the_discrete_event_simulator(corpus):
     perf = {"fixed_overhead_us_per_layer": 2.0, "fixed_overhead_us_per_stage": 30.0, "bandwidth_efficiency": 1.0,
             "compute_efficiency": cal.WAFER_COMPUTE_EFFICIENCY}
     inst, assignment = cal.setup(p, perf)
-    sim = simulate(inst, assignment, requests=1, output_tokens=8, context=p.isl + p.osl // 2)
+    sim = simulate(inst, assignment, Traffic(requests=1, output_tokens=8, context=p.isl + p.osl // 2))
     # (the run's contexts grow by a token a step: KV reads differ from the mean by parts in 1e7)
     assert sim.per_user_tokens_per_s == pytest.approx(1e6 / (2.0 * 128 + 30.0 * 21 + fixed), rel=1e-6)
 

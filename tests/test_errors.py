@@ -74,13 +74,13 @@ def test_a_library_call_names_the_argument():
 
 
 def test_simulate_names_its_argument():
-    from placer.simulate import simulate
+    from placer.simulate import Serving, simulate
 
     model, fleet, wl = _tiny()
     inst = make_instance(model, fleet, wl)
     r = place(inst, "dp")
     with pytest.raises(InvalidSpec) as exc:
-        simulate(inst, r.assignment, max_batch=0)
+        simulate(inst, r.assignment, serving=Serving(max_batch=0))
     assert (exc.value.source, exc.value.field) == (ARGUMENT, "max_batch")
     assert str(exc.value) == "<argument>: max_batch: must be at least 1"
 

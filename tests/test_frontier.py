@@ -12,7 +12,7 @@ import yaml
 from placer.mapping.validate import validate_mapping
 from placer.planning.studies.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
 from placer.problem.instance import make_instance
-from placer.simulate import simulate
+from placer.simulate import Traffic, simulate
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
@@ -59,7 +59,8 @@ def test_every_point_is_a_valid_placement_with_its_simulation(report):
                                          devices_used=len(set(route))))
         assert validate_mapping(doc, model=model, fleet=fleet) == []
         assert len(set(route)) == r["devices"] and r["replicas"] == 8 // r["devices"]
-        sim = simulate(inst, route, requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8)
+        sim = simulate(inst, route,
+                       Traffic(requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8))
         assert sim.per_user_tokens_per_s == pytest.approx(r["per_user_tokens_per_s"], rel=1e-12)
         assert r["tokens_per_s_per_mw"] == pytest.approx(sim.aggregate_tokens_per_s / (sim.power_w / 1e6))
         assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])
@@ -218,7 +219,8 @@ def test_frontier_points_per_degree_are_validated_mappings(tp_report, tmp_path):
         assert {s.get("group", {}).get("tp", 1) for s in doc["stages"]} == {r["tp"]}
         assert r["devices"] == len(set(route)) * r["tp"] == doc["summary"]["devices_used"]
         assert r["replicas"] == (12 // r["tp"]) // len(set(route))   # groups of tp the 3 nodes form
-        sim = simulate(inst, route, requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8)
+        sim = simulate(inst, route,
+                       Traffic(requests=r["live_per_replica"], max_live=r["live_per_replica"], output_tokens=8))
         assert sim.per_user_tokens_per_s == pytest.approx(r["per_user_tokens_per_s"], rel=1e-12)
         assert sim.power_w == pytest.approx(700.0 * r["devices"])    # every member of every group draws power
         assert r["tokens_per_s_per_device"] == pytest.approx(sim.aggregate_tokens_per_s / r["devices"])

@@ -13,7 +13,7 @@ from test_disagg import GPUS, MODEL, WAFERS
 from placer.mapping.validate_pools import validate_document
 from placer.planning import Requirements, SolverSettings, plan
 from placer.planning.studies.frontier import compare_at_speeds, speed_frontier
-from placer.simulate import segments_of, simulate
+from placer.simulate import Serving, Traffic, segments_of, simulate
 from placer.simulate.prefill import prompt_time_us
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import load_fleet
@@ -123,9 +123,11 @@ def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path)
         assert {inst.nodes[i].name for i, d in enumerate(route) if d == route[-1]} >= {"draft.layers.0",
                                                                                         "draft.lm_head", "lm_head"}
         live = r["live_per_replica"]
-        sim = simulate(inst, route, requests=live, max_live=live, output_tokens=16, spec_k=3, spec_accept=2.5)
+        sim = simulate(inst, route, Traffic(requests=live, max_live=live, output_tokens=16),
+                       Serving(spec_k=3, spec_accept=2.5))
         assert r["per_user_tokens_per_s"] == pytest.approx(sim.per_user_tokens_per_s, rel=1e-12)
-        plain = simulate(inst, route, requests=live, max_live=live, output_tokens=16, spec_k=0)
+        plain = simulate(inst, route, Traffic(requests=live, max_live=live, output_tokens=16),
+                         Serving(spec_k=0))
         assert plain.per_user_tokens_per_s != pytest.approx(sim.per_user_tokens_per_s, rel=1e-6)
     with pytest.raises(InvalidSpec, match="spec_accept"):      # nothing published for this toy
         speed_frontier(m, [gpus], wl, method="dp", jobs=1, max_target=1,

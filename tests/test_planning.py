@@ -179,7 +179,7 @@ def test_runtime_through_the_command_line(run_cli, tmp_path):
 def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     """--max-ttft-ms beside a speed floor: each replica's held load is the most live requests whose
     closed-loop p99 TTFT meets the target; an independent run one request above misses it."""
-    from placer.simulate import simulate
+    from placer.simulate import Traffic, simulate
 
     model = load_model("llama-3.1-8b")
     fleet = load_fleet("h100")
@@ -187,15 +187,15 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     loose = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,)), SolverSettings(method="dp"))
     held = loose.speed.chosen.shape.held
     inst, assignment = loose.instance, loose.result.assignment
-    ttft = {n: simulate(inst, assignment, requests=n, max_live=n, output_tokens=16).ttft_p99_us for n in (2, 3)}
+    ttft = {n: simulate(inst, assignment, Traffic(requests=n, max_live=n, output_tokens=16)).ttft_p99_us for n in (2, 3)}
     target_ms = (ttft[2] + ttft[3]) / 2 / 1e3          # between the TTFT at 2 and at 3 live requests
     assert ttft[2] < ttft[3] and held > 2
     tight = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,), max_ttft_ms=target_ms),
                  SolverSettings(method="dp"))
     shape = next(s for s in tight.speed.shapes if s.solved.raw.assignment == loose.result.assignment)
     assert shape.held == 2
-    assert simulate(inst, assignment, requests=2, max_live=2, output_tokens=16).ttft_p99_us <= target_ms * 1e3
-    assert simulate(inst, assignment, requests=3, max_live=3, output_tokens=16).ttft_p99_us > target_ms * 1e3
+    assert simulate(inst, assignment, Traffic(requests=2, max_live=2, output_tokens=16)).ttft_p99_us <= target_ms * 1e3
+    assert simulate(inst, assignment, Traffic(requests=3, max_live=3, output_tokens=16)).ttft_p99_us > target_ms * 1e3
     with pytest.raises(InvalidSpec) as exc:
         Requirements(max_ttft_ms=100)
     assert exc.value.field == "max_ttft_ms"

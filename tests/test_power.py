@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from placer.problem.instance import make_instance
-from placer.simulate import simulate, simulate_mapping
+from placer.simulate import Traffic, simulate, simulate_mapping
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import DEFAULT_PUE, POWER_BOUNDARIES, fleet_from_dict, load_fleet
 from placer.specs.model import model_from_dict
@@ -37,7 +37,7 @@ def test_a_figure_at_each_boundary(boundary):
     fleet = fleet_from_dict(SPEC).with_power(boundary)
     assert fleet.power_boundary == boundary and fleet.pue == (DEFAULT_PUE if boundary == "facility" else None)
     inst = make_instance(model_from_dict(MODEL_SPEC), fleet, Workload(context_tokens=1000))
-    res = simulate(inst, ROUTE, requests=4, output_tokens=8)
+    res = simulate(inst, ROUTE, Traffic(requests=4, output_tokens=8))
     assert res.power_boundary == boundary
     assert res.power_w == pytest.approx(BY_HAND[boundary], rel=1e-12)
     assert res.tokens_per_s_per_mw == pytest.approx(res.aggregate_tokens_per_s / (BY_HAND[boundary] / 1e6), rel=1e-12)

@@ -9,7 +9,15 @@ import pytest
 
 from placer.problem.instance import make_instance
 from placer.problem.reductions.refine import refine
-from placer.simulate import parse_context_dist, segments_of, simulate
+from placer.simulate import (
+    RunSettings,
+    Serving,
+    Traffic,
+    parse_context_dist,
+    segments_of,
+    simulate,
+    split_options,
+)
 from placer.simulate.cost import NodeCost
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict
@@ -51,7 +59,7 @@ def test_stage_times_by_hand():
 
 
 def test_one_request_token_latency_is_stage_times_plus_hops():
-    res = simulate(_inst(LINEAR), ROUTE, requests=1, output_tokens=40)
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=1, output_tokens=40))
     assert res.itl_p50_us == pytest.approx(TOKEN_US, rel=1e-9)
     assert res.itl_p99_us == pytest.approx(TOKEN_US, rel=1e-9)
     assert res.unloaded_token_latency_us == pytest.approx(TOKEN_US, rel=1e-9)
@@ -66,7 +74,7 @@ def test_one_request_token_latency_is_stage_times_plus_hops():
 def test_saturated_pipeline_runs_at_micro_batch_over_bottleneck():
     b = 4
     bottleneck = 25 + (4e6 + b * 4000) / BW               # stage 0 with four requests: 33.032 us
-    res = simulate(_inst(LINEAR), ROUTE, requests=40, micro_batch=b, output_tokens=400)
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=40, output_tokens=400), Serving(micro_batch=b))
     assert res.pipeline_bound_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=1e-9)
     assert res.aggregate_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=0.01)
     assert res.stage_utilization[0] == pytest.approx(1.0, abs=0.01)
@@ -77,7 +85,7 @@ def test_saturated_pipeline_runs_at_micro_batch_over_bottleneck():
 
 
 def test_energy_figures_follow_power_and_throughput():
-    res = simulate(_inst(LINEAR), ROUTE, requests=12, micro_batch=2, output_tokens=50)
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=12, output_tokens=50), Serving(micro_batch=2))
     assert res.power_w == 3 * 25_000
     assert res.tokens_per_s_per_mw == pytest.approx(res.aggregate_tokens_per_s / 0.075, rel=1e-12)
     assert res.joules_per_token == pytest.approx(75_000 / res.aggregate_tokens_per_s, rel=1e-12)
@@ -94,22 +102,23 @@ def test_kv_reserve_caps_live_requests():
     inst = _inst(DENSE, context=1000)
     # (10 MB - 4 MB of weights) / (1000 B x 1000 tokens) = 6 requests on the dense wafer
     assert inst.max_concurrency((0,), 0) == 6
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20, decode_only=True)
+    res = simulate(inst, (0, 1), Traffic(requests=20, output_tokens=20, decode_only=True))
     assert res.concurrency_cap == 6 and res.live_requests == 6
     assert res.requests_completed == 20 and res.tokens == 20 * 20
     # half the context: twice the requests fit (floor(6e6 / 5e5) = 12)
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20, context=500, decode_only=True)
+    res = simulate(inst, (0, 1), Traffic(requests=20, output_tokens=20, context=500, decode_only=True))
     assert res.concurrency_cap == 12 and res.live_requests == 12
-    res = simulate(inst, (0, 1), requests=20, output_tokens=20, max_live=4, decode_only=True)
+    res = simulate(inst, (0, 1), Traffic(requests=20, output_tokens=20, max_live=4, decode_only=True))
     assert res.concurrency_cap == 4 and res.live_requests == 4
     # a request longer than the reserve cannot run at all
     with pytest.raises(Exception, match="KV reserve"):
-        simulate(inst, (0, 1), requests=2, context=7000)
+        simulate(inst, (0, 1), Traffic(requests=2, context=7000))
 
 
 def test_kv_reads_grow_with_each_token():
     inst = _inst(DENSE, context=1000)
-    res = simulate(inst, (0, 1), requests=1, output_tokens=30, trace=True, decode_only=True)
+    res = simulate(inst, (0, 1), Traffic(requests=1, output_tokens=30, decode_only=True),
+                   run=RunSettings(trace=True))
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert len(steps) == 30
     for j, iv in enumerate(steps):
@@ -120,7 +129,7 @@ def test_kv_reads_grow_with_each_token():
 
 def test_prefill_gives_time_to_first_token():
     inst = _inst(DENSE, context=1000)
-    res = simulate(inst, (0, 1), requests=1, output_tokens=10, prefill=True)
+    res = simulate(inst, (0, 1), *split_options(requests=1, output_tokens=10, prefill=True))
     # prompt of 990 tokens: weights once + its KV written; state read and written once
     pre = (15 + (4e6 + 1000 * 990) / BW) + 2.0 + (15 + (1e6 + 2 * 1000) / BW)
     assert res.ttft_p50_us == pytest.approx(pre, rel=1e-9)
@@ -129,8 +138,9 @@ def test_prefill_gives_time_to_first_token():
 
 def test_poisson_arrivals_below_capacity_are_served_at_their_rate():
     rate, out = 2000.0, 20          # requests/s; the pipeline serves about 30k tokens/s alone
-    res = simulate(_inst(LINEAR), ROUTE, arrival_rate=rate, duration_s=0.5, output_tokens=out, micro_batch=4,
-                   max_live=64, seed=3)
+    res = simulate(_inst(LINEAR), ROUTE,
+                   Traffic(arrival_rate=rate, duration_s=0.5, output_tokens=out, max_live=64),
+                   Serving(micro_batch=4), RunSettings(seed=3))
     assert res.aggregate_tokens_per_s == pytest.approx(rate * out, rel=0.1)
     assert res.requests == pytest.approx(rate * 0.5, rel=0.15)
     assert 1 <= res.live_requests_mean < res.live_requests <= 64
@@ -161,8 +171,9 @@ def test_bad_context_distributions(text):
 
 def test_context_distribution_changes_the_cap_and_load():
     inst = _inst(DENSE, context=1000)
-    res = simulate(inst, (0, 1), requests=30, output_tokens=10, context_dist="uniform:200:1000", seed=1,
-                   decode_only=True)
+    res = simulate(inst, (0, 1),
+                   Traffic(requests=30, output_tokens=10, context_dist="uniform:200:1000", decode_only=True),
+                   run=RunSettings(seed=1))
     assert res.concurrency_cap is None          # not a single context: admission is by bytes
     assert 6 < res.live_requests <= 30          # shorter requests: more than 6 fit at once
     assert res.requests_completed == 30
@@ -175,8 +186,8 @@ def test_bad_simulation_arguments():
                       (dict(max_live=0), "max_live"), (dict(context=10, context_dist="fixed:10"), "context_dist"),
                       (dict(requests=0), "requests")]:
         with pytest.raises(InvalidSpec, match=field):
-            simulate(inst, ROUTE, **kw)
-    assert math.isfinite(simulate(inst, ROUTE, requests=1, output_tokens=2).unloaded_token_latency_us)
+            simulate(inst, ROUTE, *split_options(**kw))
+    assert math.isfinite(simulate(inst, ROUTE, Traffic(requests=1, output_tokens=2)).unloaded_token_latency_us)
 
 
 def test_layer_overhead_counts_a_layer_once_per_device():

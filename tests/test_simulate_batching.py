@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from placer.problem.instance import make_instance
-from placer.simulate import simulate
+from placer.simulate import RunSettings, Serving, Traffic, simulate, split_options
 from placer.simulate.cost import Collective, collective_time_us, expert_parallel, segments_of, tensor_parallel
 from placer.simulate.des import RUNTIME_MAX_BATCH
 from placer.specs.errors import InfeasiblePlacement, InvalidSpec
@@ -52,15 +52,16 @@ def _inst(model, context=1000):
 
 
 def test_continuous_is_the_default_and_reported():
-    res = simulate(_inst(LINEAR), ROUTE, requests=3, output_tokens=4)
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=3, output_tokens=4))
     assert res.schedule == "continuous" and res.runtime == "vllm"
     assert res.max_batch == RUNTIME_MAX_BATCH["vllm"] == 256
-    assert simulate(_inst(LINEAR), ROUTE, requests=3, output_tokens=4, micro_batch=2).schedule == "micro-batch"
+    assert simulate(_inst(LINEAR), ROUTE, Traffic(requests=3, output_tokens=4), Serving(micro_batch=2)).schedule == "micro-batch"
     assert "schedule" in res.to_dict() and "max_batch" in res.to_dict()
 
 
 def test_one_request_latency_is_stage_times_plus_hops():
-    res = simulate(_inst(LINEAR), ROUTE, requests=1, output_tokens=25, schedule="continuous")
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=1, output_tokens=25),
+                   Serving(schedule="continuous"))
     token = sum(stage_us(1)) + 2 * 2.0                  # 33.008 + 25.004 + 21.004 + two hops
     assert token == pytest.approx(83.016)
     assert res.itl_p50_us == pytest.approx(token, rel=1e-12) and res.itl_p99_us == pytest.approx(token, rel=1e-12)
@@ -72,7 +73,8 @@ def test_saturated_pipeline_runs_at_batch_over_bottleneck_stage_time():
     b, n = 4, 40
     bottleneck = stage_us(b)[0]                          # 25 + (4e6 + 16,000) / BW = 33.032 us
     assert bottleneck == pytest.approx(33.032)
-    res = simulate(_inst(LINEAR), ROUTE, requests=n, max_batch=b, output_tokens=300, decode_only=True)
+    res = simulate(_inst(LINEAR), ROUTE, Traffic(requests=n, output_tokens=300, decode_only=True),
+                   Serving(max_batch=b))
     assert res.pipeline_bound_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=1e-12)
     assert res.aggregate_tokens_per_s == pytest.approx(b * 1e6 / bottleneck, rel=0.01)
     assert res.stage_utilization[0] == pytest.approx(1.0, abs=0.01)
@@ -93,7 +95,8 @@ def test_batch_sweep_on_one_stage_matches_the_formula(b):
     # together; at step j each has its 380-token prompt + j tokens cached
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
     out = 20
-    res = simulate(inst, (0,), requests=b, output_tokens=out, trace=True, decode_only=True)
+    res = simulate(inst, (0,), Traffic(requests=b, output_tokens=out, decode_only=True),
+                   run=RunSettings(trace=True))
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert [iv.batch for iv in steps] == [b] * out
     for j, iv in enumerate(steps):
@@ -106,12 +109,14 @@ def test_batch_sweep_on_one_stage_matches_the_formula(b):
 
 def test_batch_limit_and_kv_reserve_cap_each_step():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=1000))
-    res = simulate(inst, (0,), requests=8, max_batch=3, output_tokens=5, trace=True, decode_only=True)
+    res = simulate(inst, (0,), Traffic(requests=8, output_tokens=5, decode_only=True), Serving(max_batch=3),
+                   RunSettings(trace=True))
     # 8 requests of 5 tokens, at most 3 per step, a served batch queueing behind the waiting ones:
     # every step is full until the last of the 40 tokens, ceil(40 / 3) = 14 steps
     assert [iv.batch for iv in res.trace] == [3] * 13 + [1]
     # (10 MB - 2 MB) / (1000 B x 1000 tokens) = 8 requests fit; at 2,000 tokens only 4
-    res = simulate(inst, (0,), requests=8, output_tokens=5, context=2000, trace=True, decode_only=True)
+    res = simulate(inst, (0,), Traffic(requests=8, output_tokens=5, context=2000, decode_only=True),
+                   run=RunSettings(trace=True))
     assert res.concurrency_cap == 4 and max(iv.batch for iv in res.trace) == 4
 
 
@@ -121,7 +126,7 @@ def test_bad_schedule_arguments():
                       (dict(runtime="nope"), "runtime"), (dict(schedule="continuous", micro_batch=2), "micro_batch"),
                       (dict(schedule="micro-batch", max_batch=2), "max_batch")]:
         with pytest.raises(InvalidSpec, match=field):
-            simulate(inst, ROUTE, requests=1, output_tokens=1, **kw)
+            simulate(inst, ROUTE, *split_options(requests=1, output_tokens=1, **kw))
 
 
 def test_collective_times():
@@ -173,10 +178,12 @@ def test_continuous_never_worse_than_micro_batch_1(layers, cuts, requests, out, 
         route.append(d)
     inst = make_instance(model, DEEP, Workload(context_tokens=ctx))
     try:
-        mb1 = simulate(inst, route, requests=requests, output_tokens=out, micro_batch=1, decode_only=True)
+        mb1 = simulate(inst, route, Traffic(requests=requests, output_tokens=out, decode_only=True),
+                       Serving(micro_batch=1))
     except InfeasiblePlacement:          # more weights on one device than it holds
         assume(False)
-    cont = simulate(inst, route, requests=requests, output_tokens=out, max_batch=max_batch, decode_only=True)
+    cont = simulate(inst, route, Traffic(requests=requests, output_tokens=out, decode_only=True),
+                    Serving(max_batch=max_batch))
     assert cont.tokens == mb1.tokens == requests * min(out, ctx - 1)
     assert cont.window_us <= mb1.window_us * (1 + 1e-9)
     assert cont.aggregate_tokens_per_s >= mb1.aggregate_tokens_per_s * (1 - 1e-9)
@@ -187,7 +194,9 @@ def test_continuous_never_worse_than_micro_batch_1(layers, cuts, requests, out, 
 
 def test_a_poisson_stream_is_served_at_its_rate_under_the_bound():
     rate, out = 2000.0, 20          # requests/s; batches form from whatever has arrived
-    res = simulate(_inst(LINEAR), ROUTE, arrival_rate=rate, duration_s=0.5, output_tokens=out, max_live=64, seed=3)
+    res = simulate(_inst(LINEAR), ROUTE,
+                   Traffic(arrival_rate=rate, duration_s=0.5, output_tokens=out, max_live=64),
+                   run=RunSettings(seed=3))
     assert res.schedule == "continuous"
     assert res.aggregate_tokens_per_s == pytest.approx(rate * out, rel=0.1)
     assert res.aggregate_tokens_per_s <= res.pipeline_bound_tokens_per_s

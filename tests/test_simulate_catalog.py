@@ -12,7 +12,7 @@ from mapping_toys import kimi_mapping
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
 from placer.mapping import instance_from_mapping, write_mapping
-from placer.simulate import segments_of, simulate, simulate_mapping
+from placer.simulate import Traffic, segments_of, simulate, simulate_mapping
 
 DESIGN_FIELDS = {"per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us", "itl_p99_us", "live_requests",
                  "power_w", "tokens_per_s_per_mw", "joules_per_token", "stage_utilization", "bubble_fraction"}
@@ -36,7 +36,7 @@ def test_calibrated_wse3_by_hand_and_against_the_measured_405b():
         terms = s.terms_for(1, {w: 1024.0 for w in s.windows()})
         token_us += (terms.bytes + terms.expert_bytes) / 21e9 + terms.flops / 62.5e9
     token_us += sum(inst.hop_us(a.device, b.device) + 16384 * 2 / 150_000 for a, b in zip(segs, segs[1:]))
-    sim = simulate(inst, res.assignment, requests=1, output_tokens=4, context=1026)
+    sim = simulate(inst, res.assignment, Traffic(requests=1, output_tokens=4, context=1026))
     assert sim.per_user_tokens_per_s == pytest.approx(1e6 / token_us, rel=1e-6)   # contexts 1023-1025
     # Cerebras, 2024-11: 969 tokens/s for one user (the corpus' point; wafer count undisclosed)
     assert 969 / 1.25 <= sim.per_user_tokens_per_s <= 969 * 1.25

@@ -13,7 +13,7 @@ import pytest
 from test_simulate import FLEET
 
 from placer.problem.instance import make_instance
-from placer.simulate import Simulation, segments_of, simulate
+from placer.simulate import RunSettings, Serving, Simulation, Traffic, segments_of, simulate, split_options
 from placer.simulate.prefill import Chunk, chunk_time_us, prompt_time_us, step_time_us, sum_min
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict
@@ -51,7 +51,8 @@ def test_ttft_of_a_prompt_of_four_chunks():
     # = 4 x 15 + (4 x 2e6 + 1000 x (100 + 200 + 300 + 380)) / BW + (2e6 x 380 + 1000 x 72,390) / FL
     assert ttft == pytest.approx(60 + 17.96 + 1.66478, rel=1e-12)
     assert prompt_time_us(segments_of(inst, (0,)), 380, 100) == pytest.approx(ttft, rel=1e-12)
-    res = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, trace=True)
+    res = simulate(inst, (0,), Traffic(requests=1, output_tokens=20), Serving(max_num_batched_tokens=100),
+                   RunSettings(trace=True))
     assert res.ttft_p50_us == pytest.approx(ttft, rel=1e-12) and res.ttft_p99_us == pytest.approx(ttft, rel=1e-12)
     # alone, the decodes after the first token are the decode-only step times
     decode = [15 + (2e6 + 1000 * (380 + j)) / BW + (2e6 + 1000 * (380 + j)) / FL for j in range(1, 20)]
@@ -64,7 +65,8 @@ def test_one_chunked_step_is_decode_part_plus_chunk_part():
     # starts B's prompt with 20 tokens); step 5 decodes A's second token (381 tokens cached) and
     # prefills 99 more of B's (positions 20..118) in the same forward pass
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
-    sim = Simulation(inst, (0,), requests=2, output_tokens=20, max_num_batched_tokens=100, trace=True)
+    sim = Simulation(inst, (0,), Traffic(requests=2, output_tokens=20), Serving(max_num_batched_tokens=100),
+                     RunSettings(trace=True))
     res = sim.run()
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert [(iv.batch, iv.prefill_tokens) for iv in steps[:6]] == [(0, 100), (0, 100), (0, 100), (0, 100),
@@ -86,7 +88,7 @@ def test_one_chunked_step_is_decode_part_plus_chunk_part():
 
 def test_closed_loop_replaces_each_finished_request_and_measures_the_steady_window():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
-    sim = Simulation(inst, (0,), requests=6, output_tokens=20, max_num_batched_tokens=100)
+    sim = Simulation(inst, (0,), Traffic(requests=6, output_tokens=20), Serving(max_num_batched_tokens=100))
     res = sim.run()
     # six users (the reserve holds (10 MB - 2 MB) / 400,000 B = 20), at least three requests each
     assert res.closed_loop and res.users == 6 and res.requests == 18 == res.requests_completed
@@ -111,17 +113,19 @@ def test_closed_loop_replaces_each_finished_request_and_measures_the_steady_wind
 
 def test_decode_only_keeps_the_decode_simulation():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
-    res = simulate(inst, (0,), requests=3, output_tokens=5, decode_only=True, trace=True)
+    res = simulate(inst, (0,), Traffic(requests=3, output_tokens=5, decode_only=True),
+                   run=RunSettings(trace=True))
     assert res.decode_only and not res.closed_loop and res.ttft_p50_us is None
     assert res.requests == 3 and res.tokens == 15 and all(iv.prefill_tokens == 0 for iv in res.trace)
     # prefill=False is the older spelling; prefill=True is the default
-    assert simulate(inst, (0,), requests=3, output_tokens=5, prefill=False, trace=True).to_dict() == res.to_dict()
-    assert simulate(inst, (0,), requests=1, output_tokens=5, prefill=True).ttft_p50_us is not None
+    assert simulate(inst, (0,), *split_options(requests=3, output_tokens=5, prefill=False, trace=True)).to_dict() == res.to_dict()
+    assert simulate(inst, (0,), *split_options(requests=1, output_tokens=5, prefill=True)).ttft_p50_us is not None
 
 
 def test_micro_batch_slots_prefill_their_members():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
-    res = simulate(inst, (0,), requests=1, output_tokens=20, micro_batch=1, max_num_batched_tokens=100)
+    res = simulate(inst, (0,), Traffic(requests=1, output_tokens=20),
+                   Serving(micro_batch=1, max_num_batched_tokens=100))
     ttft = sum(chunk_only_us(s, n) for s, n in [(0, 100), (100, 100), (200, 100), (300, 80)])
     assert res.schedule == "micro-batch" and res.ttft_p50_us == pytest.approx(ttft, rel=1e-12)
 
@@ -132,7 +136,7 @@ def test_prefill_arguments_in_library_words():
                       (dict(prefill=True, decode_only=True), "decode_only"),
                       (dict(context=10, context_dist="fixed:10"), "context_dist")]:
         with pytest.raises(InvalidSpec) as exc:
-            simulate(inst, (0,), requests=1, output_tokens=1, **kw)
+            simulate(inst, (0,), *split_options(requests=1, output_tokens=1, **kw))
         assert (exc.value.source, exc.value.field) == ("<argument>", field)
         assert "--" not in exc.value.message
 
@@ -189,8 +193,8 @@ def _with_mtp():
 
 def test_one_speculative_step_drafts_verifies_and_accepts():
     inst = make_instance(_with_mtp(), FLEET, Workload(context_tokens=400))
-    sim = Simulation(inst, (0, 0), requests=1, output_tokens=20, decode_only=True, spec_k=3, spec_accept=2.5,
-                     trace=True)
+    sim = Simulation(inst, (0, 0), Traffic(requests=1, output_tokens=20, decode_only=True),
+                     Serving(spec_k=3, spec_accept=2.5), RunSettings(trace=True))
     res = sim.run()
     # step 1, 380 tokens cached: verify 3 drafts = a forward of 4 positions through the target layer
     # (the MTP layer runs only when drafting): 15 us + (2e6 weights + 1000 B x (380 read + 4 written))
@@ -221,15 +225,16 @@ def test_one_speculative_step_drafts_verifies_and_accepts():
 def test_speculation_needs_mtp_layers_and_a_possible_acceptance():
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
     with pytest.raises(InvalidSpec, match="spec_k: the placement has no MTP layers"):
-        simulate(inst, (0,), requests=1, output_tokens=4, spec_k=2, spec_accept=2.0)
+        simulate(inst, (0,), Traffic(requests=1, output_tokens=4), Serving(spec_k=2, spec_accept=2.0))
     mtp = make_instance(_with_mtp(), FLEET, Workload(context_tokens=400))
     for kw, field in [(dict(spec_k=2, spec_accept=3.5), "spec_accept"), (dict(spec_k=2), "spec_k"),
                       (dict(spec_accept=2.0), "spec_accept"), (dict(spec_k=-1, spec_accept=1.0), "spec_k")]:
         with pytest.raises(InvalidSpec) as exc:
-            simulate(mtp, (0, 0), requests=1, output_tokens=4, **kw)
+            simulate(mtp, (0, 0), *split_options(requests=1, output_tokens=4, **kw))
         assert exc.value.field == field
     # with prefill and the closed loop too: each verify step takes 1 + k tokens of the budget
-    res = simulate(mtp, (0, 0), requests=2, output_tokens=20, spec_k=3, spec_accept=2.5, max_num_batched_tokens=100)
+    res = simulate(mtp, (0, 0), Traffic(requests=2, output_tokens=20),
+                   Serving(spec_k=3, spec_accept=2.5, max_num_batched_tokens=100))
     assert res.closed_loop and res.ttft_p50_us is not None and res.tokens > 0
 
 
@@ -258,8 +263,8 @@ def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
     # = 2 x 15 + (2 x 2e6 + 1000 x (350 + 380)) / BW + (2e6 x 130 + 1000 x (tri(380) - tri(250))) / FL
     assert ttft == pytest.approx(30 + 9.46 + (2.6e8 + 1000 * 41_015) / 5e8, rel=1e-12)
     assert prompt_time_us(segments_of(inst, (0,)), 380, 100, cached=250) == pytest.approx(ttft, rel=1e-12)
-    res = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, cached_prompt_tokens=250,
-                   trace=True)
+    res = simulate(inst, (0,), Traffic(requests=1, output_tokens=20, cached_prompt_tokens=250),
+                   Serving(max_num_batched_tokens=100), RunSettings(trace=True))
     assert res.ttft_p50_us == pytest.approx(ttft, rel=1e-12) and res.cached_prompt_tokens == 250
     assert [iv.prefill_tokens for iv in res.trace[:3]] == [100, 30, 0]
     # a plan made with the prefix cache carries it: its instance, its mapping and a mapping's simulation
@@ -269,7 +274,7 @@ def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
     from placer.problem.placement import Status, evaluate
 
     cached = replace(inst, cached_prompt_tokens=250)
-    assert simulate(cached, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100).ttft_p50_us == \
+    assert simulate(cached, (0,), Traffic(requests=1, output_tokens=20), Serving(max_num_batched_tokens=100)).ttft_p50_us == \
         pytest.approx(ttft, rel=1e-12)
     doc = build_mapping(cached, evaluate(cached, [0], method="dp", status=Status.OPTIMAL))
     assert doc["prefix_cache"] == {"cached_prompt_tokens": 250}
@@ -278,7 +283,8 @@ def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
     assert validate_mapping(doc, model=ONE, fleet=FLEET) == []
     assert instance_from_mapping(doc, model=ONE, hardware=FLEET)[3].cached_prompt_tokens == 250
     # every token cached: one is still computed, so the first token comes from a step
-    whole = simulate(inst, (0,), requests=1, output_tokens=20, max_num_batched_tokens=100, cached_prompt_tokens=10**6)
+    whole = simulate(inst, (0,), Traffic(requests=1, output_tokens=20, cached_prompt_tokens=10**6),
+                     Serving(max_num_batched_tokens=100))
     assert whole.ttft_p50_us == pytest.approx(chunk_only_us(379, 1), rel=1e-12)
     with pytest.raises(InvalidSpec, match="cached_prompt_tokens"):
-        simulate(inst, (0,), requests=1, cached_prompt_tokens=-1)
+        simulate(inst, (0,), Traffic(requests=1, cached_prompt_tokens=-1))

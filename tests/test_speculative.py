@@ -353,10 +353,10 @@ def test_a_speculative_mapping_is_simulated_with_its_drafts(deepseek_plan):
     plain = simulate_mapping(doc, model=model, requests=2, output_tokens=4, decode_only=True, spec_k=0)
     assert plain.spec_k == 0
     inst = planned.instance
-    from placer.simulate.des import Simulation
+    from placer.simulate.des import Simulation, Traffic
 
-    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]], requests=1, output_tokens=2,
-                     decode_only=True)
+    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]],
+                     Traffic(requests=1, output_tokens=2, decode_only=True))
     target, draft = target_and_draft(inst, sim.segs)
     drafted = {inst.nodes[i].name for s in draft for i in s.nodes}
     assert drafted == {"mtp.0", "mtp.embed_tokens"}
@@ -367,7 +367,7 @@ def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
     """A speed floor planned with an EAGLE-3 draft simulates its replica with that draft (4 tokens,
     the published 3.08): the chosen replica's figures are those of an independent run with the
     speculation given explicitly, and faster per user than the same placement without it."""
-    from placer.simulate import simulate
+    from placer.simulate import Serving, Traffic, simulate
 
     draft_path = tmp_path / "draft.yaml"
     draft_path.write_text(DRAFT)
@@ -379,11 +379,13 @@ def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
     sim = planned.simulation
     assert (sim.spec_k, sim.spec_accept) == (4, 3.08)
     load, assignment = planned.load_per_replica, planned.solved.raw.assignment
-    again = simulate(planned.instance, assignment, requests=load, max_live=load, output_tokens=req.output_tokens,
-                     spec_k=4, spec_accept=3.08)
+    again = simulate(planned.instance, assignment,
+                     Traffic(requests=load, max_live=load, output_tokens=req.output_tokens),
+                     Serving(spec_k=4, spec_accept=3.08))
     assert again.per_user_tokens_per_s == sim.per_user_tokens_per_s
-    plain = simulate(planned.instance, assignment, requests=load, max_live=load, output_tokens=req.output_tokens,
-                     spec_k=0)
+    plain = simulate(planned.instance, assignment,
+                     Traffic(requests=load, max_live=load, output_tokens=req.output_tokens),
+                     Serving(spec_k=0))
     assert plain.spec_k == 0 and plain.per_user_tokens_per_s < sim.per_user_tokens_per_s
 
 
@@ -391,13 +393,13 @@ def test_a_draft_pass_pays_the_moe_cost_of_its_own_layers_only(deepseek_plan):
     """The MTP pass runs one routed-expert layer (mtp.0), so it pays one per-MoE-layer cost, not
     those of every layer on its stage; the verify pass pays the target's 58 (61 layers, the first 3
     dense)."""
-    from placer.simulate.des import Simulation
+    from placer.simulate.des import Simulation, Traffic
     from placer.simulate.speculative import target_and_draft
 
     _model, planned = deepseek_plan
     inst, doc = planned.instance, planned.mapping
-    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]], requests=1, output_tokens=2,
-                     decode_only=True)
+    sim = Simulation(inst, [inst.device_index[d] for d in doc["route"]],
+                     Traffic(requests=1, output_tokens=2, decode_only=True))
     target, draft = target_and_draft(inst, sim.segs)
     assert sum(s.moe_layers for s in draft) == 1
     assert sum(s.moe_layers for s in target) == 58
@@ -411,7 +413,7 @@ def test_a_draft_pass_pays_the_moe_cost_of_its_own_layers_only(deepseek_plan):
 def test_where_speculation_stops_paying(deepseek_plan, tmp_path, run_cli):
     """The gain at each load is the ratio of two independent runs (with and without the drafts);
     it stops paying at the first load whose gain is below 1; the command prints the same rows."""
-    from placer.simulate import simulate
+    from placer.simulate import Serving, Traffic, simulate
     from placer.simulate.spec_gain import speculation_gain
 
     model, planned = deepseek_plan
@@ -419,10 +421,12 @@ def test_where_speculation_stops_paying(deepseek_plan, tmp_path, run_cli):
     gain = speculation_gain(inst, assignment, spec_k=3, spec_accept=2.18, cap=8, output_tokens=8)
     assert [r["live"] for r in gain.rows] == [1, 2, 4, 8]
     for r in gain.rows:
-        on = simulate(inst, assignment, requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True,
-                      spec_k=3, spec_accept=2.18)
-        off = simulate(inst, assignment, requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True,
-                       spec_k=0)
+        on = simulate(inst, assignment,
+                      Traffic(requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True),
+                      Serving(spec_k=3, spec_accept=2.18))
+        off = simulate(inst, assignment,
+                       Traffic(requests=r["live"], max_live=r["live"], output_tokens=8, decode_only=True),
+                       Serving(spec_k=0))
         assert r["gain"] == pytest.approx(on.aggregate_tokens_per_s / off.aggregate_tokens_per_s, rel=1e-12)
         assert (r["per_user_with"], r["per_user_without"]) == (on.per_user_tokens_per_s, off.per_user_tokens_per_s)
     below = [r["live"] for r in gain.rows if r["gain"] < 1]

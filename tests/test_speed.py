@@ -154,7 +154,7 @@ def test_solve_floor_simulates_the_output_length_asked(run_cli, tmp_path):
     """--output-tokens reaches the speed floor's simulations: the mapping's serving figures are those
     of a run of that many tokens per request (an independent simulation at the held load)."""
     from placer.mapping import instance_from_mapping
-    from placer.simulate import simulate
+    from placer.simulate import Traffic, simulate
 
     out = tmp_path / "p.json"
     args = ["solve", "llama-3.1-8b", "-H", "h100", "--concurrency", 4, "--context", 2048, "--min-user-tps", 10,
@@ -166,7 +166,8 @@ def test_solve_floor_simulates_the_output_length_asked(run_cli, tmp_path):
     assert serving["output_tokens"] == 64
     _m, _f, _w, inst = instance_from_mapping(doc)
     live = serving["live_per_replica"]
-    sim = simulate(inst, [inst.device_index[d] for d in doc["route"]], requests=live, max_live=live, output_tokens=64)
+    sim = simulate(inst, [inst.device_index[d] for d in doc["route"]],
+                   Traffic(requests=live, max_live=live, output_tokens=64))
     assert serving["per_user_tokens_per_s"] == pytest.approx(sim.per_user_tokens_per_s, rel=1e-9)
     code, _text, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--output-tokens", 64])
     assert code == 2 and "--output-tokens" in err

@@ -282,7 +282,8 @@ def test_simulated_columns_match_the_simulator():
     for row in report.rows:
         c = row["concurrency"]
         inst = make_instance(tiny(), fleet, Workload(context_tokens=10, concurrency=c))
-        direct = sim.simulate(inst, place(inst, method="dp").assignment, requests=c, max_live=c, output_tokens=8)
+        direct = sim.simulate(inst, place(inst, method="dp").assignment,
+                              sim.Traffic(requests=c, max_live=c, output_tokens=8))
         assert row["per_user_tokens_per_s"] == pytest.approx(direct.per_user_tokens_per_s, rel=1e-6)
         assert row["aggregate_tokens_per_s"] == pytest.approx(direct.aggregate_tokens_per_s, rel=1e-6)
         # per MW: aggregate over the used devices' power (1 kW each)

@@ -569,14 +569,15 @@ def _devices_used(solved: Solved) -> set[str]:
 def _prefill_check(c: DisaggCandidate, budget: int):
     """One prefill replica simulated at its share of the rate (Poisson arrivals, one token each:
     the first token is the prefill's), for the TTFT the closed form is checked against."""
-    from placer.simulate import simulate
+    from placer.simulate import Serving, Traffic, simulate
 
     p = c.prefill.solved
     share = c.rate / c.x
     duration = max(200 / share, 50 * c.prefill.prefill_us / 1e6)
     try:
-        return simulate(p.instance, p.raw.assignment, output_tokens=1, arrival_rate=share, duration_s=duration,
-                        max_num_batched_tokens=budget)
+        return simulate(p.instance, p.raw.assignment,
+                        Traffic(output_tokens=1, arrival_rate=share, duration_s=duration),
+                        Serving(max_num_batched_tokens=budget))
     except InvalidSpec:
         return None
 

@@ -1,14 +1,88 @@
-"""The arguments of a simulation run, checked and resolved: counts, the context distribution,
-the speculation and the prefix-cache hit a run takes from its instance when not given."""
+"""The arguments of a simulation run: the requests it serves (:class:`Traffic`), how the server
+batches and decodes them (:class:`Serving`) and the run's own settings (:class:`RunSettings`);
+checked and resolved: counts, the context distribution, the speculation and the prefix-cache hit
+a run takes from its instance when not given."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 from placer.problem.instance import Instance
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.units import parse_tokens
 
-__all__ = ["spec_of", "cached_prompt", "check_counts", "context_dist"]
+__all__ = ["Traffic", "Serving", "RunSettings", "split_options", "DEFAULT_ROUNDS", "spec_of", "cached_prompt",
+           "check_counts", "context_dist"]
+
+# closed loop: requests per user at least, so that a steady window exists between the first
+# round's end (every user has finished one) and the last request's issue
+DEFAULT_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The requests a run serves (see :mod:`placer.simulate.des`): ``requests`` in all (default:
+    the live-request cap), at most ``max_live`` live at once, each of a total context ``context``
+    (tokens) or drawn from ``context_dist`` (default the workload's context) of which the last
+    ``output_tokens`` are generated; a Poisson stream of ``arrival_rate`` per second for
+    ``duration_s``, else a closed loop of at least ``rounds`` requests per user; ``decode_only``
+    leaves prefill out; ``cached_prompt_tokens`` of every prompt are a prefix-cache hit (default
+    the instance's)."""
+
+    requests: int | None = None
+    max_live: int | None = None
+    output_tokens: int = 32
+    context: int | str | None = None
+    context_dist: str | ContextDist | None = None
+    arrival_rate: float | None = None
+    duration_s: float | None = None
+    rounds: int = DEFAULT_ROUNDS
+    decode_only: bool = False
+    cached_prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the server batches and decodes: the ``schedule`` (``continuous`` up to ``max_batch``,
+    default the ``runtime``'s; ``micro-batch`` of ``micro_batch``), the step's token budget
+    ``max_num_batched_tokens``, and speculative decoding with ``spec_k`` draft tokens of which
+    ``spec_accept`` are accepted per step on average (``spec_k=None``: the instance's own)."""
+
+    schedule: str | None = None
+    max_batch: int | None = None
+    runtime: str | None = None
+    micro_batch: int | None = None
+    max_num_batched_tokens: int | None = None
+    spec_k: int | None = None
+    spec_accept: float | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run itself: the random ``seed`` (contexts, arrivals) and whether to keep the ``trace``
+    of every step on every stage."""
+
+    seed: int = 0
+    trace: bool = False
+
+
+_GROUPS = (Traffic, Serving, RunSettings)
+
+
+def split_options(*, prefill: bool | None = None, **options) -> tuple[Traffic, Serving, RunSettings]:
+    """Keyword options by their names (the CLI's and a mapping's spelling) as the run's traffic,
+    serving and run settings; ``prefill=False`` is the older spelling of ``decode_only=True``
+    (``prefill=True`` the default). An unknown name is a :class:`TypeError`, as for a call."""
+    if prefill is not None:
+        if prefill and options.get("decode_only"):
+            raise InvalidSpec(ARGUMENT, "decode_only", "contradicts prefill=True: give one of them")
+        options["decode_only"] = not prefill
+    names = [{f.name for f in fields(group)} for group in _GROUPS]
+    unknown = set(options).difference(*names)
+    if unknown:
+        raise TypeError(f"unknown simulation option {sorted(unknown)[0]!r}")
+    return tuple(group(**{k: v for k, v in options.items() if k in own}) for group, own in zip(_GROUPS, names))
 
 
 def spec_of(instance: Instance, spec_k: int | None, spec_accept: float | None) -> tuple[int, float | None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-__all__ = ["for_group", "rank_options"]
+__all__ = ["for_group", "rank_traffic"]
 
 
 def for_group(result, instance):
@@ -37,16 +37,12 @@ def for_group(result, instance):
         concurrency_cap=times(result.concurrency_cap))
 
 
-def rank_options(options: dict, instance) -> dict:
-    """:func:`~placer.simulate.des.simulate` keyword options given in live requests of a group
+def rank_traffic(traffic, instance):
+    """``traffic`` (a :class:`~placer.simulate.arguments.Traffic`) given in live requests of a group
     (``requests``, ``max_live``) as the heaviest rank's share of them, ``ceil(n / tp)``, under
-    attention data parallelism; ``options`` itself otherwise."""
+    attention data parallelism; ``traffic`` itself otherwise."""
     g = instance.requests_factor
     if g == 1:
-        return options
-    out = dict(options)
-    for key in ("requests", "max_live"):
-        if out.get(key) is not None:
-            out[key] = -(-out[key] // g)
-    return out
-
+        return traffic
+    share = {key: -(-n // g) for key in ("requests", "max_live") if (n := getattr(traffic, key)) is not None}
+    return replace(traffic, **share)

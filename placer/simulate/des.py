@@ -60,6 +60,7 @@ import simpy
 from placer.problem import memory
 from placer.problem.instance import Instance
 from placer.simulate import arguments
+from placer.simulate.arguments import DEFAULT_ROUNDS, RunSettings, Serving, Traffic, split_options
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.simulate.cost import cached_tokens, segments_of
 from placer.simulate.prefill import Chunk, step_time_us, sum_min
@@ -69,7 +70,7 @@ from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 
 __all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simulate", "simulate_mapping", "simulate_group",
            "Interval", "SCHEDULES", "RUNTIME_MAX_BATCH", "DEFAULT_RUNTIME", "DEFAULT_MAX_NUM_BATCHED_TOKENS",
-           "DEFAULT_ROUNDS", "sum_min"]
+           "DEFAULT_ROUNDS", "sum_min", "Traffic", "Serving", "RunSettings", "split_options"]
 
 MAX_REQUESTS = 1_000_000
 SCHEDULES = ("continuous", "micro-batch")
@@ -83,9 +84,6 @@ DEFAULT_RUNTIME = "vllm"
 # API server on GPUs of 70 GiB or more (vllm/engine/arg_utils.py; 16,384 offline, 2,048 on smaller
 # GPUs). Used for every runtime and device: no wafer serving stack publishes its own.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-# closed loop: requests per user at least, so that a steady window exists between the first
-# round's end (every user has finished one) and the last request's issue
-DEFAULT_ROUNDS = 3
 
 
 @dataclass
@@ -163,39 +161,36 @@ class Simulation:
     run; :meth:`run` simulates it once and returns the :class:`SimResult`. The simpy processes are
     the methods ``_scheduler`` (continuous schedule), ``_slot`` (micro-batch schedule), ``_step``
     (one continuous step) and ``_arrivals``; ``_walk`` is a step's way through the route. See the
-    module docstring for what is modelled and :func:`simulate` for the arguments.
+    module docstring for what is modelled and :func:`simulate` for the arguments
+    (:mod:`placer.simulate.arguments`).
     """
 
-    def __init__(self, instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
-                 output_tokens: int = 32, context: int | str | None = None,
-                 context_dist: str | ContextDist | None = None, schedule: str | None = None,
-                 max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
-                 arrival_rate: float | None = None, duration_s: float | None = None,
-                 max_live: int | None = None, seed: int = 0, decode_only: bool = False,
-                 max_num_batched_tokens: int | None = None, rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None,
-                 spec_accept: float | None = None, cached_prompt_tokens: int | None = None, trace: bool = False):
+    def __init__(self, instance: Instance, assignment: Sequence[int], traffic: Traffic = Traffic(),
+                 serving: Serving = Serving(), run: RunSettings = RunSettings()):
         self.instance = instance
         self.assignment = list(assignment)
-        self._settle_schedule(schedule, max_batch, runtime, micro_batch)
-        arguments.check_counts(output_tokens=output_tokens, arrival_rate=arrival_rate, duration_s=duration_s,
-                      max_live=max_live, max_num_batched_tokens=max_num_batched_tokens, rounds=rounds)
-        self.output_tokens, self.arrival_rate, self.max_live = output_tokens, arrival_rate, max_live
-        self.end_us = duration_s * 1e6 if duration_s is not None else None
-        self.decode_only = bool(decode_only)
-        self.budget = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-        self.closed_loop = not self.decode_only and arrival_rate is None
-        self.cached_prompt = arguments.cached_prompt(instance, cached_prompt_tokens)
-        self.dist = arguments.context_dist(instance, context, context_dist)
+        t = traffic
+        self._settle_schedule(serving.schedule, serving.max_batch, serving.runtime, serving.micro_batch)
+        arguments.check_counts(output_tokens=t.output_tokens, arrival_rate=t.arrival_rate, duration_s=t.duration_s,
+                               max_live=t.max_live, max_num_batched_tokens=serving.max_num_batched_tokens,
+                               rounds=t.rounds)
+        self.output_tokens, self.arrival_rate, self.max_live = t.output_tokens, t.arrival_rate, t.max_live
+        self.end_us = t.duration_s * 1e6 if t.duration_s is not None else None
+        self.decode_only = bool(t.decode_only)
+        self.budget = serving.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+        self.closed_loop = not self.decode_only and t.arrival_rate is None
+        self.cached_prompt = arguments.cached_prompt(instance, t.cached_prompt_tokens)
+        self.dist = arguments.context_dist(instance, t.context, t.context_dist)
         self.segs = segments_of(instance, self.assignment)
         self.reserve = _Reserve(instance, self.assignment)
         if any(v < 0 for v in self.reserve.free.values()):
             raise InfeasiblePlacement("a device's weights exceed its memory: the placement cannot run")
-        self.rng = np.random.default_rng([seed, 104729])
+        self.rng = np.random.default_rng([run.seed, 104729])
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
-        self._size(requests, rounds)
-        self._speculation(*arguments.spec_of(instance, spec_k, spec_accept))
-        self.trace: list[Interval] | None = [] if trace else None
+        self._size(t.requests, t.rounds)
+        self._speculation(*arguments.spec_of(instance, serving.spec_k, serving.spec_accept))
+        self.trace: list[Interval] | None = [] if run.trace else None
 
     # ------------------------------------------------------------------ arguments and sizes
     def _settle_schedule(self, schedule, max_batch, runtime, micro_batch) -> None:
@@ -600,24 +595,17 @@ class Simulation:
             cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, trace=self.trace)
 
 
-def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | None = None,
-             output_tokens: int = 32, context: int | str | None = None,
-             context_dist: str | ContextDist | None = None, schedule: str | None = None,
-             max_batch: int | None = None, runtime: str | None = None, micro_batch: int | None = None,
-             arrival_rate: float | None = None, duration_s: float | None = None,
-             max_live: int | None = None, seed: int = 0, prefill: bool | None = None,
-             trace: bool = False, decode_only: bool = False, max_num_batched_tokens: int | None = None,
-             rounds: int = DEFAULT_ROUNDS, spec_k: int | None = None, spec_accept: float | None = None,
-             cached_prompt_tokens: int | None = None) -> SimResult:
-    """Simulate serving ``instance`` placed by ``assignment`` (device index per node): one
-    :class:`Simulation` run.
+def simulate(instance: Instance, assignment: Sequence[int], traffic: Traffic = Traffic(),
+             serving: Serving = Serving(), run: RunSettings = RunSettings()) -> SimResult:
+    """Simulate serving ``traffic`` on ``instance`` placed by ``assignment`` (device index per node),
+    batched and decoded as ``serving`` says: one :class:`Simulation` run.
 
-    ``schedule`` is ``"continuous"`` (each step batches the requests waiting for it, up to
+    ``serving.schedule`` is ``"continuous"`` (each step batches the requests waiting for it, up to
     ``max_batch``, default ``RUNTIME_MAX_BATCH[runtime]`` with ``runtime`` defaulting to
     :data:`DEFAULT_RUNTIME`, and never beyond what the KV reserve holds) or ``"micro-batch"``
     (fixed micro-batches of ``micro_batch``, default the workload's); without ``schedule``, giving
     ``micro_batch`` selects the micro-batch schedule and anything else the continuous one.
-    ``requests`` defaults to the live-request cap (the KV reserve's, or ``max_live``), so the run
+    ``traffic.requests`` defaults to the live-request cap (the KV reserve's, or ``max_live``), so the run
     measures the placement at its concurrency ceiling; with ``arrival_rate`` and ``duration_s``
     arrivals continue for the whole window. ``context`` (tokens) or ``context_dist`` (see
     :func:`parse_context_dist`) default to the workload's context.
@@ -625,22 +613,13 @@ def simulate(instance: Instance, assignment: Sequence[int], *, requests: int | N
     Prompts are prefilled in chunks of at most ``max_num_batched_tokens`` tokens per step (default
     :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`) and, without ``arrival_rate``, the run is a closed
     loop of ``min(requests, live cap)`` users, at least ``rounds`` requests each; ``decode_only``
-    leaves prefill out (``prefill=False`` is its older spelling; ``prefill=True`` is the default).
-    ``spec_k`` > 0 decodes speculatively with the placement's MTP layers, ``spec_accept`` tokens
-    accepted per verify step on average (:meth:`Simulation._speculation`); ``spec_k=None`` (the
-    default) takes the instance's own speculation (``instance.speculation``, an instance built for
-    speculative decoding) when its acceptance length is known, and ``spec_k=0`` decodes without it.
+    leaves prefill out. ``spec_k`` > 0 decodes speculatively with the placement's MTP layers,
+    ``spec_accept`` tokens accepted per verify step on average (:meth:`Simulation._speculation`);
+    ``spec_k=None`` (the default) takes the instance's own speculation (``instance.speculation``, an
+    instance built for speculative decoding) when its acceptance length is known, and ``spec_k=0``
+    decodes without it. Options by name: :func:`placer.simulate.arguments.split_options`.
     """
-    if prefill is not None:
-        if prefill and decode_only:
-            raise InvalidSpec(ARGUMENT, "decode_only", "contradicts prefill=True: give one of them")
-        decode_only = not prefill
-    return Simulation(instance, assignment, requests=requests, output_tokens=output_tokens, context=context,
-                      context_dist=context_dist, schedule=schedule, max_batch=max_batch, runtime=runtime,
-                      micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration_s,
-                      max_live=max_live, seed=seed, decode_only=decode_only,
-                      max_num_batched_tokens=max_num_batched_tokens, rounds=rounds, spec_k=spec_k,
-                      spec_accept=spec_accept, cached_prompt_tokens=cached_prompt_tokens, trace=trace).run()
+    return Simulation(instance, assignment, traffic, serving, run).run()
 
 
 def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
@@ -670,9 +649,11 @@ def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None 
 
 
 def simulate_group(instance: Instance, assignment, **options) -> SimResult:
-    """:func:`simulate` with ``requests`` and ``max_live`` in live requests of a group (the heaviest
-    rank's share of them under attention data parallelism), the result stated for the whole group
+    """:func:`simulate` with its options by name (:func:`~placer.simulate.arguments.split_options`),
+    ``requests`` and ``max_live`` in live requests of a group (the heaviest rank's share of them under
+    attention data parallelism), the result stated for the whole group
     (:mod:`placer.simulate.data_parallel`); the plain run when the instance is not attention-data-parallel."""
-    from placer.simulate.data_parallel import for_group, rank_options
+    from placer.simulate.data_parallel import for_group, rank_traffic
 
-    return for_group(simulate(instance, assignment, **rank_options(options, instance)), instance)
+    traffic, serving, run = split_options(**options)
+    return for_group(simulate(instance, assignment, rank_traffic(traffic, instance), serving, run), instance)

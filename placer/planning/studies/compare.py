@@ -163,7 +163,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
     (at most the ceiling), each decoding ``output_tokens`` tokens at the workload's context
     (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
     """
-    from placer.simulate import simulate
+    from placer.simulate import Traffic, simulate
 
     r, inst = solved.result, solved.instance
     row = dict.fromkeys(DEGREE_FIELDS)
@@ -180,7 +180,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 
     ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
     live = max(1, asked if ceiling is None else min(asked, ceiling))
-    alone = simulate(inst, r.assignment, requests=1, max_live=1, output_tokens=output_tokens)
+    alone = simulate(inst, r.assignment, Traffic(requests=1, max_live=1, output_tokens=output_tokens))
     # attention data parallelism: the heaviest rank runs its share, the figures are the group's
     loaded = simulate_group(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
     row["ttft_p99_us"] = loaded.ttft_p99_us

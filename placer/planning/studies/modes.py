@@ -14,7 +14,7 @@ from placer.algorithms.deadline import interrupt_scope, interrupted
 from placer.planning.requirements import FALLBACK_METHOD, Requirements, SolverSettings
 from placer.planning.solve import build_instance, place_instance
 from placer.problem.instance import MODES
-from placer.simulate.des import simulate
+from placer.simulate.des import simulate, split_options
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
@@ -60,10 +60,11 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
                 stopped = True
                 break
             continue
-        alone = simulate(inst, res.assignment, requests=1, output_tokens=output_tokens, seed=seed,
-                         **{k: sim[k] for k in ("micro_batch", "schedule", "max_batch", "runtime", "decode_only",
-                                                "max_num_batched_tokens") if k in sim})
-        loaded = simulate(inst, res.assignment, output_tokens=output_tokens, seed=seed, **sim)
+        alone = simulate(inst, res.assignment, *split_options(
+            requests=1, output_tokens=output_tokens, seed=seed,
+            **{k: sim[k] for k in ("micro_batch", "schedule", "max_batch", "runtime", "decode_only",
+                                   "max_num_batched_tokens") if k in sim}))
+        loaded = simulate(inst, res.assignment, *split_options(output_tokens=output_tokens, seed=seed, **sim))
         row.update(
             single_user_tokens_per_s=alone.per_user_tokens_per_s,
             unloaded_token_latency_us=alone.unloaded_token_latency_us,

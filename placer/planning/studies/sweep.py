@@ -292,12 +292,13 @@ def _simulate_into(row: dict, inst, result: Result, output_tokens: int) -> None:
     """Per-user / aggregate tokens/s and tokens/s per MW from the simulator, when it is installed:
     ``concurrency`` requests of the point's context, all live at once, ``output_tokens`` each."""
     try:
-        from placer.simulate import simulate
+        from placer.simulate import Traffic, simulate
     except ImportError:
         return
     live = max(1, inst.workload.concurrency)
     try:
-        sim = simulate(inst, result.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+        sim = simulate(inst, result.assignment,
+                       Traffic(requests=live, max_live=live, output_tokens=output_tokens))
         row.update(per_user_tokens_per_s=_round(sim.per_user_tokens_per_s),
                    aggregate_tokens_per_s=_round(sim.aggregate_tokens_per_s),
                    tokens_per_s_per_mw=_round(sim.tokens_per_s_per_mw))
