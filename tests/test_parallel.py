@@ -25,7 +25,7 @@ def test_degree_one_is_the_whole_layer(name):
     wl = workload_for(m)
     for x in m.layers:
         if x.mixer_dims:
-            d = P._with_inner(dict(x.mixer_dims), m.hidden_size)
+            d = P.with_inner(dict(x.mixer_dims), m.hidden_size)
             p = P._mixer_params(d, m.hidden_size, 1) + x.params_other
             if x.ffn_dims:
                 p += P._ffn_params(dict(x.ffn_dims), m.hidden_size, 1, False)

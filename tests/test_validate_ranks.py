@@ -14,6 +14,7 @@ from placer.mapping import ranks as V
 from placer.mapping.validate import validate_mapping
 from placer.planning.studies.compare import solve
 from placer.problem import parallel as P
+from placer.problem import slices
 from placer.specs.catalog import list_models
 from placer.specs.fleet import fleet_from_dict, load_fleet
 from placer.specs.model import load_model, model_from_dict
@@ -178,7 +179,7 @@ def test_a_solver_with_wrong_per_rank_rules_is_caught(monkeypatch):
                              "fleet": {"racks": 1, "per_rack": 16}})
     honest = solve(m, fleet, wl, tp=16, time_limit=10, threads=1)
     assert validate_mapping(honest.mapping, model=m, fleet=fleet) == []
-    monkeypatch.setattr(P, "_kv_heads_per_rank", lambda nkv, g: nkv // g)   # 0 heads at 16 > 8
+    monkeypatch.setattr(P, "kv_heads_per_rank", lambda nkv, g: nkv // g)   # 0 heads at 16 > 8
     broken = solve(m, fleet, wl, tp=16, time_limit=10, threads=1)
     assert broken.mapping["stages"][0]["bytes"]["kv_reserve"] == 0
     found = validate_mapping(broken.mapping, model=m, fleet=fleet)
@@ -298,8 +299,8 @@ def test_stored_format_plan_at_tp_validates_and_a_solver_that_drops_scales_is_ca
     wl = workload_for(m, context="8k", concurrency=8)
     honest = solve(m, fleet, wl, tp=4, time_limit=10, threads=1)
     assert validate_mapping(honest.mapping, model=m, fleet=fleet) == []
-    real = P.tensor_bytes
-    monkeypatch.setattr(P, "tensor_bytes", lambda shape, fmt, stacked=False: real(
+    real = slices.tensor_bytes
+    monkeypatch.setattr(slices, "tensor_bytes", lambda shape, fmt, stacked=False: real(
         shape, fmt.__class__(bits=fmt.bits), stacked=stacked))
     broken = solve(m, fleet, wl, tp=4, time_limit=10, threads=1)
     found = validate_mapping(broken.mapping, model=m, fleet=fleet)

@@ -35,7 +35,7 @@ Rules (``h`` hidden size, ``g`` the degree):
   Shared experts are tensor-split in both cases.
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
   has no tensors to split: it only runs at degree 1; so does a DSA indexer (no rule written yet).
-* **Weights kept in the checkpoint's stored formats** (MXFP4 experts beside bf16 attention, NVFP4
+* **Weights kept in the checkpoint's stored formats** (:mod:`placer.problem.slices`) (MXFP4 experts beside bf16 attention, NVFP4
   with bf16 exceptions, fp8 blocks, int4 groups) split tensor by tensor with the rules above, each
   rank holding its slice of the packed weights *and of their scales*: a rank's bytes are the stored
   bytes of its slice (:func:`placer.specs.precision.tensor_bytes` of the sliced shape), per-tensor scales
@@ -52,9 +52,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
-from placer.specs.layers import ffn_tensors, mixer_tensors
+from placer.problem.slices import (
+    cut_hint,
+    kv_heads_per_rank,
+    stored_bytes_per_rank,
+    stored_slices,
+    with_inner,
+)
 from placer.specs.model import Layer, LayerGraph
-from placer.specs.precision import WeightFormat, tensor_bytes
 from placer.specs.workload import Workload
 
 __all__ = [
@@ -66,7 +71,6 @@ __all__ = [
     "kv_elements_per_rank",
     "state_elements_per_rank",
     "weight_bytes_per_rank",
-    "stored_slices",
     "kv_bytes_per_token_per_rank",
     "kv_bytes_per_request_per_rank",
     "state_bytes_per_request_per_rank",
@@ -78,10 +82,6 @@ __all__ = [
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _kv_heads_per_rank(nkv: int, g: int) -> int:
-    return nkv // g if g <= nkv else 1
 
 
 def _attention_heads(d: dict) -> tuple[int, int, int]:
@@ -139,13 +139,6 @@ def _ffn_refusal(d: dict, g: int, ep: bool) -> str | None:
     return None
 
 
-def _with_inner(d: dict, h: int) -> dict:
-    if d["type"] in ("mamba", "mamba2"):
-        d = dict(d)
-        d["d_inner"] = d.get("d_inner") or (d.get("expand") or 2) * h
-    return d
-
-
 def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
     """Why ``layer`` cannot run at degree ``tp`` (``ep``: experts spread whole), or None when it can."""
     if tp < 1:
@@ -162,7 +155,7 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
     fixed = (layer.weight_bytes_fixed, layer.kv_bytes_per_token_fixed, layer.state_bytes_per_request_fixed)
     if any(x is not None for x in fixed) or not layer.mixer_dims or (layer.params_ffn and not layer.ffn_dims):
         return where + "the spec gives its size as a total, not the head and width dimensions tensor parallelism splits"
-    why = _mixer_refusal(_with_inner(dict(layer.mixer_dims), hidden), tp)
+    why = _mixer_refusal(with_inner(dict(layer.mixer_dims), hidden), tp)
     if why is None and layer.ffn_dims:
         why = _ffn_refusal(dict(layer.ffn_dims), tp, ep)
     return None if why is None else where + why
@@ -199,7 +192,7 @@ def stored_refusal(model: LayerGraph, workload: Workload | None, tp: int = 2, ep
         seen.add(key)
         for name, _full, _shard, why in stored_slices(layer, model.hidden_size, tp, ep):
             if why is not None:
-                return f"{layer.name}: {name}: {_hint(name, why, ep)}"
+                return f"{layer.name}: {name}: {cut_hint(name, why, ep)}"
     return None
 
 
@@ -223,7 +216,7 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
     if t in ("mha", "gqa", "sliding"):
         nq, nkv, d_head = _attention_heads(d)
         d_head = d_head or h // nq
-        qr, kvr = nq // g, _kv_heads_per_rank(nkv, g)
+        qr, kvr = nq // g, kv_heads_per_rank(nkv, g)
         p = h * qr * d_head * (2 if d.get("gated") else 1)   # q (and its output gate): column
         p += 2 * h * kvr * d_head                            # k, v: column, by KV head
         p += qr * d_head * h                                 # o: row
@@ -350,7 +343,7 @@ def params_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> int
         head = layer.params_other - hidden                   # 0 when tied to the embedding
         rows = _ceil(layer.vocab_size, tp) * hidden if head else 0
         return rows + hidden                                 # the final norm: replicated
-    p = _mixer_params(_with_inner(dict(layer.mixer_dims), hidden), hidden, tp)
+    p = _mixer_params(with_inner(dict(layer.mixer_dims), hidden), hidden, tp)
     if layer.ffn_dims:
         p += _ffn_params(dict(layer.ffn_dims), hidden, tp, ep)
     return p + layer.params_other                            # the layer's norms: replicated
@@ -366,14 +359,14 @@ def kv_elements_per_rank(layer: Layer, hidden: int, tp: int) -> int:
     if d["type"] == "mla":
         return layer.kv_elements_per_token
     nq, nkv, d_head = _attention_heads(d)
-    return 2 * _kv_heads_per_rank(nkv, tp) * (d_head or hidden // nq)
+    return 2 * kv_heads_per_rank(nkv, tp) * (d_head or hidden // nq)
 
 
 def state_elements_per_rank(layer: Layer, hidden: int, tp: int) -> tuple[int, int]:
     """(recurrent, short-conv) state elements per request one rank holds: split by heads."""
     if tp == 1 or not (layer.state_elements_per_request or layer.conv_state_elements_per_request):
         return layer.state_elements_per_request, layer.conv_state_elements_per_request
-    d = _with_inner(dict(layer.mixer_dims), hidden)
+    d = with_inner(dict(layer.mixer_dims), hidden)
     t, g = d["type"], tp
     if t == "kda":
         nr, dh, k = d["num_heads"] // g, d["head_dim"], d.get("conv_kernel", 4)
@@ -402,132 +395,14 @@ def weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, tp: int, ep: 
     if tp == 1:
         return weight_bytes(layer, wl)
     if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
-        return _stored_bytes_per_rank(layer, hidden, tp, ep)
+        why = refusal(layer, hidden, tp, ep)
+        if why is not None:
+            raise ValueError(why)
+        return stored_bytes_per_rank(layer, hidden, tp, ep)
     p = params_per_rank(layer, hidden, tp, ep)
     b = bits_to_bytes(p, wl.weight_bits)
     if wl.weight_group_size > 0:
         b += bits_to_bytes(_ceil(p, wl.weight_group_size), wl.weight_scale_bits)
-    return b
-
-
-# ----------------------------------------------------------------------------- stored formats, slice by slice
-# how each tensor of a decoder layer splits, by the end of its name: "out" (column-parallel: rows, or
-# the channels of a convolution or a per-head vector), "in" (row-parallel: columns), "kv" (rows by
-# KV head), "whole" (replicated); names not listed split "out"
-_WHOLE_ENDINGS = ("o_proj.bias", "q_a_proj.weight", "q_a_layernorm.weight", "kv_a_proj_with_mqa.weight",
-                  "kv_a_layernorm.weight", "f_a_proj.weight", "g_a_proj.weight", "o_norm.weight",
-                  "linear_attn.norm.weight", "out_proj.bias", "down_proj.bias", "mlp.shared_expert_gate.weight")
-_IN_ENDINGS = ("o_proj.weight", "out_proj.weight", "down_proj.weight", "x_proj.weight")
-
-
-def _split_of(name: str, mixer: dict, role: str) -> str:
-    """How the tensor ``name`` (of ``role``, in a layer whose mixer is ``mixer``) splits across ranks."""
-    t = mixer.get("type") if mixer else None
-    if role in ("norm", "router", "latent") or name.endswith(_WHOLE_ENDINGS):
-        return "whole"
-    if name.endswith(_IN_ENDINGS):
-        return "in"
-    if t in ("mha", "gqa", "sliding") and role == "mixer":
-        if name.startswith(("self_attn.k_proj.", "self_attn.v_proj.")):
-            return "kv"
-        if name.endswith(("q_norm.weight", "k_norm.weight")):
-            if mixer.get("qk_norm") != "full":
-                return "whole"
-            return "kv" if name.endswith("k_norm.weight") else "out"
-    if t == "mamba2" and role == "mixer" and name.startswith(("mamba.in_proj.", "mamba.conv1d.")):
-        return "mamba2_in" if name.startswith("mamba.in_proj.") else "mamba2_conv"
-    return "out"
-
-
-def _slice(shape: tuple[int, ...], split: str, mixer: dict, role: str, g: int, ep: bool, e: int) -> tuple[int, ...]:
-    """The shape one rank holds of a tensor of ``shape``."""
-    s = list(shape)
-    if role == "experts" and ep:
-        s[0] = _ceil(e, g)                                   # whole experts, ceil(E / g) on the heaviest rank
-        return tuple(s)
-    axis = 1 if role == "experts" and len(s) > 1 else 0      # stacked experts: (E, out, in)
-    if split == "whole":
-        return shape
-    if split == "in":
-        s[-1] //= g
-    elif split == "kv":
-        nkv = mixer.get("num_kv_heads") or mixer["num_heads"]
-        s[axis] = s[axis] * _kv_heads_per_rank(nkv, g) // nkv
-    elif split.startswith("mamba2"):
-        # x, z (in_proj only), B and C per group (one replicated group when they do not split), dt heads
-        nh, di, ng, ds = mixer["num_heads"], mixer["d_inner"], mixer.get("n_groups", 1), mixer["d_state"]
-        ngr = ng // g if ng % g == 0 else 1
-        s[0] = 2 * di // g + 2 * ngr * ds + nh // g if split == "mamba2_in" else di // g + 2 * ngr * ds
-    else:
-        s[axis] //= g
-    return tuple(s)
-
-
-def _cut_reason(fmt: WeightFormat, full: tuple[int, ...], part: tuple[int, ...], stacked: bool) -> str | None:
-    """Why slicing ``full`` to ``part`` cuts through ``fmt``'s scale groups or blocks (None: it does not)."""
-    if full == part or (fmt.bits >= 16 and not (fmt.group_size or fmt.block)):
-        return None
-    mat_full, mat_part = (full[1:], part[1:]) if stacked else (full, part)
-    if len(mat_full) < 2 or mat_full == mat_part:
-        return None                                          # a vector, or whole experts
-    rows, cols = mat_part[-2], mat_part[-1]
-    if fmt.block:
-        r, c = fmt.block
-        if rows != mat_full[-2] and rows % r:
-            return f"a slice of {rows} rows cuts its {r}x{c} scale blocks"
-        if cols != mat_full[-1] and cols % c:
-            return f"a slice of {cols} columns cuts its {r}x{c} scale blocks"
-    if fmt.group_size:
-        if fmt.flat_group and (rows * cols) % fmt.group_size:
-            return f"a slice of {rows * cols} weights cuts its flat groups of {fmt.group_size}"
-        if cols != mat_full[-1] and cols % fmt.group_size:
-            return f"a slice of {cols} columns cuts its groups of {fmt.group_size}"
-    return None
-
-
-def _hint(name: str, why: str, ep: bool) -> str:
-    return why + (" (--ep keeps experts whole)" if name.startswith("mlp.experts.") and not ep else "")
-
-
-def stored_slices(layer: Layer, hidden: int, tp: int, ep: bool = False):
-    """Each stored tensor of a decoder (or MTP) layer as one rank of a degree-``tp`` group holds it:
-    ``(name, full shape, slice shape, why the slice is not allowed or None)``."""
-    formats = {name: grp.fmt for grp in layer.weight_groups for name in grp.tensors}
-    mixer = _with_inner(dict(layer.mixer_dims), hidden) if layer.mixer_dims else {}
-    ffn = dict(layer.ffn_dims) if layer.ffn_dims else None
-    tensors = (mixer_tensors(mixer, hidden) if mixer else []) + ffn_tensors(ffn, hidden)
-    e = ffn["num_experts"] if ffn and ffn["type"] == "moe" else 1
-    out = []
-    for t in tensors:
-        if not t.numel:
-            continue
-        part = _slice(t.shape, _split_of(t.name, mixer, t.role), mixer, t.role, tp, ep, e)
-        fmt = formats.get(t.name)
-        why = None if fmt is None else _cut_reason(fmt, t.shape, part, t.role == "experts")
-        out.append((t.name, t.shape, part, why))
-    return out
-
-
-def _stored_bytes_per_rank(layer: Layer, hidden: int, tp: int, ep: bool) -> int:
-    """The heaviest rank's bytes of ``layer``'s stored tensors: each slice at its format, scales included."""
-    why = refusal(layer, hidden, tp, ep)
-    if why is not None:
-        raise ValueError(why)
-    if layer.kind in ("embedding", "lm_head"):
-        b = 0
-        for grp in layer.weight_groups:
-            if grp.role in ("embedding", "lm_head"):
-                b += tensor_bytes((_ceil(layer.vocab_size, tp), hidden), grp.fmt)    # vocabulary rows
-            else:
-                b += grp.bytes                                                     # the final norm: whole
-        return b
-    formats = {name: grp.fmt for grp in layer.weight_groups for name in grp.tensors}
-    # the layer's norms and what is known only by its count (an MTP block's own projection) are whole
-    b = sum(grp.bytes for grp in layer.weight_groups if grp.role == "norm" or not grp.tensors)
-    for name, _full, part, why in stored_slices(layer, hidden, tp, ep):
-        if why is not None:
-            raise ValueError(f"{layer.name}: {name}: {why}")
-        b += tensor_bytes(part, formats[name], stacked=name.startswith("mlp.experts."))
     return b
 
 

@@ -52,18 +52,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
 
-from placer.problem import memory
 from placer.problem.instance import Instance
 from placer.simulate import arguments
 from placer.simulate.arguments import DEFAULT_ROUNDS, RunSettings, Serving, Traffic, split_options
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.simulate.cost import cached_tokens, segments_of
 from placer.simulate.prefill import Chunk, step_time_us, sum_min
+from placer.simulate.requests import Request, Reserve
 from placer.simulate.result import Interval, SimResult, token_stats
 from placer.simulate.speculative import target_and_draft
 from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
@@ -84,74 +83,6 @@ DEFAULT_RUNTIME = "vllm"
 # API server on GPUs of 70 GiB or more (vllm/engine/arg_utils.py; 16,384 offline, 2,048 on smaller
 # GPUs). Used for every runtime and device: no wafer serving stack publishes its own.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-
-
-@dataclass
-class _Req:
-    id: int
-    arrival: float
-    context: int                  # total tokens: prompt + output
-    output: int
-    prompt: int
-    user: int = 0
-    prefilled: int = 0            # prompt tokens in the KV cache
-    generated: int = 0
-    busy: bool = False            # a chunk of its prompt is in a step on its way through the route
-    credit: float = 0.0           # speculative decoding: accepted tokens owed beyond those emitted
-    first: float | None = None
-    last: float | None = None
-    times: list = field(default_factory=list)
-
-    @property
-    def kv_len(self) -> int:
-        return self.prompt + self.generated
-
-    @property
-    def prefilling(self) -> bool:
-        return self.prefilled < self.prompt
-
-    @property
-    def done(self) -> bool:
-        return self.generated >= self.output
-
-
-class _Reserve:
-    """Per-device KV/state room and what one request of a given context needs there."""
-
-    def __init__(self, instance: Instance, assignment: Sequence[int]):
-        wl = instance.workload
-        self.devices = sorted(set(assignment))
-        self.free = {d: instance.capacity_bytes[d] for d in self.devices}
-        self.coef: dict[int, dict] = {d: {} for d in self.devices}   # window -> KV bytes per token
-        self.state = {d: 0 for d in self.devices}
-        for i, d in enumerate(assignment):
-            layer = instance.nodes[i]
-            self.free[d] -= instance.weight_bytes[i]
-            kv = memory.kv_bytes_per_token(layer, wl)
-            if kv:
-                self.coef[d][layer.kv_window] = self.coef[d].get(layer.kv_window, 0) + kv
-            self.state[d] += memory.state_bytes_per_request(layer, wl)
-
-    def need(self, d: int, context: int) -> int:
-        kv = sum(b * (context if w is None else min(context, w)) for w, b in self.coef[d].items())
-        return kv + self.state[d]
-
-    def fits(self, context: int) -> bool:
-        return all(self.need(d, context) <= self.free[d] for d in self.devices)
-
-    def take(self, context: int, sign: int = 1) -> None:
-        for d in self.devices:
-            self.free[d] -= sign * self.need(d, context)
-
-    def device_ceiling(self, d: int, context: int) -> int | None:
-        """Requests of ``context`` tokens device ``d``'s reserve holds (None: it keeps no KV or state)."""
-        n = self.need(d, context)
-        return max(self.free[d] // n, 0) if n > 0 else None
-
-    def ceiling(self, context: int) -> int | None:
-        caps = [self.free[d] // n for d in self.devices if (n := self.need(d, context)) > 0]
-        return max(min(caps), 0) if caps else None
-
 
 
 class Simulation:
@@ -182,7 +113,7 @@ class Simulation:
         self.cached_prompt = arguments.cached_prompt(instance, t.cached_prompt_tokens)
         self.dist = arguments.context_dist(instance, t.context, t.context_dist)
         self.segs = segments_of(instance, self.assignment)
-        self.reserve = _Reserve(instance, self.assignment)
+        self.reserve = Reserve(instance, self.assignment)
         if any(v < 0 for v in self.reserve.free.values()):
             raise InfeasiblePlacement("a device's weights exceed its memory: the placement cannot run")
         self.rng = np.random.default_rng([run.seed, 104729])
@@ -279,11 +210,11 @@ class Simulation:
         self.free_at = {s.device: 0.0 for s in self.segs}
         self.busy = [0.0] * self.n_stages
         self.steps = [0, 0, 0, 0]                     # decode steps, requests in them, largest batch, with a chunk
-        self.waiting: deque[_Req] = deque()           # issued, not yet admitted
-        self.prefilling: list[_Req] = []              # continuous: admitted, prompt not all in the KV cache
-        self.ready: deque[_Req] = deque()             # waiting for a step
+        self.waiting: deque[Request] = deque()           # issued, not yet admitted
+        self.prefilling: list[Request] = []              # continuous: admitted, prompt not all in the KV cache
+        self.ready: deque[Request] = deque()             # waiting for a step
         self.idle: list = []
-        self.reqs: list[_Req] = []
+        self.reqs: list[Request] = []
         self.live = self.peak = self.completed = self.slots = self.in_flight = 0
         self.last_change = self.live_area = 0.0
         self.first_done: set[int] = set()
@@ -317,7 +248,7 @@ class Simulation:
         """A new request of ``user`` arrives now (context drawn from the distribution)."""
         c = max(2, self.dist.sample(self.rng))
         out = min(self.output_tokens, c - 1)
-        r = _Req(id=len(self.reqs), arrival=self.env.now, context=c, output=out, prompt=c - out, user=user)
+        r = Request(id=len(self.reqs), arrival=self.env.now, context=c, output=out, prompt=c - out, user=user)
         if self.decode_only:
             r.prefilled = r.prompt
         else:       # a prefix-cache hit: those tokens' KV is in place; at least one token is computed
@@ -374,14 +305,14 @@ class Simulation:
                 self.ready.append(r)
         self._wake()
 
-    def _token(self, r: _Req, now: float) -> None:
+    def _token(self, r: Request, now: float) -> None:
         r.generated += 1
         r.times.append(now)
         if r.first is None:
             r.first = now
         r.last = now
 
-    def _finish(self, r: _Req) -> None:
+    def _finish(self, r: Request) -> None:
         self.reserve.take(r.context, -1)
         self._set_live(-1)
         self.completed += 1
@@ -393,7 +324,7 @@ class Simulation:
                 self._issue(r.user)           # the user's next request, at once
         self._check_all_done()
 
-    def _take_chunks(self, candidates, budget: float, seats: float) -> list[tuple[_Req, Chunk]]:
+    def _take_chunks(self, candidates, budget: float, seats: float) -> list[tuple[Request, Chunk]]:
         """Prompt chunks for a step: in order, each ``min(remaining prompt, remaining budget)``."""
         out = []
         for r in candidates:
@@ -408,8 +339,8 @@ class Simulation:
             seats -= 1
         return out
 
-    def _stepped(self, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]],
-                 members: list[_Req] | None = None) -> list[_Req]:
+    def _stepped(self, decodes: list[Request], chunks: list[tuple[Request, Chunk]],
+                 members: list[Request] | None = None) -> list[Request]:
         """A step is through the route: decodes have their next token, a prompt whose last chunk
         ran has its first; the finished leave (waiting requests take their room). Returns the
         ``members`` (a slot's; default the step's decoding requests) that go on."""
@@ -438,7 +369,7 @@ class Simulation:
             self._admit()
         return [r for r in members if not r.done]
 
-    def _walk(self, slot: int, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]]):
+    def _walk(self, slot: int, decodes: list[Request], chunks: list[tuple[Request, Chunk]]):
         # Each device serves one step at a time, first come first served. Arrivals at a device
         # are handled in time order (simpy's event queue), so booking the device from
         # max(arrival, when it frees up) is that FIFO queue, with one event per visit.
@@ -477,7 +408,7 @@ class Simulation:
 
     # ---- micro-batch schedule: fixed slots of up to micro_batch requests
     def _slot(self, k: int):
-        members: list[_Req] = []
+        members: list[Request] = []
         while True:
             while len(members) < self.micro_batch and self.ready:
                 members.append(self.ready.popleft())
@@ -493,7 +424,7 @@ class Simulation:
             members = self._stepped(decodes, chunks, members)
 
     # ---- continuous schedule: the entry forms a step whenever its device is free
-    def _step(self, k: int, decodes: list[_Req], chunks: list[tuple[_Req, Chunk]]):
+    def _step(self, k: int, decodes: list[Request], chunks: list[tuple[Request, Chunk]]):
         self.in_flight += 1
         yield from self._walk(k, decodes, chunks)
         self.in_flight -= 1
