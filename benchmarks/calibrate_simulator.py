@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from placer import load_fleet, load_model, make_instance, workload_for  # noqa: E402
 from placer.algorithms import place  # noqa: E402
+from placer.problem.instance import Layout  # noqa: E402
 from placer.simulate import Traffic, segments_of, simulate  # noqa: E402
 from placer.simulate.cost import cached_tokens  # noqa: E402
 from placer.simulate.des import sum_min  # noqa: E402
@@ -167,7 +168,7 @@ def setup(point: Point, perf: dict):
     fleet = fleet_with_perf(point.hardware, perf)
     wl = workload_for(model, context=point.isl + point.osl, concurrency=point.concurrency,
                       weight_bits=point.weight_bits, kv_bits=point.kv_bits)
-    inst = make_instance(model, fleet, wl, mode="contiguous", tp=point.tp, ep=point.ep)
+    inst = make_instance(model, fleet, wl, mode="contiguous", layout=Layout(tp=point.tp, ep=point.ep))
     res = place(inst, method="dp")
     if res.assignment is None:
         raise SystemExit(f"error: {point.id}: no placement of {point.model} on {point.hardware}")

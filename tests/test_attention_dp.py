@@ -25,7 +25,7 @@ from placer.mapping import check_mapping
 from placer.mapping.validate import validate_mapping
 from placer.planning.layouts import device_layouts
 from placer.planning.requirements import Requirements, SolverSettings
-from placer.problem.instance import make_instance
+from placer.problem.instance import Layout, make_instance
 from placer.simulate.cost import group_collectives
 from placer.specs.errors import InvalidSpec
 
@@ -59,8 +59,8 @@ def v3_1024():
 
 def test_one_mla_moe_layer_per_rank_at_8_with_attention_dp_and_with_tp(v3_1024):
     m, fleet, wl = v3_1024
-    tp = make_instance(m, fleet, wl, tp=8)
-    dp = make_instance(m, fleet, wl, tp=8, attention_dp=True)
+    tp = make_instance(m, fleet, wl, layout=Layout(tp=8))
+    dp = make_instance(m, fleet, wl, layout=Layout(tp=8, attention_dp=True))
     i = [x.name for x in tp.nodes].index("layers.3")
     assert (tp.weight_bytes[i], tp.request_bytes[i]) == (MOE_TP8, KV)
     assert (dp.weight_bytes[i], dp.request_bytes[i]) == (MOE_DP8, KV)
@@ -80,7 +80,7 @@ def test_one_mla_moe_layer_per_rank_at_8_with_attention_dp_and_with_tp(v3_1024):
 
 def test_uneven_requests_put_the_extra_ones_on_the_heaviest_rank(v3_1024):
     m, fleet, wl = v3_1024
-    dp = make_instance(m, fleet, wl.replace(concurrency=1025), tp=8, attention_dp=True)
+    dp = make_instance(m, fleet, wl.replace(concurrency=1025), layout=Layout(tp=8, attention_dp=True))
     assert dp.workload.concurrency == 129                 # ceil(1025 / 8)
     assert dp.with_live_requests(17).workload.concurrency == 3
 
@@ -150,7 +150,7 @@ def test_the_simulator_costs_dispatch_and_combine_only(dp_plan):
     (coll,) = group_collectives(inst, d, nodes)
     assert coll.kind == "all_to_all" and coll.group_size == 8 and coll.count == 2 * moe
     assert coll.bytes_per_token == 8 * H * 2              # hidden state at 16 bits to 8 experts
-    tp = make_instance(*load_inputs("deepseek-v3", "h200", racks=5, concurrency=16, context="128k"), tp=8, ep=True)
+    tp = make_instance(*load_inputs("deepseek-v3", "h200", racks=5, concurrency=16, context="128k"), layout=Layout(tp=8, ep=True))
     kinds = {c.kind for c in group_collectives(tp, 0, nodes)}
     assert kinds == {"all_reduce", "all_to_all"}          # TP keeps its all-reduces
 
@@ -299,10 +299,10 @@ def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
     assert stored.weights_as_stored
     _, fleet, _ = load_inputs("deepseek-v3", "h200", racks=1)
     with pytest.raises(InvalidSpec, match="stored formats"):
-        make_instance(m, fleet, stored, tp=8, attention_dp=True)
+        make_instance(m, fleet, stored, layout=Layout(tp=8, attention_dp=True))
     assert "stored formats" in dp_rank_refusal(m.layers, 8, stored)
     assert dp_rank_refusal(m.layers, 8, workload_for(m, weight_bits=8)) is None
-    assert make_instance(m, fleet, workload_for(m, weight_bits=8), tp=8, attention_dp=True).attention_dp
+    assert make_instance(m, fleet, workload_for(m, weight_bits=8), layout=Layout(tp=8, attention_dp=True)).attention_dp
 
 
 def test_a_runtime_without_attention_dp_is_refused_with_it():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from placer import load_fleet
-from placer.problem.instance import make_instance
+from placer.problem.instance import Layout, make_instance
 from placer.simulate import Traffic, segments_of, simulate
 from placer.simulate.cost import Collective, cached_tokens, collective_time_us, node_cost
 from placer.specs.errors import InvalidSpec
@@ -78,7 +78,7 @@ def test_experts_default_to_the_dense_rate_and_a_missing_term_costs_nothing():
 
 
 def test_group_collectives_pay_the_fixed_time_and_the_wire():
-    inst = make_instance(MOE, _fleet(), Workload(context_tokens=100), tp=2)
+    inst = make_instance(MOE, _fleet(), Workload(context_tokens=100), layout=Layout(tp=2))
     (seg,) = segments_of(inst, [0] * inst.n_nodes)
     (ar,) = seg.collectives
     # five all-reduces of the 64 x 2 B hidden state (two per layer, one for the embedding)

@@ -15,7 +15,7 @@ import pytest
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
-from placer.problem.instance import Pin
+from placer.problem.instance import Layout, Pin
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_a_library_call_names_the_argument():
         make_instance(model, fleet, wl, mode="diagonal")
     assert (exc.value.source, exc.value.field) == (ARGUMENT, "mode")
     with pytest.raises(InvalidSpec) as exc:
-        make_instance(model, fleet, wl, mode="contiguous", tp=0)
+        make_instance(model, fleet, wl, mode="contiguous", layout=Layout(tp=0))
     assert (exc.value.source, exc.value.field) == (ARGUMENT, "tp")
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from placer.mapping.validate import validate_mapping
 from placer.planning.studies.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
-from placer.problem.instance import make_instance
+from placer.problem.instance import Layout, make_instance
 from placer.simulate import Traffic, simulate
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
@@ -202,7 +202,7 @@ def _route_instance(model, fleet, r):
     from placer.problem.placement import Result
     from placer.problem.reductions.tensor_parallel import per_device
 
-    inst = make_instance(model, fleet, Workload(context_tokens=256, concurrency=r["target"]), tp=r["tp"], ep=r["ep"])
+    inst = make_instance(model, fleet, Workload(context_tokens=256, concurrency=r["target"]), layout=Layout(tp=r["tp"], ep=r["ep"]))
     route = [inst.device_index[d] for d in r["route"].split()]
     groups = len(set(route))
     doc = build_mapping(inst, per_device(Result(method="check", mode="contiguous", status="feasible",

@@ -15,7 +15,7 @@ from placer.mapping.validate import validate_mapping
 from placer.planning.studies.compare import solve, solve_degrees
 from placer.problem import memory
 from placer.problem import parallel as P
-from placer.problem.instance import make_instance
+from placer.problem.instance import Layout, make_instance
 from placer.problem.reductions.tensor_parallel import default_degrees, group_fleet
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict, load_fleet
@@ -63,7 +63,7 @@ def test_reserve_comes_off_every_device_before_placement():
     assert inst.reserve_bytes[0] == 20 * 10**9
     assert inst.capacity_bytes[0] == 60 * 10**9 - act
     # --reserve overrides the spec's
-    inst2 = make_instance(m, _gpus(reserve="0.25"), wl, reserve=parse_reserve("1 GB"))
+    inst2 = make_instance(m, _gpus(reserve="0.25"), wl, layout=Layout(reserve=parse_reserve("1 GB")))
     assert inst2.capacity_bytes[0] == 79 * 10**9 - act
     with pytest.raises(InvalidSpec, match="leaves nothing"):
         _gpus(reserve="80 GB")
@@ -88,12 +88,12 @@ def test_pins_apply_to_group_members_and_unavailable_devices_are_in_no_group():
     m = load_model("llama-3.1-70b")
     wl = workload_for(m, context="8k", concurrency=1)
     fleet = _gpus(racks=2, per_rack=8, unavailable=["r1g2"])
-    inst = make_instance(m, fleet, wl, tp=4, pins=["0-10=r0g6"])
+    inst = make_instance(m, fleet, wl, layout=Layout(tp=4), pins=["0-10=r0g6"])
     assert inst.pins[0].device == "r0g4"
     with pytest.raises(InvalidSpec, match="unavailable device 'r1g2'"):
-        make_instance(m, fleet, wl, tp=4, pins=["0=r1g2"])
+        make_instance(m, fleet, wl, layout=Layout(tp=4), pins=["0=r1g2"])
     with pytest.raises(InvalidSpec, match="r1g7 is in no group of 4"):
-        make_instance(m, fleet, wl, tp=4, pins=["0=r1g7"])
+        make_instance(m, fleet, wl, layout=Layout(tp=4), pins=["0=r1g7"])
     solved = solve(m, fleet, wl, tp=4, pins=["0-10=r0g6"], time_limit=10, threads=1)
     stage = next(s for s in solved.mapping["stages"] if "layers.0" in s["layers"])
     assert stage["group"]["devices"] == ["r0g4", "r0g5", "r0g6", "r0g7"]
@@ -104,9 +104,9 @@ def test_refused_degree_and_split_mode():
     m = load_model("llama-3.1-70b")
     wl = workload_for(m)
     with pytest.raises(InvalidSpec, match="cannot run at tp 3: layers.0: 64 attention heads do not divide"):
-        make_instance(m, _gpus(), wl, tp=3)
+        make_instance(m, _gpus(), wl, layout=Layout(tp=3))
     with pytest.raises(InvalidSpec, match="split mode"):
-        make_instance(m, _gpus(), wl, tp=2, mode="split")
+        make_instance(m, _gpus(), wl, layout=Layout(tp=2), mode="split")
     search = solve_degrees(m, _gpus(), wl, degrees=[3, 8], time_limit=5, threads=1)
     assert search.refused == {3: "layers.0: 64 attention heads do not divide by tp 3"}
     assert [s.instance.tp for s in search.solved] == [8]

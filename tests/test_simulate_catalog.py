@@ -12,6 +12,7 @@ from mapping_toys import kimi_mapping
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
 from placer.mapping import instance_from_mapping, write_mapping
+from placer.problem.instance import Layout
 from placer.simulate import Traffic, segments_of, simulate, simulate_mapping
 
 DESIGN_FIELDS = {"per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us", "itl_p99_us", "live_requests",
@@ -147,7 +148,7 @@ def test_gpu_constants_are_one_fit_and_reproduce_a_published_point():
     # 1k/1k at 8 users, mean TPOT 12.8 ms; one of the calibration points, its decode step within 10%
     model = load_model("deepseek-v3")
     inst = make_instance(model, load_fleet("h200"), workload_for(model, context=2048, concurrency=8, weight_bits=8,
-                                                                 kv_bits=16), tp=8)
+                                                                 kv_bits=16), layout=Layout(tp=8))
     (seg,) = segments_of(inst, [0] * inst.n_nodes)
     assert seg.time_us([1536] * 8) == pytest.approx(12_800, rel=0.10)
 

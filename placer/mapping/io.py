@@ -138,7 +138,7 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
     Pins recorded in the mapping are restored. ``model`` / ``hardware`` override the recorded specs
     (objects or catalog names / paths).
     """
-    from placer.problem.instance import Pin, make_instance
+    from placer.problem.instance import Layout, Pin, make_instance
 
     m, fleet, wl = specs_from_mapping(doc, model=model, hardware=hardware)
     granularity = doc["model"].get("granularity", "layer")
@@ -162,9 +162,11 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
         return m, fleet, wl, _with_prefix_cache(inst, doc)
     inst = make_instance(m, fleet, wl, mode=doc["mode"],
                          granularity=granularity if doc["mode"] == "split" else "layer",
-                         pins=tuple(pins), expert_groups=groups, tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
-                         reserve=None if reserve is None else Reserve.from_dict(reserve),
-                         require=tuple(doc.get("require", ())), attention_dp=bool(par.get("attention_dp")))
+                         pins=tuple(pins), expert_groups=groups,
+                         layout=Layout(tp=par.get("tp", 1), ep=par.get("ep", 1) > 1,
+                                       reserve=None if reserve is None else Reserve.from_dict(reserve),
+                                       attention_dp=bool(par.get("attention_dp"))),
+                         require=tuple(doc.get("require", ())))
     return m, fleet, wl, _with_prefix_cache(inst, doc)
 
 

@@ -19,7 +19,7 @@ from placer import algorithms
 from placer.algorithms.deadline import interrupt_scope, interrupted
 from placer.planning.layouts import Layouts, device_layouts
 from placer.planning.requirements import Requirements, SolverSettings
-from placer.problem.instance import Instance, make_instance
+from placer.problem.instance import Instance, Layout, make_instance
 from placer.problem.placement import Result, Status
 from placer.problem.reductions.tensor_parallel import per_device
 from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
@@ -66,12 +66,12 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
         # the runtimes build the drafter on the last pipeline rank (placer.specs.speculative)
         require = (*require, "mtp-with-head")
     inst = make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
-                         pins=requirements.pins, require=require, tp=tp, ep=ep, reserve=requirements.reserve,
-                         attention_dp=attention_dp)
+                         pins=requirements.pins, require=require,
+                         layout=Layout(tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp))
     if mode != "free" and _drafter_embedding_placed(inst, requirements):
         inst = make_instance(with_draft_embedding(model), fleet, workload, mode=mode,
                              granularity=requirements.granularity_of(mode), pins=requirements.pins, require=require,
-                             tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp)
+                             layout=Layout(tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp))
     if speculation is not None:
         inst = replace(inst, speculation=speculation)
     if requirements.cached_prompt_tokens:

@@ -15,9 +15,9 @@ from functools import cached_property
 import numpy as np
 
 from placer.problem import memory
-from placer.problem.parallel import model_refusal, shard_layer, shard_model, stored_refusal
-from placer.problem.reductions.refine import parse_granularity, refine
-from placer.problem.reductions.tensor_parallel import fleet_of_groups, group_fleet, node_sizes
+from placer.problem.parallel import shard_layer
+from placer.problem.reductions import attention_dp as attn_dp
+from placer.problem.reductions import refine, tensor_parallel
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Device, Fleet
 from placer.specs.model import LayerGraph, is_draft_node
@@ -265,9 +265,7 @@ class Instance:
         takes the instance's own, per-rank count)."""
         if not self.attention_dp:
             return self.with_concurrency(live_requests)
-        from placer.problem.reductions.attention_dp import rank_requests
-
-        inst = self.with_concurrency(rank_requests(live_requests, self.tp))
+        inst = self.with_concurrency(attn_dp.rank_requests(live_requests, self.tp))
         return replace(inst, layout=replace(inst.layout, live_requests=live_requests))
 
     def count_words(self, n: int, bare: bool = False) -> str:
@@ -357,9 +355,9 @@ class Instance:
         """The same instance on another fleet (of the specs' devices; groups are formed again)."""
         lay = self.layout
         if lay is not None and (lay.tp > 1 or lay.base_fleet is not None):
-            grouped = group_instance(self.base_model or self.model, fleet, self.served_workload, tp=lay.tp,
-                                     ep=lay.ep, reserve=lay.reserve, mode=self.mode, pins=self.pins,
-                                     refined=self.model, require=self.require, attention_dp=lay.attention_dp)
+            grouped = group_instance(self.base_model or self.model, fleet, self.served_workload,
+                                     Layout(lay.tp, lay.ep, lay.reserve, attention_dp=lay.attention_dp),
+                                     mode=self.mode, pins=self.pins, refined=self.model, require=self.require)
             return replace(grouped, speculation=self.speculation, cached_prompt_tokens=self.cached_prompt_tokens)
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
                         None if lay is None else Layout(lay.tp, lay.ep, lay.reserve), self.speculation,
@@ -409,110 +407,56 @@ def parse_pin(text: str, model: LayerGraph) -> Pin:
     return Pin(tuple(nodes_of(text)), None)
 
 
-def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str = "contiguous",
-                  granularity: str = "layer", pins=(), expert_groups: int = 8, require=(), tp: int = 1,
-                  ep: bool = False, reserve: Reserve | None = None, attention_dp: bool = False) -> Instance:
-    """An instance for ``mode``; ``split`` refines the model to ``granularity`` first; ``require``:
-    names of :data:`REQUIREMENTS`.
+def make_instance(model: LayerGraph, fleet: Fleet, workload: Workload, layout: Layout = Layout(), *,
+                  mode: str = "contiguous", granularity: str = "layer", pins=(), expert_groups: int = 8,
+                  require=()) -> Instance:
+    """An instance for ``mode`` at ``layout`` (its ``tp``, ``ep``, ``reserve`` and ``attention_dp``;
+    the default: every stage one device); ``split`` refines the model to ``granularity`` first
+    (:mod:`placer.problem.reductions.refine`); ``require``: names of :data:`REQUIREMENTS`.
 
     ``tp`` > 1 (or ``ep``) makes every stage a group of ``tp`` devices of one node
-    (:func:`placer.problem.reductions.tensor_parallel.group_instance`); ``attention_dp`` splits each group's requests over
-    its ranks, experts spread whole (:mod:`placer.problem.reductions.attention_dp`); ``reserve`` overrides the device
+    (:func:`group_instance`); ``attention_dp`` splits each group's requests over its ranks, experts
+    spread whole (:mod:`placer.problem.reductions.attention_dp`); ``reserve`` overrides the device
     types' reserves.
     """
-    if tp != 1 or ep or attention_dp:
+    if layout.tp != 1 or layout.ep or layout.attention_dp:
         if granularity not in (None, "layer"):
             raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only; "
                                                               "split mode runs at --tp 1")
-        return group_instance(model, fleet, workload, tp=tp, ep=ep, reserve=reserve, mode=mode, pins=pins,
-                              require=require, attention_dp=attention_dp)
-    try:
-        kind, _ = parse_granularity(granularity)
-    except ValueError as exc:
-        raise InvalidSpec(ARGUMENT, "granularity", str(exc)) from None
-    refined = model
-    if mode == "split":
-        refined = refine(model, granularity, expert_groups=expert_groups)
-    elif kind != "layer":
-        raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only")
+        return group_instance(model, fleet, workload, layout, mode=mode, pins=pins, require=require)
+    refined = refine.apply(model, mode, granularity, expert_groups)
     parsed = tuple(p if isinstance(p, Pin) else parse_pin(p, refined) for p in pins)
     return Instance(refined, fleet, workload, mode, parsed, base_model=model, require=tuple(require),
-                    layout=Layout(1, False, reserve))
+                    layout=Layout(1, False, layout.reserve))
 
 
-def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: int = 1, ep: bool = False,
-                   reserve: Reserve | None = None, mode: str = "contiguous", pins=(),
-                   refined: LayerGraph | None = None, require=(), attention_dp: bool = False) -> Instance:
-    """The instance whose devices are groups of ``tp`` devices of one node of ``fleet`` and whose
-    nodes are one rank's share of ``model``'s layers (see the module docstring).
-
-    With ``attention_dp`` the share is an attention-data-parallel rank's and the workload's
-    concurrency the heaviest rank's requests (:mod:`placer.problem.reductions.attention_dp`; experts spread whole).
-    Raises :class:`InvalidSpec` (field ``--tp``, or ``attention_dp``) when the model's dimensions
-    refuse the degree, in split mode, or when no node has ``tp`` devices.
+def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, layout: Layout, *, mode: str = "contiguous",
+                   pins=(), refined: LayerGraph | None = None, require=()) -> Instance:
+    """The instance whose devices are groups of ``layout.tp`` devices of one node of ``fleet`` and
+    whose nodes are one rank's share of ``model``'s layers: the reductions of
+    :mod:`placer.problem.reductions.tensor_parallel` (``ep``: experts spread whole) or, with
+    ``layout.attention_dp``, :mod:`placer.problem.reductions.attention_dp` (the share an
+    attention-data-parallel rank's, the workload's concurrency the heaviest rank's requests), each
+    undone by :func:`placer.problem.reductions.tensor_parallel.per_device`. Pins name devices (and
+    nodes, of ``refined`` when given) of the specs. Raises :class:`InvalidSpec` (field ``--tp``, or
+    ``attention_dp``) when the model's dimensions refuse the degree, in split mode, or when no node
+    has ``tp`` devices.
     """
-    if attention_dp:
-        return _dp_group_instance(model, fleet, workload, tp=tp, reserve=reserve, mode=mode, pins=pins,
-                                  refined=refined, require=require)
+    tp = layout.tp
     if tp < 1:
         raise InvalidSpec(ARGUMENT, "tp", f"a degree is a positive integer, got {tp}")
-    if mode == "split" and tp > 1:
-        raise InvalidSpec(ARGUMENT, "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
-                                        "or free mode")
-    why = model_refusal(model, tp, ep) or stored_refusal(model, workload, tp, ep)
-    if why is not None:
-        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} cannot run at tp {tp}: {why}")
-    derived, members = group_fleet(fleet, tp)
-    sharded = shard_model(model, workload, tp, ep)
-    pins = _group_pins(fleet, workload, sharded, derived, members, tp, pins, refined)
-    return Instance(sharded, derived, workload, mode, pins, base_model=model, require=tuple(require),
-                    layout=Layout(tp=tp, ep=ep, reserve=reserve, groups=members, base_fleet=fleet))
-
-
-def _dp_group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, *, tp: int, reserve, mode, pins,
-                       refined, require) -> Instance:
-    """:func:`group_instance` under attention data parallelism (see :mod:`placer.problem.reductions.attention_dp`)."""
-    from placer.problem.reductions.attention_dp import dp_model, dp_model_refusal, rank_requests
-
-    if tp < 1:
-        raise InvalidSpec(ARGUMENT, "tp", f"a degree is a positive integer, got {tp}")
-    if mode == "split":
-        raise InvalidSpec(ARGUMENT, "attention_dp", "split mode cuts layers itself; attention data parallelism "
-                                                    "runs in contiguous or free mode")
-    why = dp_model_refusal(model, tp, workload)
-    if why is not None:
-        raise InvalidSpec(ARGUMENT, "attention_dp", f"{model.name} cannot run attention-data-parallel at "
-                                                    f"tp {tp}: {why}")
-    derived, members = group_fleet(fleet, tp)
-    sharded = dp_model(model, workload, tp)
-    rank = workload.replace(concurrency=rank_requests(workload.concurrency, tp))
-    translated = _group_pins(fleet, rank, sharded, derived, members, tp, pins, refined)
-    layout = Layout(tp=tp, ep=True, reserve=reserve, groups=members, base_fleet=fleet, attention_dp=True,
-                    live_requests=workload.concurrency)
-    return Instance(sharded, derived, rank, mode, translated, base_model=model, require=tuple(require),
-                    layout=layout)
-
-
-def _group_pins(fleet, workload, sharded, derived, members, tp, pins, refined):
-    """Pins naming devices (and nodes) of the specs, translated to the groups' devices."""
-    plain = make_instance(sharded, derived, workload, mode="contiguous")
-    of = {m: ids[0] for ids in members for m in ids}
-    known = {d.id: d for d in fleet.devices}
-    translated = []
-    for p in pins:
-        pin = p if isinstance(p, Pin) else parse_pin(p, refined or plain.model)
-        if pin.device is not None:
-            dev = known.get(pin.device)
-            if dev is None:
-                raise InvalidSpec(ARGUMENT, "pins", f"unknown device {pin.device!r}")
-            if not dev.available:
-                raise InvalidSpec(ARGUMENT, "pins", f"unavailable device {pin.device!r}")
-            if pin.device not in of:
-                raise InvalidSpec(ARGUMENT, "pins", f"device {pin.device} is in no group of {tp} (its node has "
-                                                     f"{node_sizes(fleet)[dev.rack]} available devices)")
-            pin = Pin(pin.nodes, of[pin.device])
-        translated.append(pin)
-    return tuple(translated)
+    if layout.attention_dp:
+        sharded, served = attn_dp.apply(model, workload, tp, mode)
+        layout = Layout(tp=tp, ep=True, reserve=layout.reserve, attention_dp=True,
+                        live_requests=workload.concurrency)
+    else:
+        sharded, served = tensor_parallel.apply(model, workload, tp, layout.ep, mode), workload
+        layout = Layout(tp=tp, ep=layout.ep, reserve=layout.reserve)
+    derived, members = tensor_parallel.group_fleet(fleet, tp)
+    translated = tensor_parallel.group_pins(
+        pins, lambda p: p if isinstance(p, Pin) else parse_pin(p, refined or sharded), fleet, members, tp)
+    return Instance(sharded, derived, served, mode, translated, base_model=model, require=tuple(require),
+                    layout=replace(layout, groups=members, base_fleet=fleet))
 
 
 def per_stage_instance(model: LayerGraph, fleet: Fleet, workload: Workload, groups, degree_of_node, *, ep: bool = False,
@@ -521,7 +465,7 @@ def per_stage_instance(model: LayerGraph, fleet: Fleet, workload: Workload, grou
     nodes one rank's share of each layer at ``degree_of_node[i]`` (the degree of the group holding it)."""
     layers = tuple(shard_layer(x, model.hidden_size, workload, g, ep) for x, g in zip(model.layers, degree_of_node))
     sharded = replace(model, layers=layers)
-    derived = fleet_of_groups(fleet, groups)
+    derived = tensor_parallel.fleet_of_groups(fleet, groups)
     tp = max(len(g) for g in groups)
     per_stage = len({len(g) for g in groups}) > 1
     unmodelled = [r for r in require if r not in PER_STAGE_REQUIREMENTS]

@@ -369,7 +369,7 @@ def _other_degrees(instance: Instance) -> list[Instance]:
     """``instance`` at every other tensor-parallel degree the model allows on its GPU fleet (the
     degrees ``placer solve`` tries by default), contiguous or free, without pins or per-stage
     degrees; empty on wafer fleets and in split mode."""
-    from placer.problem.instance import make_instance
+    from placer.problem.instance import Layout, make_instance
     from placer.problem.reductions.tensor_parallel import default_degrees
     from placer.specs.errors import InvalidSpec
 
@@ -384,8 +384,8 @@ def _other_degrees(instance: Instance) -> list[Instance]:
         if g == instance.tp:
             continue
         try:
-            out.append(make_instance(model, fleet, instance.workload, mode=instance.mode, tp=g, ep=ep,
-                                     reserve=None if lay is None else lay.reserve, require=instance.require))
+            out.append(make_instance(model, fleet, instance.workload, mode=instance.mode, require=instance.require,
+                                     layout=Layout(tp=g, ep=ep, reserve=None if lay is None else lay.reserve)))
         except InvalidSpec:
             continue
     return out

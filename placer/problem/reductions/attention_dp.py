@@ -36,7 +36,8 @@ state, and its workload's concurrency is ``ceil(c / g)``, the requests of the he
 (:func:`rank_requests`). Every byte the solvers compute (``weights + concurrency x request
 bytes``) is then the heaviest rank's exact need, and a concurrency ceiling ``k`` of the rank's
 instance is ``g k`` live requests of the group (``ceil(c / g) <= k`` exactly when ``c <= g k``),
-which :func:`placer.problem.reductions.tensor_parallel.per_device` reports.
+which :func:`per_group` reports (:func:`placer.problem.reductions.tensor_parallel.per_device`
+applies it). The reduction itself is :func:`apply` (the rank's model and workload).
 
 A layer given as totals (no tensors), a refined node, and weights kept in a checkpoint's stored
 formats have no rule and are refused (:func:`dp_refusal`); a model without MoE layers gains
@@ -48,10 +49,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, weight_bytes
+from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.model import Layer, LayerGraph
 from placer.specs.workload import Workload
 
-__all__ = ["dp_refusal", "dp_model_refusal", "dp_params_per_rank", "dp_weight_bytes_per_rank",
+__all__ = ["apply", "per_group", "dp_refusal", "dp_model_refusal", "dp_params_per_rank", "dp_weight_bytes_per_rank",
            "dp_experts_per_rank", "rank_requests", "dp_layer", "dp_model"]
 
 
@@ -160,3 +162,29 @@ def dp_model(model: LayerGraph, wl: Workload, g: int) -> LayerGraph:
     if why is not None:
         raise ValueError(why)
     return replace(model, layers=tuple(dp_layer(x, model.hidden_size, wl, g) for x in model.layers))
+
+
+def apply(model: LayerGraph, workload: Workload, g: int, mode: str) -> tuple[LayerGraph, Workload]:
+    """(the heaviest rank's model, its workload: ``ceil(c / g)`` of the group's ``c`` live requests)
+    of an attention-data-parallel group of ``g``: :class:`InvalidSpec` (field ``attention_dp``) in
+    split mode or when the model has no rule at ``g`` (:func:`dp_model_refusal`)."""
+    if mode == "split":
+        raise InvalidSpec(ARGUMENT, "attention_dp", "split mode cuts layers itself; attention data parallelism "
+                                                    "runs in contiguous or free mode")
+    why = dp_model_refusal(model, g, workload)
+    if why is not None:
+        raise InvalidSpec(ARGUMENT, "attention_dp", f"{model.name} cannot run attention-data-parallel at "
+                                                    f"tp {g}: {why}")
+    return dp_model(model, workload, g), workload.replace(concurrency=rank_requests(workload.concurrency, g))
+
+
+def per_group(result, instance):
+    """The inverse of :func:`apply`: ``result`` of an attention-data-parallel instance with its
+    concurrency figures (the ceiling, the largest feasible concurrency, the concurrency level) in
+    live requests of a group: the rank's times the degree, exactly (a rank holding ``k`` requests
+    lets the group hold ``g k``)."""
+    up = instance.group_requests
+    levels = tuple(replace(lv, value=up(lv.value), bound=up(lv.bound)) if lv.name == "concurrency" else lv
+                   for lv in result.levels)
+    return result.replace(levels=levels, concurrency_ceiling=up(result.concurrency_ceiling),
+                          max_concurrency=up(result.max_concurrency))

@@ -13,10 +13,28 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from placer.specs.errors import ARGUMENT, InvalidSpec
+
 if TYPE_CHECKING:   # annotations only: refining works on the graph's own dataclasses (no import cycle)
     from placer.specs.model import Layer, LayerGraph, WeightGroup
 
-__all__ = ["refine", "parse_granularity"]
+__all__ = ["apply", "refine", "parse_granularity"]
+
+
+def apply(model: LayerGraph, mode: str, granularity: str, expert_groups: int = 8) -> LayerGraph:
+    """The graph an instance of ``mode`` places: ``model`` refined to ``granularity`` in split mode
+    (:func:`refine`), ``model`` itself otherwise (where a granularity other than ``layer`` is an
+    :class:`InvalidSpec`). A placement of the refined graph needs no inverse: every refined node keeps
+    its layer's name as its ``parent``."""
+    try:
+        kind, _ = parse_granularity(granularity)
+    except ValueError as exc:
+        raise InvalidSpec(ARGUMENT, "granularity", str(exc)) from None
+    if mode == "split":
+        return refine(model, granularity, expert_groups=expert_groups)
+    if kind != "layer":
+        raise InvalidSpec(ARGUMENT, "granularity", "granularity applies to --mode split only")
+    return model
 
 
 def parse_granularity(text: str) -> tuple[str, int]:

@@ -5,10 +5,12 @@ devices, in slot order (inside a node every device pair is linked alike, so whic
 group does not matter; the devices left over, fewer than ``tp``, stay unused). Each group becomes
 one device of a derived fleet, named after its first member; two groups are linked when some pair
 of their members is, at the lowest such latency. Every layer becomes one rank's share of it
-(:func:`placer.problem.parallel.shard_model`); :func:`placer.problem.instance.make_instance` builds the derived
-instance (``tp=``). The placement methods then run unchanged on the derived
-instance, so a proof there is a proof for the degree: the fewest groups times ``tp`` is the
-fewest devices a degree-``tp`` plan can use.
+(:func:`placer.problem.parallel.shard_model`). The reduction is :func:`apply` (the rank's model),
+:func:`group_fleet` and :func:`group_pins` (the groups as devices), which
+:func:`placer.problem.instance.group_instance` composes into the derived instance; its inverse is
+:func:`per_device`. The placement methods run unchanged on the derived instance, so a proof there
+is a proof for the degree: the fewest groups times ``tp`` is the fewest devices a degree-``tp``
+plan can use.
 
 Pins name devices of the specs: a pin to any member applies to its group; unavailable devices
 are in no group.
@@ -36,12 +38,50 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from placer.problem.parallel import model_refusal, shard_model, stored_refusal
+from placer.problem.reductions.attention_dp import per_group
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Device, Fleet
 from placer.specs.model import LayerGraph
+from placer.specs.workload import Workload
 
-__all__ = ["group_fleet", "fleet_of_groups", "node_sizes", "has_gpus", "candidate_degrees", "default_degrees", "per_device", "collectives_of",
+__all__ = ["apply", "group_pins", "group_fleet", "fleet_of_groups", "node_sizes", "has_gpus", "candidate_degrees", "default_degrees", "per_device", "collectives_of",
            "group_link_us", "node_collective_latency_us", "group_latency_us"]
+
+
+def apply(model: LayerGraph, workload: Workload, tp: int, ep: bool, mode: str) -> LayerGraph:
+    """One rank's share of every layer of ``model`` at degree ``tp`` (``ep``: experts spread whole):
+    :class:`InvalidSpec` (field ``tp``) in split mode or when the model's dimensions (or its stored
+    formats under ``workload``) refuse the degree."""
+    if mode == "split" and tp > 1:
+        raise InvalidSpec(ARGUMENT, "tp", "split mode cuts layers itself; tensor parallelism runs in contiguous "
+                                        "or free mode")
+    why = model_refusal(model, tp, ep) or stored_refusal(model, workload, tp, ep)
+    if why is not None:
+        raise InvalidSpec(ARGUMENT, "tp", f"{model.name} cannot run at tp {tp}: {why}")
+    return shard_model(model, workload, tp, ep)
+
+
+def group_pins(pins, parse, fleet: Fleet, members, tp: int) -> tuple:
+    """Pins naming devices (and nodes) of the specs, each read by ``parse``, translated to the
+    groups' devices ``members`` (:func:`group_fleet`): a pin to any member applies to its group."""
+    of = {m: ids[0] for ids in members for m in ids}
+    known = {d.id: d for d in fleet.devices}
+    translated = []
+    for p in pins:
+        pin = parse(p)
+        if pin.device is not None:
+            dev = known.get(pin.device)
+            if dev is None:
+                raise InvalidSpec(ARGUMENT, "pins", f"unknown device {pin.device!r}")
+            if not dev.available:
+                raise InvalidSpec(ARGUMENT, "pins", f"unavailable device {pin.device!r}")
+            if pin.device not in of:
+                raise InvalidSpec(ARGUMENT, "pins", f"device {pin.device} is in no group of {tp} (its node has "
+                                                     f"{node_sizes(fleet)[dev.rack]} available devices)")
+            pin = replace(pin, device=of[pin.device])
+        translated.append(pin)
+    return tuple(translated)
 
 
 def node_sizes(fleet: Fleet) -> dict[int, int]:
@@ -181,7 +221,9 @@ def _group_latency_floor_us(instance) -> float:
 
 
 def per_device(result, instance):
-    """``result`` of a derived instance with its device figures counted in devices, not groups:
+    """The inverse of the reduction: ``result`` of a derived instance with its device figures counted
+    in devices, not groups (and, under attention data parallelism, its concurrency figures in live
+    requests of a group, :func:`placer.problem.reductions.attention_dp.per_group`):
     devices used, lower bound, objective, bound and the devices level, each times the degree
     (``stats["groups_used"]`` keeps the stage count); and, given the instance, its hop latency
     with the intra-group links costed (:func:`group_latency_us`; the latency level's bound adds
@@ -189,15 +231,13 @@ def per_device(result, instance):
     ``instance`` may be the degree alone (device figures only)."""
     tp = instance if isinstance(instance, int) else instance.tp
     if not isinstance(instance, int) and instance.attention_dp:
-        result = _group_requests(result, instance)
+        result = per_group(result, instance)
     if tp == 1:
         return result
-    from dataclasses import replace as _replace
-
     def times(x):
         return None if x is None else x * tp
 
-    levels = tuple(_replace(lv, value=times(lv.value), bound=times(lv.bound)) if lv.name == "devices" else lv
+    levels = tuple(replace(lv, value=times(lv.value), bound=times(lv.bound)) if lv.name == "devices" else lv
                    for lv in result.levels)
     stats = dict(result.stats)
     stats["groups_used"] = result.devices_used
@@ -216,23 +256,10 @@ def per_device(result, instance):
                 bound = None if lv.bound is None else lv.bound + floor
                 proven = lv.proven and intra == floor
                 lost |= lv.proven and not proven
-                lv = _replace(lv, value=value, bound=bound, proven=proven)
+                lv = replace(lv, value=value, bound=bound, proven=proven)
             out.append(lv)
         levels = tuple(out)
         if lost and str(result.status) == "optimal":
             # the status enum's own "feasible" (placer.problem.placement imports instance, which imports this)
             changes.update(status=type(result.status)("feasible"), proven_optimal=False)
     return result.replace(levels=levels, **changes)
-
-
-def _group_requests(result, instance):
-    """``result`` of an attention-data-parallel instance with its concurrency figures (the ceiling,
-    the largest feasible concurrency, the concurrency level) in live requests of a group: the
-    rank's times the degree, exactly (a rank holding ``k`` requests lets the group hold ``g k``)."""
-    from dataclasses import replace as _replace
-
-    up = instance.group_requests
-    levels = tuple(_replace(lv, value=up(lv.value), bound=up(lv.bound)) if lv.name == "concurrency" else lv
-                   for lv in result.levels)
-    return result.replace(levels=levels, concurrency_ceiling=up(result.concurrency_ceiling),
-                          max_concurrency=up(result.max_concurrency))
