@@ -13,7 +13,6 @@ from time import perf_counter
 from placer.algorithms.opening import open_method
 from placer.algorithms.packing import first_fit_decreasing
 from placer.algorithms.pins import PinConflict, pin_groups
-from placer.algorithms.reach import in_pieces, pieces
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, Status, evaluate
 
@@ -23,12 +22,10 @@ __all__ = ["ffd"]
 def ffd(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """First-fit decreasing placement in free mode (status HEURISTIC when it places).
     ``lower_bound``: the instance's device lower bound when already known."""
-    opening = open_method("ffd", instance, lower_bound, contiguous=False)
+    opening = open_method("ffd", instance, lower_bound, contiguous=False, per_piece=ffd)
     if opening.refusal is not None:
         return opening.refusal
     t0, lb, give_up = opening.t0, opening.lower_bound, opening.give_up
-    if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other
-        return in_pieces(instance, ffd, lb)
     try:
         groups = pin_groups(instance, contiguous=False)
     except PinConflict as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from time import perf_counter
 
 from placer.algorithms.opening import open_method
-from placer.algorithms.reach import in_pieces, pieces
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, Status, evaluate
 
@@ -22,14 +21,14 @@ __all__ = ["typepack"]
 def typepack(instance: Instance, *, lower_bound: int | None = None) -> Result:
     """Dense-attention nodes one per device, other nodes next-fit by kind; free mode.
     ``lower_bound``: the instance's device lower bound when already known."""
-    opening = open_method("typepack", instance, lower_bound, contiguous=False)
+    # pins are refused before a cut fleet is split into pieces
+    opening = open_method("typepack", instance, lower_bound, contiguous=False,
+                          per_piece=None if instance.pins else typepack)
     if opening.refusal is not None:
         return opening.refusal
     t0, lb, give_up = opening.t0, opening.lower_bound, opening.give_up
     if instance.pins:
         return give_up("typepack follows the published rule, which has no pins; use ffd or cpsat")
-    if len(pieces(instance)) > 1:     # linked nodes must stay where they can reach each other
-        return in_pieces(instance, typepack, lb)
     demand = instance.demand_bytes
     caps = instance.capacity_bytes
     devices = iter(sorted(range(instance.n_devices), key=lambda d: (-caps[d], d)))
