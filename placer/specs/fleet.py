@@ -469,16 +469,8 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
     return DeviceType(reserve=reserve, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision,
                       power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,
-                      compute_fp8_flops=s.compute_fp8,
-                      kind=s.kind, fixed_overhead_us_per_layer=perf.fixed_overhead_us_per_layer,
-                      fixed_overhead_us_per_stage=perf.fixed_overhead_us_per_stage,
-                      bandwidth_efficiency=perf.bandwidth_efficiency,
-                      compute_efficiency=perf.compute_efficiency,
-                      fixed_overhead_us_per_layer_per_request=perf.fixed_overhead_us_per_layer_per_request,
-                      fixed_overhead_us_per_moe_layer=perf.fixed_overhead_us_per_moe_layer,
-                      expert_bandwidth_efficiency=perf.expert_bandwidth_efficiency,
-                      collective_latency_us=perf.collective_latency_us,
-                      prefill_compute_efficiency=perf.prefill_compute_efficiency)
+                      compute_fp8_flops=s.compute_fp8, kind=s.kind,
+                      **dict(perf))    # the cost-model constants, each a DeviceType field of the same name
 
 
 def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:
