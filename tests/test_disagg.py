@@ -18,7 +18,7 @@ from placer.planning.disagg import prefill_replicas_for, queue_wait_us
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model
-from placer.specs.workload import workload_for
+from placer.specs.workload import Workload, workload_for
 
 LAYERS = 4
 KV_PER_TOKEN = 65536          # bytes per token per layer
@@ -203,6 +203,29 @@ def test_two_pool_mappings_validate_and_catch_tampering(mixed_plan, wafer_plan, 
     same["pools"]["decode"] = copy.deepcopy(same["pools"]["prefill"])
     kinds = {v.kind for v in validate_pooled(same)}
     assert {"pools_overlap", "pool_workload_mismatch"} <= kinds
+
+
+def test_validate_mapping_validates_each_pool_of_a_two_pool_mapping(mixed_plan):
+    """placer.validate_mapping takes a two-pool mapping as it takes a one-pool one: each pool is
+    validated (its violations prefixed by the pool), then the pair; a fleet or workload override,
+    which could only be one pool's, is refused naming the field."""
+    from placer import validate_mapping
+    from placer.mapping.view import PooledView, mapping_view
+
+    doc = mixed_plan.mapping
+    assert validate_mapping(doc) == []
+    view = mapping_view(doc)
+    assert isinstance(view, PooledView) and validate_mapping(view) == []
+    assert [st.devices for st in view.decode.stages] == [
+        tuple(st.get("group", {}).get("devices") or [st["device"]]) for st in doc["pools"]["decode"]["stages"]]
+    bad = copy.deepcopy(doc)
+    bad["pools"]["prefill"]["stages"][0]["bytes"]["free"] += 1
+    found = validate_mapping(bad)
+    assert [v.kind for v in found] == ["bytes_mismatch"] and found[0].message.startswith("prefill pool: stage 0")
+    with pytest.raises(InvalidSpec, match="/pools.*own hardware"):
+        validate_mapping(doc, fleet=load_fleet("h100"))
+    with pytest.raises(InvalidSpec, match="/pools.*own workload"):
+        validate_mapping(doc, workload=Workload())
 
 
 def test_pooled_simulation_meets_the_targets(mixed_plan):

@@ -115,38 +115,34 @@ def _parallel_schema(count: dict) -> dict:
     }
 
 
-def _model_schema(name: dict, sha: dict) -> dict:
-    """The model record: name, spec hash and source, granularity, how it was loaded."""
+def _spec_record(name: dict, sha: dict, **properties) -> dict:
+    """A spec's record (the model's, the fleet's): its name, spec hash and source, and ``properties``."""
     return {
         "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
-        "properties": {
-            "name": name, "sha256": sha,
-            "source": {"type": "string", "description": "catalog name or spec path"},
-            "granularity": {"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
-            "expert_groups": {"type": "integer", "minimum": 1},
-            "dropped": {"type": "array", "items": {"enum": ["vision_tower"]}, "uniqueItems": True,
-                        "description": "nodes of the spec left out of the plan (vision_tower: "
-                                       "--text-only); every command reloads the model without them"},
-            "mtp": {"type": "boolean",
-                    "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
-            "draft_embedding": {"type": "boolean",
-                                "description": "the drafter's own embedding copy (mtp.embed_tokens) is placed"},
-        },
+        "properties": {"name": name, "sha256": sha,
+                       "source": {"type": "string", "description": "catalog name or spec path"}, **properties},
     }
+
+
+def _model_schema(name: dict, sha: dict) -> dict:
+    """The model record: name, spec hash and source, granularity, how it was loaded."""
+    return _spec_record(
+        name, sha,
+        granularity={"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
+        expert_groups={"type": "integer", "minimum": 1},
+        dropped={"type": "array", "items": {"enum": ["vision_tower"]}, "uniqueItems": True,
+                 "description": "nodes of the spec left out of the plan (vision_tower: --text-only); every "
+                                "command reloads the model without them"},
+        mtp={"type": "boolean", "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
+        draft_embedding={"type": "boolean",
+                         "description": "the drafter's own embedding copy (mtp.embed_tokens) is placed"})
 
 
 def _hardware_schema(name: dict, sha: dict) -> dict:
     """The fleet record: name, spec hash and source, racks, power boundary."""
-    return {
-        "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
-        "properties": {
-            "name": name, "sha256": sha,
-            "source": {"type": "string", "description": "catalog name or spec path"},
-            "racks": {"type": "integer", "minimum": 1, "maximum": 100000},
-            "power_boundary": {"enum": list(POWER_BOUNDARIES)},
-            "pue": {"type": "number", "minimum": 1, "maximum": 5},
-        },
-    }
+    return _spec_record(name, sha, racks={"type": "integer", "minimum": 1, "maximum": 100000},
+                        power_boundary={"enum": list(POWER_BOUNDARIES)},
+                        pue={"type": "number", "minimum": 1, "maximum": 5})
 
 
 def _workload_schema(count: dict, bits: dict) -> dict:
