@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from placer.export.stages import Export, ExportOptions, ExportRefused
 from placer.mapping.view import PooledView
@@ -69,7 +69,7 @@ def export_pooled(view: PooledView, fmt: str, export_one, *, model=None, source:
              for pool, sub in (("prefill", view.prefill), ("decode", decode))}
     warnings = tuple(w for p in parts.values() for w in p.warnings)
     if fmt == "json":
-        text = json.dumps({"kind": "disaggregated", "replicas": reps, "transfer": view.doc["transfer"],
+        text = json.dumps({"kind": "disaggregated", "replicas": reps, "transfer": asdict(view.transfer),
                            "pools": {p: json.loads(e.text) for p, e in parts.items()}}, indent=2)
         return Export(text=text, warnings=warnings)
     if options.bare:
