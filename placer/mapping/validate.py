@@ -14,7 +14,7 @@ between its first two members), and every violation is reported (not just the fi
 :func:`validate_mapping` reads the mapping (:class:`~placer.mapping.view.MappingView`) into a
 :class:`Reading` (the specs, the node graph at the recorded granularity, and what the stages say,
 recomputed once), then runs each check of :data:`placer.mapping.checks.CHECKS` on it; a check
-returns its violations and changes nothing. A two-pool mapping is validated pool by pool, then as
+yields its violations and changes nothing. A two-pool mapping is validated pool by pool, then as
 a pair (:mod:`placer.mapping.validate_pools`).
 """
 
@@ -239,7 +239,7 @@ def validate_mapping(doc, *, model=None, fleet=None, workload=None, source: str 
     base, fl, wl = specs_from_mapping(view.doc, model=model, hardware=fleet, workload=workload)
     graph, found = _graph_at(view, base)
     reading = Reading(view, base, fl, wl, graph)
-    out = CHECKS[0](reading) + found
+    out = [*CHECKS[0](reading), *found]
     for check in CHECKS[1:]:
         out += check(reading)
     return out
