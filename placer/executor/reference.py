@@ -9,17 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placer.executor import tiny_numerics as num
 from placer.executor.tiny import TinySpec
-from placer.executor.tiny_numerics import (
-    TINY_TOP_K,
-    TINY_VOCAB,
-    _swiglu,
-    alloc_cache,
-    layer_weights,
-    mixer_core,
-    rmsnorm,
-    route_topk,
-)
 
 __all__ = ["ReferenceModel", "Request", "make_requests", "context_for"]
 
@@ -33,12 +24,12 @@ class ReferenceModel:
 
     def __init__(self, spec: TinySpec):
         self.spec = spec
-        self.weights = [layer_weights(spec, d) for d in spec.layers]
+        self.weights = [num.layer_weights(spec, d) for d in spec.layers]
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int) -> tuple[list[int], np.ndarray]:
         """Greedy tokens and the logits that chose each of them, shape (max_new_tokens, vocab)."""
         spec = self.spec
-        caches = {d.pos: alloc_cache(spec, d.mixer) for d in spec.layers if d.mixer}
+        caches = {d.pos: num.alloc_cache(spec, d.mixer) for d in spec.layers if d.mixer}
         tokens: list[int] = []
         logits: list[np.ndarray] = []
         fed = list(prompt)
@@ -58,21 +49,21 @@ class ReferenceModel:
             if d.kind == "embedding":
                 h = w["embed"][token][None, :].copy()
             elif d.kind == "lm_head":
-                return (rmsnorm(h, w["norm"]) @ w["head"])[0]
+                return (num.rmsnorm(h, w["norm"]) @ w["head"])[0]
             else:
-                o = mixer_core(d.mixer, w, rmsnorm(h, w["norm1"]), [caches[d.pos]], [pos])
+                o = num.mixer_core(d.mixer, w, num.rmsnorm(h, w["norm1"]), [caches[d.pos]], [pos])
                 h = h + o @ w["wo"]
                 if d.ffn == "dense":
-                    h = h + _swiglu(rmsnorm(h, w["norm2"]), w["w1"], w["w3"], w["w2"])
+                    h = h + num._swiglu(num.rmsnorm(h, w["norm2"]), w["w1"], w["w3"], w["w2"])
                 elif d.ffn == "moe":
-                    x2 = rmsnorm(h, w["norm2"])
-                    idx, wts = route_topk(x2 @ w["router"], min(TINY_TOP_K, d.num_experts))
+                    x2 = num.rmsnorm(h, w["norm2"])
+                    idx, wts = num.route_topk(x2 @ w["router"], min(num.TINY_TOP_K, d.num_experts))
                     y = np.zeros_like(h)
                     if d.shared_expert:
-                        y += _swiglu(x2, w["s1"], w["s3"], w["s2"])
+                        y += num._swiglu(x2, w["s1"], w["s3"], w["s2"])
                     for j in range(idx.shape[1]):
                         e = idx[0, j]
-                        y += wts[0, j] * _swiglu(x2, w["e1"][e], w["e3"][e], w["e2"][e])
+                        y += wts[0, j] * num._swiglu(x2, w["e1"][e], w["e3"][e], w["e2"][e])
                     h = h + y
         raise ValueError("no lm_head")  # pragma: no cover
 
@@ -85,7 +76,7 @@ class Request:
     max_new_tokens: int
 
 
-def make_requests(n: int, tokens: int, *, vocab: int = TINY_VOCAB, seed: int = 0,
+def make_requests(n: int, tokens: int, *, vocab: int = num.TINY_VOCAB, seed: int = 0,
                   max_prompt: int = 4) -> list[Request]:
     """``n`` seeded requests: prompts of 1..``max_prompt`` tokens, outputs of ``tokens//2..tokens``
     tokens (different lengths, so requests finish at different steps and waiting ones move in)."""
