@@ -8,7 +8,8 @@ simulator, the executor, the plots) reads it through this view, built once by
 :meth:`PooledView.from_dict`), instead of looking fields up by string key. Optional fields carry
 their defaults here, once: a stage without a group runs on its device alone at degree 1, a
 version-1 document has no runtime reserve, a missing granularity is ``layer``, a missing expert
-group count is 8.
+group count is 8. ``placer plot`` also draws hand-written sketches that no schema check would
+pass; it reads their stages with :meth:`MappingStage.sketched`.
 
 Naming. Six things in placer are called a *stage* and five a *group*; each has one name:
 
@@ -121,6 +122,21 @@ class MappingStage:
                                     activations=b["activations"], free=b["free"], reserve=b.get("reserve")),
                    max_concurrency=st["max_concurrency"], next_hop_latency_us=st["next_hop_latency_us"],
                    group=None if g is None else StageGroup(tuple(g["devices"]), g["tp"], g["ep"]))
+
+    @classmethod
+    def sketched(cls, st: dict, position: int) -> MappingStage:
+        """A stage of a hand-written document that need not be schema-valid (``placer plot`` draws
+        sketches): only ``device`` is required; a missing index is the stage's ``position``, missing
+        bytes are 0, a missing rack is -1, nodes may be listed as ``{"name": ...}``."""
+        b, g = st.get("bytes") or {}, st.get("group") or None
+        layers = tuple(x["name"] if isinstance(x, dict) and "name" in x else str(x) for x in st.get("layers", ()))
+        return cls(index=st.get("index", position), device=st["device"], rack=st.get("rack", -1), layers=layers,
+                   bytes=StageBytes(**{f: int(b.get(f) or 0) for f in ("weights", "kv_reserve", "state",
+                                                                        "activations", "free")},
+                                    reserve=None if b.get("reserve") is None else int(b["reserve"])),
+                   max_concurrency=st.get("max_concurrency"), next_hop_latency_us=st.get("next_hop_latency_us"),
+                   group=None if g is None else StageGroup(tuple(g.get("devices") or (st["device"],)),
+                                                           int(g.get("tp", 1)), int(g.get("ep", 1))))
 
 
 @dataclass(frozen=True)
