@@ -49,13 +49,13 @@ def export_pooled(view: PooledView, fmt: str, export_one, *, model=None, source:
     """A two-pool mapping (:mod:`placer.mapping.pools`) in format ``fmt``, validated as a pair
     first; ``export_one(pool_view, fmt, model=, source=, options=)`` exports one pool
     (:func:`placer.export.export_mapping`)."""
-    from placer.mapping.validate_pools import validate_pooled
+    from placer.mapping.validate import validate_mapping
 
     options = options or ExportOptions()
     if fmt in ("megatron", "torch"):
         raise ExportRefused("--format", "format", f"{fmt} has no prefill/decode disaggregation: export a pool "
                                                   f"(its sub-document under /pools) on its own, or use sglang or vllm")
-    violations = validate_pooled(view, model=model, source=source)
+    violations = validate_mapping(view, model=model, source=source)
     if violations:
         raise ExportRefused(source, "-", f"the mapping has {len(violations)} violation(s) (first: {violations[0]}); "
                                          "run `placer validate` and re-solve before exporting")

@@ -223,19 +223,20 @@ def validate_mapping(doc, *, model=None, fleet=None, workload=None, source: str 
     mapping records. Raises :class:`InvalidSpec` when ``doc`` is not a schema-valid mapping or a
     spec it names cannot be loaded: those are unreadable inputs, not violations. A two-pool
     mapping is validated pool by pool (messages prefixed by the pool) and then as a pair
-    (:func:`placer.mapping.validate_pools.validate_pooled`); its pools name their own fleets and
+    (:func:`placer.mapping.validate_pools.pair_violations`); its pools name their own fleets and
     workloads, so ``fleet`` and ``workload`` are refused for it.
     """
     view = mapping_view(doc, source)
     if isinstance(view, PooledView):
-        from placer.mapping.validate_pools import validate_pooled
+        from placer.mapping.validate_pools import pair_violations
 
         for name, given in (("fleet", fleet), ("workload", workload)):
             if given is not None:
                 raise InvalidSpec(source, "/pools", f"a two-pool mapping's pools name their own "
                                                     f"{'hardware' if name == 'fleet' else name}: validate it without "
                                                     f"a {name} override, or validate one pool's document")
-        return validate_pooled(view, model=model, source=source)
+        return [Violation(v.kind, f"{pool} pool: {v.message}") for pool, sub in view.pools.items()
+                for v in validate_mapping(sub, model=model, source=source)] + pair_violations(view, model=model)
     base, fl, wl = specs_from_mapping(view.doc, model=model, hardware=fleet, workload=workload)
     graph, found = _graph_at(view, base)
     reading = Reading(view, base, fl, wl, graph)

@@ -1,21 +1,17 @@
-"""Validating a two-pool mapping (:mod:`placer.mapping.pools`): each pool's sub-document with
-:func:`placer.mapping.validate.validate_mapping` (violations prefixed by the pool), then what joins
-them, recomputed from the specs with :mod:`placer.problem.memory` only: the transfer bytes, the transfer
+"""What joins the pools of a two-pool mapping (:mod:`placer.mapping.pools`), checked after each
+pool's sub-document (:func:`placer.mapping.validate.validate_mapping` validates both), recomputed from the specs with :mod:`placer.problem.memory` only: the transfer bytes, the transfer
 time over the stated link, the workloads each pool was placed for, the device total and, on one
 fleet, that the pools' replicas do not share a device and fit it side by side.
-
-:func:`placer.mapping.validate.validate_mapping` validates either kind of mapping.
 """
 
 from __future__ import annotations
 
 import math
 
-from placer.mapping.view import MappingView, PooledView, mapping_view
+from placer.mapping.view import MappingView, PooledView
 from placer.mapping.violations import Violation
-from placer.specs.errors import InvalidSpec
 
-__all__ = ["POOL_KINDS", "validate_pooled"]
+__all__ = ["POOL_KINDS", "pair_violations"]
 
 POOL_KINDS = {
     "transfer_mismatch": "the stated KV transfer (bytes or time) differs from the recomputation",
@@ -30,20 +26,13 @@ def _close(a: float, b: float, rel: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-6)
 
 
-def validate_pooled(doc, *, model=None, source: str = "<mapping>") -> list:
-    """Every violation of a two-pool mapping (see the module docstring); empty when valid. ``doc``
-    is the document or its :class:`~placer.mapping.view.PooledView`."""
+def pair_violations(view: PooledView, *, model=None) -> list:
+    """Every violation of what joins the two pools of ``view`` (see the module docstring; each
+    pool on its own is :func:`placer.mapping.validate.validate_mapping`'s)."""
     from placer.mapping.io import specs_from_mapping
-    from placer.mapping.validate import validate_mapping
     from placer.problem import memory
 
-    view = mapping_view(doc, source)
-    if not isinstance(view, PooledView):
-        raise InvalidSpec(source, "/schema_version", "a one-pool stage mapping: validate it with validate_mapping")
     out = []
-    for pool, sub in view.pools.items():
-        for v in validate_mapping(sub, model=model, source=source):
-            out.append(Violation(v.kind, f"{pool} pool: {v.message}"))
     pre, dec = view.prefill, view.decode
     m, p_fleet, p_wl = specs_from_mapping(pre.doc, model=model)
     _m, d_fleet, d_wl = specs_from_mapping(dec.doc, model=model)
