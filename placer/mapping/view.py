@@ -29,11 +29,12 @@ And a *group*:
 
 * :class:`StageGroup` (here): the ``tp`` devices of one node that run a mapping stage together
   (tensor and expert parallel), the stage's ``device`` first;
-* :class:`placer.specs.model.WeightGroup`: a set of a layer's tensors stored in one format;
+* :class:`placer.specs.model.WeightGroup`: a layer's tensors of one role stored in one format;
 * ``expert_groups`` (:attr:`ModelRecord.expert_groups`): the slices a ``block``-refined MoE
   layer's experts are cut into;
-* :class:`placer.algorithms.pins.PinGroup`: nodes pinned together;
-* a group's requests (:func:`placer.simulate.des.simulate_group`): the live requests of a stage
+* :class:`placer.algorithms.pins.PinGroup`: nodes that must share one device (a recorded pin is a
+  :class:`PinRecord` here);
+* a group's requests (``simulate_group`` in :mod:`placer.simulate`): the live requests of a stage
   group, split over its ranks under attention data parallelism.
 """
 
