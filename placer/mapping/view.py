@@ -276,8 +276,10 @@ class MappingView:
     """A one-pool stage mapping (schema versions 1 to 3), read once.
 
     ``cached_prompt_tokens`` is the ``prefix_cache`` record (0 when the plan assumes none);
-    ``speculative`` the speculation the plan was made for (None: none). :meth:`section` gives a
-    top-level section of the JSON verbatim, for writers that republish it (the executor manifest)."""
+    ``speculative`` the speculation the plan was made for (None: none). ``doc`` is the JSON document
+    the view was read from, for the exchange functions that take the document itself
+    (:func:`placer.mapping.io.specs_from_mapping`); :meth:`section` gives a top-level section of it
+    verbatim, for writers that republish it (the executor manifest)."""
 
     schema_version: int
     model: ModelRecord
@@ -306,22 +308,21 @@ class MappingView:
         except InvalidSpec as exc:
             raise InvalidSpec("<mapping>", f"/workload/{exc.field}", exc.message) from None
         spec = doc.get("speculative")
+        try:
+            speculation = None if not spec else Speculation.from_dict(spec)
+        except InvalidSpec as exc:
+            raise InvalidSpec("<mapping>", "/speculative", exc.message) from None
         serving = doc.get("serving")
         return cls(schema_version=version, model=ModelRecord.from_dict(doc["model"]),
                    hardware=HardwareRecord.from_dict(doc["hardware"]), workload=workload, mode=doc["mode"],
                    parallel=ParallelRecord.from_dict(doc.get("parallel"), version),
                    stages=tuple(MappingStage.from_dict(st) for st in doc["stages"]), route=tuple(doc["route"]),
                    summary=Summary.from_dict(doc["summary"]),
-                   speculative=None if not spec else Speculation.from_dict(spec),
+                   speculative=speculation,
                    cached_prompt_tokens=int((doc.get("prefix_cache") or {}).get("cached_prompt_tokens", 0)),
                    require=tuple(doc.get("require", ())),
                    serving=None if serving is None else Serving.from_dict(serving),
                    pins=tuple(PinRecord(tuple(p["layers"]), p["device"]) for p in doc.get("pins", ())), doc=doc)
-
-    @property
-    def ceiling(self) -> int | None:
-        """The concurrency ceiling the summary states."""
-        return self.summary.concurrency_ceiling
 
     def section(self, name: str) -> Any:
         """A deep copy of the document's top-level section ``name`` (None when absent), for writers
@@ -386,7 +387,6 @@ class PooledView:
     transfer: PoolTransfer
     targets: PoolTargets
     summary: PooledSummary
-    doc: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def pools(self) -> dict[str, MappingView]:
@@ -400,7 +400,7 @@ class PooledView:
         return cls(prefill=MappingView.from_dict(doc["pools"]["prefill"]),
                    decode=MappingView.from_dict(doc["pools"]["decode"]), replicas=dict(doc["replicas"]),
                    transfer=PoolTransfer(**doc["transfer"]), targets=PoolTargets(**doc["targets"]),
-                   summary=PooledSummary(**{k: s[k] for k in PooledSummary.__dataclass_fields__ if k in s}), doc=doc)
+                   summary=PooledSummary(**{k: s[k] for k in PooledSummary.__dataclass_fields__ if k in s}))
 
 
 def mapping_view(doc, source: str = "<mapping>") -> MappingView | PooledView:
