@@ -12,13 +12,13 @@ import math
 import pytest
 
 from placer.mapping import read_mapping
-from placer.mapping.validate_pools import validate_pooled
+from placer.mapping.validate import validate_mapping
 from placer.planning import Requirements, SolverSettings, plan
 from placer.planning.disagg import prefill_replicas_for, queue_wait_us
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model
-from placer.specs.workload import workload_for
+from placer.specs.workload import Workload, workload_for
 
 LAYERS = 4
 KV_PER_TOKEN = 65536          # bytes per token per layer
@@ -169,7 +169,7 @@ def test_wafers_and_gpus_in_one_fleet(specs, wafer_plan):
     _check_ratio(p, 150.0, 200.0)
     a, b = p.pools.chosen, wafer_plan.pools.chosen
     assert (a.x, a.y, a.devices) == (b.x, b.y, b.devices)
-    assert validate_pooled(p.mapping) == []
+    assert validate_mapping(p.mapping) == []
 
 
 def test_the_prefill_pool_holds_the_prompts_in_flight(mixed_plan):
@@ -192,17 +192,41 @@ def test_two_pool_mappings_validate_and_catch_tampering(mixed_plan, wafer_plan, 
         write_mapping(path, p.mapping)
         doc = read_mapping(path)
         assert doc["schema_version"] == 4
-        assert validate_pooled(doc) == []
+        assert validate_mapping(doc) == []
     bad = copy.deepcopy(mixed_plan.mapping)
     bad["transfer"]["bytes"] += 1
     bad["summary"]["devices_used"] += 1
     bad["pools"]["decode"]["stages"][0]["bytes"]["weights"] += 1
-    kinds = {v.kind for v in validate_pooled(bad)}
+    kinds = {v.kind for v in validate_mapping(bad)}
     assert {"transfer_mismatch", "pool_devices_mismatch", "bytes_mismatch"} <= kinds
     same = copy.deepcopy(mixed_plan.mapping)
     same["pools"]["decode"] = copy.deepcopy(same["pools"]["prefill"])
-    kinds = {v.kind for v in validate_pooled(same)}
+    kinds = {v.kind for v in validate_mapping(same)}
     assert {"pools_overlap", "pool_workload_mismatch"} <= kinds
+
+
+def test_validate_mapping_validates_each_pool_of_a_two_pool_mapping(mixed_plan):
+    """validate_mapping (placer.validate_mapping) takes a two-pool mapping as it takes a one-pool one: each pool is
+    validated (its violations prefixed by the pool), then the pair; a fleet or workload override,
+    which could only be one pool's, is refused naming the field."""
+    import placer
+    from placer.mapping.view import PooledView, mapping_view
+
+    assert placer.validate_mapping is validate_mapping
+    doc = mixed_plan.mapping
+    assert validate_mapping(doc) == []
+    view = mapping_view(doc)
+    assert isinstance(view, PooledView) and validate_mapping(view) == []
+    assert [st.devices for st in view.decode.stages] == [
+        tuple(st.get("group", {}).get("devices") or [st["device"]]) for st in doc["pools"]["decode"]["stages"]]
+    bad = copy.deepcopy(doc)
+    bad["pools"]["prefill"]["stages"][0]["bytes"]["free"] += 1
+    found = validate_mapping(bad)
+    assert [v.kind for v in found] == ["bytes_mismatch"] and found[0].message.startswith("prefill pool: stage 0")
+    with pytest.raises(InvalidSpec, match="/pools.*own hardware"):
+        validate_mapping(doc, fleet=load_fleet("h100"))
+    with pytest.raises(InvalidSpec, match="/pools.*own workload"):
+        validate_mapping(doc, workload=Workload())
 
 
 def test_pooled_simulation_meets_the_targets(mixed_plan):

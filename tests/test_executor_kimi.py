@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from mapping_toys import kimi_mapping
 
+from placer.executor.reference import context_for, make_requests
 from placer.executor.run import compare_with_reference, execute, reference_run
-from placer.executor.tiny import context_for, make_requests, tiny_spec
+from placer.executor.tiny import tiny_spec
 from placer.mapping import instance_from_mapping, write_mapping
 
 REQUESTS = make_requests(40, 4, seed=11)

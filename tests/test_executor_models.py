@@ -11,8 +11,9 @@ import pytest
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
+from placer.executor.reference import context_for, make_requests
 from placer.executor.run import compare_with_reference, execute
-from placer.executor.tiny import context_for, make_requests, tiny_spec
+from placer.executor.tiny import tiny_spec
 
 REQUESTS = make_requests(33, 3, seed=4, max_prompt=2)
 

@@ -11,8 +11,9 @@ import pytest
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
+from placer.executor.reference import context_for, make_requests
 from placer.executor.run import compare_with_reference, execute, reference_run
-from placer.executor.tiny import context_for, make_requests, tiny_spec
+from placer.executor.tiny import tiny_spec
 from placer.specs.errors import InvalidSpec
 
 REQUESTS = make_requests(34, 3, seed=8, max_prompt=2)

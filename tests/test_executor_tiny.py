@@ -10,16 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placer.executor.run import compare_with_reference, execute, reference_run, run_placement
-from placer.executor.tiny import (
-    TINY_MIXERS,
-    alloc_cache,
-    expected_request_bytes,
-    make_requests,
-    node_program,
-    tiny_layer_graph,
-    tiny_spec,
-)
+from placer.executor.reference import make_requests
+from placer.executor.run import RunOptions, compare_with_reference, execute, reference_run, run_placement
+from placer.executor.tiny import expected_request_bytes, node_program, tiny_layer_graph, tiny_spec
+from placer.executor.tiny_numerics import TINY_MIXERS, alloc_cache
 from placer.problem import memory
 from placer.problem.reductions.refine import refine
 from placer.specs.errors import InvalidSpec
@@ -214,14 +208,14 @@ def test_folded_embedding_gets_embedding_and_head_on_first_and_last_device():
 
 
 def test_run_placement_report_and_errors():
-    rep = run_placement(MODEL.layers, _free_route(MODEL.layers), requests=4, tokens=3, micro_batch=2, seed=1,
+    rep = run_placement(MODEL.layers, _free_route(MODEL.layers), RunOptions(requests=4, tokens=3, micro_batch=2, seed=1),
                         base=MODEL)
     assert rep["check"]["tokens_match"] and rep["check"]["memory_match"]
     assert rep["tokens_generated"] == sum(len(v) for v in rep["outputs"].values())
     assert [s["device"] for s in rep["stages"]] == ["d0", "d1", "d2"]
     with pytest.raises(InvalidSpec, match="micro_batch"):
-        run_placement(MODEL.layers, _free_route(MODEL.layers), requests=2, tokens=2, micro_batch=0)
+        run_placement(MODEL.layers, _free_route(MODEL.layers), RunOptions(requests=2, tokens=2, micro_batch=0))
     with pytest.raises(InvalidSpec, match="backend"):
-        run_placement(MODEL.layers, _free_route(MODEL.layers), requests=2, tokens=2, backend="mpi")
+        run_placement(MODEL.layers, _free_route(MODEL.layers), RunOptions(requests=2, tokens=2, backend="mpi"))
     with pytest.raises(InvalidSpec, match="kv_bits"):
-        run_placement(MODEL.layers, _free_route(MODEL.layers), requests=2, tokens=2, kv_bits=8)
+        run_placement(MODEL.layers, _free_route(MODEL.layers), RunOptions(requests=2, tokens=2, kv_bits=8))

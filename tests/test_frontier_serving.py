@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from test_disagg import GPUS, MODEL, WAFERS
 
-from placer.mapping.validate_pools import validate_document
+from placer.mapping.validate import validate_mapping
 from placer.planning import Requirements, SolverSettings, plan
 from placer.planning.studies.frontier import compare_at_speeds, speed_frontier
 from placer.simulate import Serving, Traffic, segments_of, simulate
@@ -57,7 +57,7 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
         c = p.pools.chosen
         assert row["serving"] == "disaggregated" and row["valid"] and row["meets_ttft"]
         assert row["ttft_p99_us"] <= TTFT_MS * 1e3
-        assert validate_document(p.mapping, model=m) == []
+        assert validate_mapping(p.mapping, model=m) == []
         assert row["devices"] == c.x * c.prefill.devices + c.y * c.decode.devices
         assert row["rate_per_s"] == pytest.approx(c.rate, rel=1e-12)
         assert row["aggregate_tokens_per_s"] == pytest.approx(c.rate * OSL, rel=1e-12)
@@ -204,7 +204,7 @@ def test_pools_of_device_groups_on_one_fleet_use_disjoint_devices(specs):
     pre, dec = _devices_used(c.prefill.solved), _devices_used(p.pools.decode_solved)
     assert len(pre) == 2 * len(set(c.prefill.solved.raw.assignment)) and pre.isdisjoint(dec)
     assert not pre.isdisjoint(_devices_used(c.decode.solved))      # the decode shape alone overlapped
-    assert validate_document(p.mapping, model=m) == []
+    assert validate_mapping(p.mapping, model=m) == []
 
 
 def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
@@ -218,7 +218,7 @@ def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
                        draft_model=load_model(tmp_path / "draft.yaml"), spec_accept=2.5)
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
     assert p.pools.transfer_bytes == (4 * 65_536 + 4_096) * ISL
-    assert validate_document(p.mapping, model=m) == []
+    assert validate_mapping(p.mapping, model=m) == []
 
 
 def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):

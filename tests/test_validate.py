@@ -11,7 +11,8 @@ from mapping_toys import by_hand, toy_instance, toy_specs
 
 from placer import algorithms
 from placer.mapping import build_mapping, write_mapping
-from placer.mapping.validate import KINDS, validate_mapping
+from placer.mapping.validate import validate_mapping
+from placer.mapping.violations import KINDS
 
 CONTIGUOUS = [0, 0, 0, 1, 1, 2, 2, 2]   # embedding L0 L1 | L2 L3 | L4 L5 head on r0w0 r0w1 r0w2
 FREE = [0, 0, 1, 0, 1, 2, 2, 2]         # r0w0: embedding L0 L2; r0w1: L1 L3; r0w2: L4 L5 head

@@ -262,6 +262,9 @@ def test_the_validator_shares_no_code_with_the_solver_path():
         found = _imports(PLACER / "mapping" / name)
         assert "placer.problem.memory" in found, (name, found)   # the walk sees imports
         assert not [i for i in found if i.startswith(solver)], (name, found)
+    for name in ("checks.py", "violations.py", "view.py"):    # the checks, their findings, the view they read
+        found = _imports(PLACER / "mapping" / name)
+        assert not [i for i in found if i.startswith(solver)], (name, found)
 
 
 CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import click
 
 from placer.cli.common import echo_json, input_file, workload_text
-from placer.executor.run import BACKENDS, run_mapping
+from placer.executor.run import BACKENDS, RunOptions, run_mapping
 from placer.mapping import read_mapping
 from placer.specs.units import format_bytes, format_duration_us, plural
 
@@ -37,10 +37,10 @@ def run_command(mapping, backend, address, requests, tokens, micro_batch, max_li
     stage boundaries; hidden size 32) with one worker per stage, and check every request's greedy
     tokens against a single-process run of the same model. Exit 1 when anything differs."""
     doc = read_mapping(mapping)
-    rep = run_mapping(doc, model=model_ref, hardware=hardware_ref, backend=backend, address=address,
-                      requests=requests, tokens=tokens, micro_batch=micro_batch, max_live=max_live, seed=seed,
-                      kv_bits=int(kv_bits), state_bits=int(state_bits), conv_state_bits=int(conv_state_bits),
-                      check=not no_check)
+    options = RunOptions(backend=backend, address=address, requests=requests, tokens=tokens, micro_batch=micro_batch,
+                         max_live=max_live, seed=seed, kv_bits=int(kv_bits), state_bits=int(state_bits),
+                         conv_state_bits=int(conv_state_bits), check=not no_check)
+    rep = run_mapping(doc, options, model=model_ref, hardware=hardware_ref)
     check = rep.get("check")
     if backend == "torch":
         return _print_torch(rep, as_json)

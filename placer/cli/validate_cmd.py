@@ -5,7 +5,6 @@ import click
 from placer.cli.common import echo_json, input_file, output_file, workload_text
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.mapping.validate_pools import validate_document
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import plural
 
@@ -34,7 +33,7 @@ def validate_command(mapping, model_ref, hardware_ref, rebuild, output, as_json)
     if output:
         raise InvalidSpec("-o", "output", "writes the rebuilt mapping: use it with --rebuild")
     doc = read_mapping(mapping)
-    violations = validate_document(doc, model=model_ref, fleet=hardware_ref, source=mapping)
+    violations = validate_mapping(doc, model=model_ref, fleet=hardware_ref, source=mapping)
     _report(mapping, doc, violations, as_json)
     return 1 if violations else 0
 

@@ -7,8 +7,16 @@ batching (:mod:`.run`), and check every request's tokens against the unpartition
 instead, one gloo process per stage.
 """
 
-from placer.executor.run import ExecResult, compare_with_reference, execute, run_mapping, run_placement
-from placer.executor.tiny import ReferenceModel, Request, TinySpec, make_requests, tiny_layer_graph, tiny_spec
+from placer.executor.reference import ReferenceModel, Request, make_requests
+from placer.executor.run import (
+           ExecResult,
+           RunOptions,
+           compare_with_reference,
+           execute,
+           run_mapping,
+           run_placement,
+)
+from placer.executor.tiny import TinySpec, tiny_layer_graph, tiny_spec
 
-__all__ = ["ExecResult", "execute", "compare_with_reference", "run_mapping", "run_placement",
+__all__ = ["ExecResult", "RunOptions", "execute", "compare_with_reference", "run_mapping", "run_placement",
            "ReferenceModel", "Request", "TinySpec", "make_requests", "tiny_layer_graph", "tiny_spec"]

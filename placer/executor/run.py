@@ -7,8 +7,9 @@ their caches freed on every stage, waiting requests take their places (continuou
 the micro-batch re-enters the pipeline. Prompts are fed one token per step through the same path.
 
 :func:`run_placement` / :func:`run_mapping` build the tiny twin of a placement or a stage-mapping
-document, execute it on a backend (``local`` threads or ``ray`` actors), run the unpartitioned
-reference, and report tokens, logits and per-stage memory against :mod:`placer.problem.memory`.
+document, execute it on a backend (``local`` threads or ``ray`` actors) as :class:`RunOptions` say,
+run the unpartitioned reference, and report tokens, logits and per-stage memory against
+:mod:`placer.problem.memory`.
 """
 
 from __future__ import annotations
@@ -16,27 +17,49 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from placer.executor.reference import ReferenceModel, Request, context_for, make_requests
 from placer.executor.stage import StageStats
-from placer.executor.tiny import (
-    Batch,
-    ReferenceModel,
-    Request,
-    TinySpec,
-    context_for,
-    expected_request_bytes,
-    make_requests,
-    tiny_spec,
-)
+from placer.executor.tiny import Batch, TinySpec, expected_request_bytes, tiny_spec
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
-__all__ = ["ExecResult", "execute", "make_backend", "compare_with_reference", "run_placement",
+__all__ = ["ExecResult", "RunOptions", "execute", "make_backend", "compare_with_reference", "run_placement",
            "run_mapping", "BACKENDS"]
 
 BACKENDS = ("local", "ray", "torch")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a twin (``placer run``'s flags): the ``backend`` (Ray at ``address``), ``requests``
+    seeded requests of up to ``tokens`` generated tokens each, ``micro_batch`` requests per
+    micro-batch (None: the mapping's, 1 for a bare placement), at most ``max_live`` live at once
+    (None: every request, or a mapping's concurrency ceiling), the ``seed``, the bits the caches
+    are stored at, and whether to ``check`` against the single-process reference."""
+
+    backend: str = "local"
+    address: str | None = None
+    requests: int = 32
+    tokens: int = 8
+    micro_batch: int | None = None
+    max_live: int | None = None
+    seed: int = 0
+    kv_bits: int = 64
+    state_bits: int = 64
+    conv_state_bits: int = 64
+    check: bool = True
+
+    def __post_init__(self):
+        if self.requests < 1:
+            raise InvalidSpec(ARGUMENT, "requests", "must be at least 1")
+        if self.tokens < 1:
+            raise InvalidSpec(ARGUMENT, "tokens", "must be at least 1")
+        for name in ("kv_bits", "state_bits", "conv_state_bits"):
+            if getattr(self, name) not in (16, 32, 64):
+                raise InvalidSpec(ARGUMENT, name, "the numeric executor stores 16, 32 or 64 bits")
 
 
 @dataclass
@@ -173,30 +196,23 @@ def reference_run(spec: TinySpec, requests: Sequence[Request]) -> dict[int, tupl
     return {r.id: ref.generate(r.prompt, r.max_new_tokens) for r in requests}
 
 
-def run_placement(nodes, route: Sequence[str], *, backend: str = "local", address: str | None = None,
-                  requests: int = 32, tokens: int = 8, micro_batch: int = 1, max_live: int | None = None,
-                  seed: int = 0, kv_bits: int = 64, state_bits: int = 64, conv_state_bits: int = 64,
-                  check: bool = True, model_name: str = "tiny", base=None,
-                  reference: dict | None = None) -> dict:
-    """Execute the tiny twin of nodes ``nodes`` on devices ``route``; the ``placer run`` report.
+def run_placement(nodes, route: Sequence[str], options: RunOptions = RunOptions(), *, model_name: str = "tiny",
+                  base=None, reference: dict | None = None) -> dict:
+    """Execute the tiny twin of nodes ``nodes`` on devices ``route`` as ``options`` say; the
+    ``placer run`` report.
 
     ``base`` is the unrefined model (see :func:`~placer.executor.tiny.tiny_spec`); ``reference``
     a result of :func:`reference_run` for the same tiny model and requests, to reuse.
     """
-    if requests < 1:
-        raise InvalidSpec(ARGUMENT, "requests", "must be at least 1")
-    if tokens < 1:
-        raise InvalidSpec(ARGUMENT, "tokens", "must be at least 1")
-    for name, bits in (("kv_bits", kv_bits), ("state_bits", state_bits), ("conv_state_bits", conv_state_bits)):
-        if bits not in (16, 32, 64):
-            raise InvalidSpec(ARGUMENT, name, "the numeric executor stores 16, 32 or 64 bits")
-    reqs = make_requests(requests, tokens, seed=seed)
-    spec = tiny_spec(nodes, route, seed=seed, context_tokens=context_for(reqs), kv_bits=kv_bits,
-                     state_bits=state_bits, conv_state_bits=conv_state_bits, model_name=model_name,
+    o = options
+    reqs = make_requests(o.requests, o.tokens, seed=o.seed)
+    spec = tiny_spec(nodes, route, seed=o.seed, context_tokens=context_for(reqs), kv_bits=o.kv_bits,
+                     state_bits=o.state_bits, conv_state_bits=o.conv_state_bits, model_name=model_name,
                      base=base)
-    result = execute(spec, reqs, backend=backend, micro_batch=micro_batch, max_live=max_live, address=address)
+    result = execute(spec, reqs, backend=o.backend, micro_batch=1 if o.micro_batch is None else o.micro_batch,
+                     max_live=o.max_live, address=o.address)
     doc = report(spec, reqs, result)
-    if check:
+    if o.check:
         doc["check"] = compare_with_reference(spec, reqs, result, reference)
     return doc
 
@@ -220,8 +236,9 @@ def report(spec: TinySpec, reqs: Sequence[Request], result: ExecResult) -> dict:
                 stages=stages, outputs={str(r.id): result.tokens[r.id] for r in reqs})
 
 
-def run_mapping(doc: dict, *, model=None, hardware=None, **kw) -> dict:
-    """:func:`run_placement` for a stage-mapping document (``placer run MAPPING``).
+def run_mapping(doc, options: RunOptions = RunOptions(), *, model=None, hardware=None) -> dict:
+    """:func:`run_placement` for a one-pool stage mapping (``placer run MAPPING``: the document or its
+    :func:`~placer.mapping.view.mapping_view`).
 
     ``model`` / ``hardware`` override the specs the mapping names. The micro-batch defaults to the
     mapping's, the live-request cap to its concurrency ceiling (at most the request count).
@@ -229,21 +246,22 @@ def run_mapping(doc: dict, *, model=None, hardware=None, **kw) -> dict:
     (:mod:`.torch_backend`; its own report).
     """
     from placer.mapping import instance_from_mapping
+    from placer.mapping.view import MappingView, mapping_view
 
-    if kw.get("backend") == "torch":
+    view = mapping_view(doc)
+    if not isinstance(view, MappingView):
+        raise InvalidSpec("<mapping>", "/pools", "a two-pool mapping: run one pool's document")
+    if options.backend == "torch":
         from placer.executor.torch_backend import run_torch_mapping
 
-        return run_torch_mapping(doc, model=model, hardware=hardware, requests=kw.get("requests", 32),
-                                 tokens=kw.get("tokens", 8), micro_batch=kw.get("micro_batch"),
-                                 seed=kw.get("seed", 0), check=kw.get("check", True))
-    _model, _fleet, wl, inst = instance_from_mapping(doc, model=model, hardware=hardware)
-    route = doc.get("route")
-    if not isinstance(route, list) or len(route) != inst.n_nodes:
+        return run_torch_mapping(view, options, model=model, hardware=hardware)
+    _model, _fleet, wl, inst = instance_from_mapping(view.doc, model=model, hardware=hardware)
+    if len(view.route) != inst.n_nodes:
         raise InvalidSpec("<mapping>", "route", f"expected {inst.n_nodes} devices, one per node")
-    if kw.get("micro_batch") is None:
-        kw["micro_batch"] = wl.micro_batch
-    ceiling = (doc.get("summary") or {}).get("concurrency_ceiling")
-    if kw.get("max_live") is None and isinstance(ceiling, int) and ceiling > 0:
-        kw["max_live"] = min(ceiling, kw.get("requests", 32))
-    return run_placement(inst.nodes, [str(d) for d in route], model_name=inst.model.name,
-                         base=inst.base_model or inst.model, **kw)
+    if options.micro_batch is None:
+        options = replace(options, micro_batch=wl.micro_batch)
+    ceiling = view.summary.concurrency_ceiling
+    if options.max_live is None and isinstance(ceiling, int) and ceiling > 0:
+        options = replace(options, max_live=min(ceiling, options.requests))
+    return run_placement(inst.nodes, list(view.route), options, model_name=inst.model.name,
+                         base=inst.base_model or inst.model)

@@ -26,8 +26,9 @@ A node of the mapping runs a *program* of pieces (:func:`node_program`):
 
 Partial results travel with the activation (``carry``), so a partitioned layer computes exactly
 what the whole layer computes, up to floating-point summation order.
-:class:`ReferenceModel` runs the same model unpartitioned, one request at a time, written
-independently of the piece programs, as the oracle.
+:class:`placer.executor.reference.ReferenceModel` runs the same model unpartitioned, one request at
+a time, written independently of the piece programs, as the oracle; the seeded requests are
+:func:`placer.executor.reference.make_requests`'s.
 """
 
 from __future__ import annotations
@@ -38,55 +39,30 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from placer.executor.tiny_numerics import (  # noqa: F401  (re-exported: the twin's public names)
-    _CORES,
-    _LIGHTNING_DECAY,
+from placer.executor.tiny_numerics import (
     DTYPE_BITS,
-    ROPE_BASE,
     TINY_FFNS,
     TINY_HIDDEN,
     TINY_MIN_EXPERTS,
     TINY_MIXERS,
     TINY_TOP_K,
     TINY_VOCAB,
-    TINY_WINDOW,
-    _attention_core,
-    _delta_rule,
-    _gdn_core,
-    _kda_core,
-    _lightning_core,
-    _mamba2_core,
-    _mamba_core,
-    _mat,
     _mixer_width,
-    _mla_core,
-    _norm_w,
-    _rng,
-    _short_conv,
     _split,
     _swiglu,
     alloc_cache,
-    l2norm,
     layer_weights,
     mixer_core,
     rmsnorm,
-    rope,
     route_topk,
-    sigmoid,
-    silu,
-    softmax,
-    softplus,
 )
 from placer.problem import memory
 from placer.specs.layers import ATTENTION_MIXERS
 from placer.specs.model import Layer, LayerGraph, model_from_dict
 from placer.specs.workload import Workload
 
-__all__ = [
-    "TINY_HIDDEN", "TINY_VOCAB", "TINY_MIXERS", "TINY_FFNS", "LayerDesc", "NodeDesc", "TinySpec",
-    "tiny_spec", "tiny_layer_graph", "accounting_layers", "expected_request_bytes", "layer_weights",
-    "node_program", "NodeRunner", "ReferenceModel", "Request", "make_requests", "DTYPE_BITS",
-]
+__all__ = ["LayerDesc", "NodeDesc", "TinySpec", "tiny_spec", "tiny_layer_graph", "accounting_layers",
+           "expected_request_bytes", "node_program", "NodeRunner", "Batch"]
 
 # ----------------------------------------------------------------------------- descriptions
 @dataclass(frozen=True)
@@ -540,85 +516,3 @@ class NodeRunner:
 def _layer_done(spec: TinySpec, index: int) -> bool:
     nodes = spec.nodes
     return index == len(nodes) - 1 or nodes[index + 1].layer != nodes[index].layer
-
-
-# ----------------------------------------------------------------------------- reference
-class ReferenceModel:
-    """The unpartitioned tiny model, one request at a time: the oracle for the pipeline.
-
-    Written from the layer definitions, not from the node programs: full output projection,
-    full FFN (MoE as shared + sum of the top-k experts), full head.
-    """
-
-    def __init__(self, spec: TinySpec):
-        self.spec = spec
-        self.weights = [layer_weights(spec, d) for d in spec.layers]
-
-    def generate(self, prompt: Sequence[int], max_new_tokens: int) -> tuple[list[int], np.ndarray]:
-        """Greedy tokens and the logits that chose each of them, shape (max_new_tokens, vocab)."""
-        spec = self.spec
-        caches = {d.pos: alloc_cache(spec, d.mixer) for d in spec.layers if d.mixer}
-        tokens: list[int] = []
-        logits: list[np.ndarray] = []
-        fed = list(prompt)
-        pos = 0
-        while len(tokens) < max_new_tokens:
-            tok = fed[pos] if pos < len(fed) else tokens[-1]
-            out = self._step(tok, pos, caches)
-            if pos >= len(fed) - 1:
-                tokens.append(int(np.argmax(out)))
-                logits.append(out)
-            pos += 1
-        return tokens, np.array(logits)
-
-    def _step(self, token: int, pos: int, caches) -> np.ndarray:
-        h = None
-        for d, w in zip(self.spec.layers, self.weights):
-            if d.kind == "embedding":
-                h = w["embed"][token][None, :].copy()
-            elif d.kind == "lm_head":
-                return (rmsnorm(h, w["norm"]) @ w["head"])[0]
-            else:
-                o = mixer_core(d.mixer, w, rmsnorm(h, w["norm1"]), [caches[d.pos]], [pos])
-                h = h + o @ w["wo"]
-                if d.ffn == "dense":
-                    h = h + _swiglu(rmsnorm(h, w["norm2"]), w["w1"], w["w3"], w["w2"])
-                elif d.ffn == "moe":
-                    x2 = rmsnorm(h, w["norm2"])
-                    idx, wts = route_topk(x2 @ w["router"], min(TINY_TOP_K, d.num_experts))
-                    y = np.zeros_like(h)
-                    if d.shared_expert:
-                        y += _swiglu(x2, w["s1"], w["s3"], w["s2"])
-                    for j in range(idx.shape[1]):
-                        e = idx[0, j]
-                        y += wts[0, j] * _swiglu(x2, w["e1"][e], w["e3"][e], w["e2"][e])
-                    h = h + y
-        raise ValueError("no lm_head")  # pragma: no cover
-
-
-# ----------------------------------------------------------------------------- requests
-@dataclass(frozen=True)
-class Request:
-    id: int
-    prompt: tuple[int, ...]
-    max_new_tokens: int
-
-
-def make_requests(n: int, tokens: int, *, vocab: int = TINY_VOCAB, seed: int = 0,
-                  max_prompt: int = 4) -> list[Request]:
-    """``n`` seeded requests: prompts of 1..``max_prompt`` tokens, outputs of ``tokens//2..tokens``
-    tokens (different lengths, so requests finish at different steps and waiting ones move in)."""
-    if n < 1 or tokens < 1:
-        raise ValueError("need at least one request and one token")
-    rng = np.random.default_rng([seed, 7919])
-    out = []
-    for i in range(n):
-        plen = int(rng.integers(1, max_prompt + 1))
-        prompt = tuple(int(t) for t in rng.integers(0, vocab, plen))
-        out.append(Request(i, prompt, int(rng.integers(max(1, tokens // 2), tokens + 1))))
-    return out
-
-
-def context_for(requests: Sequence[Request]) -> int:
-    """KV slots a request needs: its prompt plus all but its last output token are fed back."""
-    return max(len(r.prompt) + r.max_new_tokens - 1 for r in requests)

@@ -25,8 +25,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from placer.specs.errors import ARGUMENT, InvalidSpec
+
+if TYPE_CHECKING:
+    from placer.executor.run import RunOptions
+    from placer.mapping.view import MappingView
 
 __all__ = ["FAMILIES", "tiny_hf_config", "run_torch_mapping", "stage_ranges"]
 
@@ -103,13 +108,13 @@ def _slice_config(config: dict, start: int, stop: int) -> dict:
     return out
 
 
-def stage_ranges(doc: dict) -> list[tuple[int, int]]:
+def stage_ranges(view: MappingView) -> list[tuple[int, int]]:
     """Decoder layers ``[start, stop)`` per stage of a contiguous mapping."""
     out = []
-    for st in doc["stages"]:
-        idx = [int(n.split(".")[1]) for n in st["layers"] if n.startswith("layers.")]
+    for st in view.stages:
+        idx = [int(n.split(".")[1]) for n in st.layers if n.startswith("layers.")]
         if not idx or idx != list(range(idx[0], idx[-1] + 1)):
-            raise InvalidSpec("<mapping>", f"/stages/{st['index']}",
+            raise InvalidSpec("<mapping>", f"/stages/{st.index}",
                               "the torch backend runs contiguous stages of whole decoder layers")
         out.append((idx[0], idx[-1] + 1))
     if [a for a, _ in out[1:]] != [b for _, b in out[:-1]] or out[0][0] != 0:
@@ -303,22 +308,21 @@ def _accounting(config: dict, ranges, requests: int, cached_tokens: int) -> list
     return [requests * sum(memory.request_bytes(by_index[i], wl) for i in range(a, b)) for a, b in ranges]
 
 
-def run_torch_mapping(doc: dict, *, model=None, hardware=None, requests: int = 32, tokens: int = 8,
-                      micro_batch: int | None = None, prompt_tokens: int = 6, seed: int = 0,
-                      check: bool = True) -> dict:
-    """Execute ``doc`` on tiny transformers modules of its family, one gloo process per stage."""
+def run_torch_mapping(view: MappingView, options: RunOptions, *, model=None, hardware=None,
+                      prompt_tokens: int = 6) -> dict:
+    """Execute ``view`` on tiny transformers modules of its family, one gloo process per stage
+    (``options``: its requests, tokens, micro-batch, seed and whether to check)."""
     import torch.multiprocessing as mp
 
     from placer.mapping import specs_from_mapping
 
-    if doc.get("mode") == "free":
+    if view.mode == "free":
         raise InvalidSpec("<mapping>", "/mode", "the torch backend runs contiguous mappings (stages of whole layers)")
-    graph, _fleet, _wl = specs_from_mapping(doc, model=model, hardware=hardware)
+    graph, _fleet, _wl = specs_from_mapping(view.doc, model=model, hardware=hardware)
     config = tiny_hf_config(graph)
-    ranges = stage_ranges(doc)
-    if requests < 1 or tokens < 1:
-        raise InvalidSpec(ARGUMENT, "requests", "requests and tokens must be at least 1")
-    mb = micro_batch or max(1, -(-requests // max(len(ranges), 1)))
+    ranges = stage_ranges(view)
+    requests, tokens, seed = options.requests, options.tokens, options.seed
+    mb = options.micro_batch or max(1, -(-requests // max(len(ranges), 1)))
     import random
 
     rng = random.Random(seed)
@@ -337,7 +341,7 @@ def run_torch_mapping(doc: dict, *, model=None, hardware=None, requests: int = 3
     seconds = time.perf_counter() - t0
     got = {int(m): v for m, v in reports[-1]["tokens"].items()}
     expected = _accounting(config, ranges, requests, prompt_tokens + tokens - 1)
-    stages = [dict(index=r["rank"], device=doc["stages"][r["rank"]]["device"], layers=[r["start"], r["stop"]],
+    stages = [dict(index=r["rank"], device=view.stages[r["rank"]].device, layers=[r["start"], r["stop"]],
                    cache_bytes=r["cache_bytes"], placer_bytes=expected[r["rank"]]) for r in reports]
     rep = dict(model=graph.name, family=graph.architecture, backend="torch", requests=requests, micro_batch=mb,
                micro_batches=len(prompts), tokens_per_request=tokens, prompt_tokens=prompt_tokens,
@@ -345,7 +349,7 @@ def run_torch_mapping(doc: dict, *, model=None, hardware=None, requests: int = 3
                processes=len(ranges), seconds=round(seconds, 3), stages=stages,
                outputs={str(i): row for m in sorted(got) for i, row in
                         zip(range(m * mb, m * mb + len(got[m])), got[m])})
-    if check:
+    if options.check:
         ref = _reference(config, seed, prompts, tokens)
         mismatched = [m * mb + j for m in ref for j, (a, b) in enumerate(zip(ref[m], got[m])) if a != b]
         rep["check"] = dict(tokens_match=not mismatched, mismatched_requests=mismatched)

@@ -19,6 +19,7 @@ from placer.export.stages import Export, ExportOptions, ExportRefused
 from placer.export.torch import export_torch
 from placer.export.vllm import export_vllm
 from placer.mapping import specs_from_mapping
+from placer.mapping.view import PooledView, mapping_view
 from placer.problem.reductions.refine import refine
 
 __all__ = ["FORMATS", "ATTENTION_DP_FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
@@ -35,34 +36,34 @@ FORMATS = {
 ATTENTION_DP_FORMATS = ("vllm", "sglang")
 
 
-def export_mapping(doc: dict, fmt: str, *, model=None, fleet=None, source: str = "<mapping>",
+def export_mapping(doc, fmt: str, *, model=None, fleet=None, source: str = "<mapping>",
                    options: ExportOptions | None = None) -> Export:
-    """``doc`` in format ``fmt`` (a key of :data:`FORMATS`), as ``options`` ask (default: the command).
+    """``doc`` (a mapping document, or its :func:`~placer.mapping.view.mapping_view`) in format ``fmt``
+    (a key of :data:`FORMATS`), as ``options`` ask (default: the command).
 
     Raises :class:`ExportRefused` (an :class:`~placer.specs.errors.InvalidSpec`) when the mapping has
     violations or the runtime cannot express it, naming the reason.
     """
-    from placer.mapping.pools import is_pooled
     from placer.mapping.validate import validate_mapping
 
     if fmt not in FORMATS:
         raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    if is_pooled(doc):
+    view = mapping_view(doc, source)
+    if isinstance(view, PooledView):
         from placer.export.pools import export_pooled
 
-        return export_pooled(doc, fmt, export_mapping, model=model, source=source, options=options)
-    base, fl, _ = specs_from_mapping(doc, model=model, hardware=fleet)
-    violations = validate_mapping(doc, model=base, fleet=fl, source=source)
+        return export_pooled(view, fmt, export_mapping, model=model, source=source, options=options)
+    base, fl, _ = specs_from_mapping(view.doc, model=model, hardware=fleet)
+    violations = validate_mapping(view, model=base, fleet=fl, source=source)
     if violations:
         first = violations[0]
         raise ExportRefused(source, "-", f"the mapping has {len(violations)} violation(s) (first: {first}); "
                                          "run `placer validate` and re-solve before exporting")
-    if (doc.get("parallel") or {}).get("attention_dp") and fmt not in ATTENTION_DP_FORMATS:
+    if view.parallel.attention_dp and fmt not in ATTENTION_DP_FORMATS:
         raise ExportRefused(source, "/parallel/attention_dp",
                             f"{fmt} has no attention data parallelism (each stage's ranks splitting its requests); "
                             f"export to {' or '.join(ATTENTION_DP_FORMATS)}, or re-solve with --no-attention-dp")
     graph = base
-    if doc["mode"] == "split":
-        graph = refine(base, doc["model"].get("granularity", "layer"),
-                       expert_groups=doc["model"].get("expert_groups", 8))
-    return FORMATS[fmt](doc, graph, source, options or ExportOptions())
+    if view.mode == "split":
+        graph = refine(base, view.model.granularity, expert_groups=view.model.expert_groups)
+    return FORMATS[fmt](view, graph, source, options or ExportOptions())

@@ -13,8 +13,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from placer.export.stages import ExportOptions, ExportRefused, RankStage
+from placer.export.stages import ExportOptions, ExportRefused, RuntimeRank
 from placer.export.support import RUNTIME_VERSIONS, runtime_support, version_tuple
+from placer.mapping.view import MappingView
 from placer.specs.model import LayerGraph
 from placer.specs.units import plural
 
@@ -36,20 +37,19 @@ class PlanLimits:
     ceiling: int = 0            # the concurrency ceiling over stages (what memory holds)
 
 
-def plan_limits(doc: dict, source: str) -> PlanLimits:
+def plan_limits(view: MappingView, source: str) -> PlanLimits:
     """The requests every stage serves at once and their context. A plan made for a speed floor
     (``serving``) serves its live requests per replica, fewer than memory holds: more would slow
     every user below the floor."""
-    wl = doc["workload"]
-    ceiling = doc["summary"].get("concurrency_ceiling")
+    wl, ceiling = view.workload, view.summary.concurrency_ceiling
     if not isinstance(ceiling, int) or ceiling < 1:
         raise ExportRefused(source, "/summary/concurrency_ceiling",
                             f"the plan holds no full request on some stage (ceiling {ceiling!r}); nothing to launch")
-    serving = doc.get("serving")
-    load = min(ceiling, int(serving["live_per_replica"])) if isinstance(serving, dict) else ceiling
-    return PlanLimits(concurrency=load, context_tokens=int(wl["context_tokens"]), kv_bits=int(wl["kv_bits"]),
-                      state_bits=int(wl["state_bits"]), conv_state_bits=int(wl["conv_state_bits"]),
-                      weight_bits=int(wl["weight_bits"]), ceiling=ceiling)
+    serving = view.serving
+    load = ceiling if serving is None else min(ceiling, serving.live_per_replica)
+    return PlanLimits(concurrency=load, context_tokens=wl.context_tokens, kv_bits=wl.kv_bits,
+                      state_bits=wl.state_bits, conv_state_bits=wl.conv_state_bits,
+                      weight_bits=wl.weight_bits, ceiling=ceiling)
 
 
 def target_version(runtime: str, options: ExportOptions) -> str:
@@ -80,40 +80,36 @@ def check_support(runtime: str, version: str, graph: LayerGraph, pp_size: int, o
 _HUB_NAME = re.compile(r"^(?:models--)?([A-Za-z0-9][\w.-]*?)--([A-Za-z0-9][\w.-]*?)(?:[_.-]config)?$")
 
 
-def default_served_model(doc: dict) -> tuple[str, str]:
+def default_served_model(view: MappingView) -> tuple[str, str]:
     """(what the launch command loads when ``--served-model`` is not given, where that came from).
 
     A model read from a checkpoint's ``config.json`` is served from that checkpoint directory; a
     model named ``org--repo`` (a hub cache or download name) as the Hugging Face id ``org/repo``;
     anything else (a catalog name) by its name, which the user has to replace."""
-    model = doc["model"]
-    source = str(model.get("source") or "")
+    model = view.model
+    source = model.source
     if source.endswith(".json") and PurePath(source).name == "config.json":
         return str(PurePath(source).parent), "the directory of the config.json the plan was made from"
-    for text in (model["name"], PurePath(source).stem if source.endswith(".json") else ""):
+    for text in (model.name, PurePath(source).stem if source.endswith(".json") else ""):
         m = _HUB_NAME.match(text)
         if m:
-            return f"{m.group(1)}/{m.group(2)}", f"the Hugging Face id in the model's name {model['name']!r}"
-    return model["name"], ""
+            return f"{m.group(1)}/{m.group(2)}", f"the Hugging Face id in the model's name {model.name!r}"
+    return model.name, ""
 
 
-def served_model(doc: dict, options: ExportOptions) -> str:
-    return options.served_model or default_served_model(doc)[0]
+def served_model(view: MappingView, options: ExportOptions) -> str:
+    return options.served_model or default_served_model(view)[0]
 
 
-def is_wafer_plan(doc: dict) -> bool:
+def is_wafer_plan(view: MappingView) -> bool:
     """The mapping places its stages on wafers: placer names wafer devices ``r<rack>w<slot>`` and GPUs
     ``r<rack>g<slot>`` (``placer.specs.fleet``)."""
-    return any(re.fullmatch(r"r\d+w\d+", st["device"]) for st in doc["stages"])
+    return any(re.fullmatch(r"r\d+w\d+", st.device) for st in view.stages)
 
 
-def plan_nodes(doc: dict) -> list[int]:
+def plan_nodes(view: MappingView) -> list[int]:
     """The nodes (racks: a GPU rack is one NVLink node) the mapping's stages run on, in pipeline order."""
-    seen: list[int] = []
-    for st in doc["stages"]:
-        if st["rack"] not in seen:
-            seen.append(st["rack"])
-    return seen
+    return list(dict.fromkeys(st.rack for st in view.stages))
 
 
 # workload bits -> the runtime's cache dtype names; a width the runtime has no dtype for is refused
@@ -149,41 +145,41 @@ def shell_line(env: dict[str, str], argv: list[str]) -> str:
     return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in argv)])
 
 
-def rank_list(ranks: list[RankStage], limit: int = 8) -> str:
+def rank_list(ranks: list[RuntimeRank], limit: int = 8) -> str:
     shown = ", ".join(str(r.index) for r in ranks[:limit])
     return shown + (f", ... ({len(ranks)} in all)" if len(ranks) > limit else "")
 
 
-def header(doc: dict, runtime: str, version: str, pp: int, options: ExportOptions) -> list[str]:
+def header(view: MappingView, runtime: str, version: str, pp: int, options: ExportOptions) -> list[str]:
     where = f"; {options.mapping_path}" if options.mapping_path else ""
-    lim = doc["summary"].get("concurrency_ceiling")
-    wl = doc["workload"]
-    lines = [f"# placer: {doc['model']['name']} on {plural(pp, 'pipeline rank')} of {doc['hardware']['name']} "
-             f"({doc['mode']}{where}), for {runtime} {version}"]
-    if is_wafer_plan(doc):
-        lines.append(f"# {doc['hardware']['name']} is a wafer fleet and {runtime} runs on GPUs: this is the split a "
+    lim = view.summary.concurrency_ceiling
+    wl = view.workload
+    lines = [f"# placer: {view.model.name} on {plural(pp, 'pipeline rank')} of {view.hardware.name} "
+             f"({view.mode}{where}), for {runtime} {version}"]
+    if is_wafer_plan(view):
+        lines.append(f"# {view.hardware.name} is a wafer fleet and {runtime} runs on GPUs: this is the split a "
                      f"GPU pipeline of the same stages would take, not a launch for these wafers (solve on a GPU "
                      f"fleet, e.g. -H h100, for a plan {runtime} runs as written)")
-    serving = doc.get("serving")
-    if isinstance(serving, dict):
-        k = serving["replicas"]
-        lines.append(f"# every stage serves {serving['live_per_replica']:,} requests of {wl['context_tokens']:,} tokens, "
+    serving = view.serving
+    if serving is not None:
+        k = serving.replicas
+        lines.append(f"# every stage serves {serving.live_per_replica:,} requests of {wl.context_tokens:,} tokens, "
                      f"the load that keeps each user at or above the speed floor of "
-                     f"{serving['min_user_tokens_per_s']:,.1f} tokens/s (memory holds {lim:,}; KV at "
-                     f"{wl['kv_bits']} bits)")
+                     f"{serving.min_user_tokens_per_s:,.1f} tokens/s (memory holds {lim:,}; KV at "
+                     f"{wl.kv_bits} bits)")
         if k > 1:
-            lines.append(f"# {k} replicas serve the {serving['planned_live_requests']:,} planned live requests: run this "
-                         f"command once per replica, each on its own {plural(doc['summary']['devices_used'], 'device')} "
+            lines.append(f"# {k} replicas serve the {serving.planned_live_requests:,} planned live requests: run this "
+                         f"command once per replica, each on its own {plural(view.summary.devices_used, 'device')} "
                          f"(no device shared), behind one load balancer")
     else:
-        lines.append(f"# every stage holds {lim:,} requests of {wl['context_tokens']:,} tokens (the plan's concurrency "
-                     f"ceiling and context; KV at {wl['kv_bits']} bits)")
-    dropped = doc["model"].get("dropped")
+        lines.append(f"# every stage holds {lim:,} requests of {wl.context_tokens:,} tokens (the plan's concurrency "
+                     f"ceiling and context; KV at {wl.kv_bits} bits)")
+    dropped = view.model.dropped
     if dropped:
         lines.append(f"# planned without {', '.join(dropped)} (--text-only): load the text model only, or the "
                      f"runtime's memory holds what the plan left out")
     if not options.served_model:
-        name, why = default_served_model(doc)
+        name, why = default_served_model(view)
         if why:
             lines.append(f"# serves {name}: {why} (placer export --served-model ID serves another)")
         else:
@@ -192,13 +188,13 @@ def header(doc: dict, runtime: str, version: str, pp: int, options: ExportOption
     return lines
 
 
-def multi_node_lines(doc: dict, runtime: str) -> list[str]:
+def multi_node_lines(view: MappingView, runtime: str) -> list[str]:
     """Comment lines that say how to start a GPU plan spanning several nodes, empty on one node:
     vLLM runs a pipeline across nodes on a Ray cluster (``ray start`` on every node, then the
     command on the head node with ``--distributed-executor-backend ray``); SGLang starts the same
     command on every node with its ``--node-rank`` (the flags are :func:`multi_node_flags`)."""
-    nodes = plan_nodes(doc)
-    if len(nodes) < 2 or is_wafer_plan(doc):
+    nodes = plan_nodes(view)
+    if len(nodes) < 2 or is_wafer_plan(view):
         return []
     racks = ", ".join(f"r{r}" for r in nodes)
     head = f"# {len(nodes)} nodes ({racks}; node 0 = r{nodes[0]}, which holds stage 0; HEAD_IP = its address):"
@@ -211,10 +207,10 @@ def multi_node_lines(doc: dict, runtime: str) -> list[str]:
             *(f"#   on r{r}: the same command with --node-rank {k}" for k, r in enumerate(nodes) if k)]
 
 
-def multi_node_flags(doc: dict, runtime: str) -> list[str]:
+def multi_node_flags(view: MappingView, runtime: str) -> list[str]:
     """The launch flags of a multi-node GPU plan for node 0 (see :func:`multi_node_lines`)."""
-    nodes = plan_nodes(doc)
-    if len(nodes) < 2 or is_wafer_plan(doc):
+    nodes = plan_nodes(view)
+    if len(nodes) < 2 or is_wafer_plan(view):
         return []
     if runtime == "vllm":
         return ["--distributed-executor-backend", "ray"]

@@ -44,11 +44,12 @@ from placer.export.stages import (
     Export,
     ExportOptions,
     ExportRefused,
-    RankStage,
+    RuntimeRank,
     runtime_stages,
     uniform_degree,
 )
 from placer.export.support import version_tuple
+from placer.mapping.view import MappingView
 from placer.specs.model import LayerGraph
 
 __all__ = ["MegatronRelease", "megatron_release", "layout_string", "parse_layout", "hybrid_pattern",
@@ -137,7 +138,7 @@ def _layer_symbols(kind: str, mixer: str | None, ffn: str | None, release: Megat
     return sym + _FFN_SYMBOL.get(ffn or "", "")
 
 
-def hybrid_pattern(ranks: list[RankStage], release: MegatronRelease, force: bool = False) -> list[str]:
+def hybrid_pattern(ranks: list[RuntimeRank], release: MegatronRelease, force: bool = False) -> list[str]:
     """One pattern segment per rank: a mixer symbol and an FFN symbol (when the layer has one) per layer."""
     return ["".join(_layer_symbols(k, m, f, release, force) for k, m, f in zip(r.kinds, r.mixers, r.ffns))
             for r in ranks]
@@ -192,7 +193,7 @@ def uneven_split_flags(symbol_counts: list[int]) -> dict[str, int] | None:
 
 
 # ----------------------------------------------------------------------------- the export
-def _refuse_kinds(ranks: list[RankStage], release: MegatronRelease, force: bool, source: str) -> None:
+def _refuse_kinds(ranks: list[RuntimeRank], release: MegatronRelease, force: bool, source: str) -> None:
     by_mixer: dict[str, list[int]] = {}
     for r in ranks:
         for i, m in zip(r.decoder, r.mixers):
@@ -214,7 +215,7 @@ def _list_flag(values: list[int]) -> str:
     return "[" + ",".join(map(str, values)) + "]"
 
 
-def megatron_flags(doc: dict, graph: LayerGraph, ranks: list[RankStage], release: MegatronRelease,
+def megatron_flags(view: MappingView, graph: LayerGraph, ranks: list[RuntimeRank], release: MegatronRelease,
                    options: ExportOptions, source: str) -> tuple[str, list[str], str, list[str]]:
     """(entry point, flags, bare value, notes): the arguments Megatron needs for this mapping."""
     pp = len(ranks)
@@ -227,7 +228,7 @@ def megatron_flags(doc: dict, graph: LayerGraph, ranks: list[RankStage], release
     ep = uniform_degree(ranks, "expert_parallel", "Megatron-LM", "--expert-model-parallel-size", source)
     par = (["--tensor-model-parallel-size", str(tp)] if tp > 1 else []) + \
           (["--expert-model-parallel-size", str(ep)] if ep > 1 else [])
-    limits = plan_limits(doc, source)
+    limits = plan_limits(view, source)
     common = ["--hidden-size", str(graph.hidden_size)] if graph.hidden_size else []
     common += ["--seq-length", str(limits.context_tokens)]
     linear = {m for m, k in zip(mixers, kinds) if k == "linear_attention"}
@@ -317,19 +318,19 @@ def rank_list_counts(segments: list[str]) -> str:
     return ",".join(map(str, counts[:12])) + (",..." if len(counts) > 12 else "")
 
 
-def export_megatron(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+def export_megatron(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
                     options: ExportOptions = ExportOptions()) -> Export:
-    """Megatron-LM arguments for ``doc``, or (``bare``) the layout string / hybrid pattern alone."""
+    """Megatron-LM arguments for ``view``, or (``bare``) the layout string / hybrid pattern alone."""
     version = target_version("megatron", options)
     release = megatron_release(version)
-    ranks = runtime_stages(doc, graph, "Megatron-LM", source)
-    entry, flags, value, notes = megatron_flags(doc, graph, ranks, release, options, source)
+    ranks = runtime_stages(view, graph, "Megatron-LM", source)
+    entry, flags, value, notes = megatron_flags(view, graph, ranks, release, options, source)
     warnings = []
     if options.force and any(m == "mamba" for r in ranks for m in r.mixers):
         warnings.append("Mamba-1 layers exported as M, which Megatron builds as Mamba-2 mixers (--force)")
     if options.bare:
         return Export(text=value, warnings=tuple(warnings))
-    lines = header(doc, "Megatron-LM", version, len(ranks), options)
+    lines = header(view, "Megatron-LM", version, len(ranks), options)
     lines.append(f"# entry point: {entry}; sizes not set here (heads, FFN widths, vocabulary) come from the "
                  "checkpoint's conversion")
     lines += [f"# {n}" for n in notes]

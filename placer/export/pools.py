@@ -18,11 +18,12 @@ running-request limit is the live requests the plan holds at the TPOT target.
 
 from __future__ import annotations
 
-import copy
 import json
 import shlex
+from dataclasses import asdict, replace
 
 from placer.export.stages import Export, ExportOptions, ExportRefused
+from placer.mapping.view import PooledView
 
 __all__ = ["export_pooled", "PD_FLAGS"]
 
@@ -43,40 +44,39 @@ def _with_flags(text: str, extra: list[str]) -> str:
     return "\n".join(lines)
 
 
-def export_pooled(doc: dict, fmt: str, export_one, *, model=None, source: str = "<mapping>",
+def export_pooled(view: PooledView, fmt: str, export_one, *, model=None, source: str = "<mapping>",
                   options: ExportOptions | None = None) -> Export:
     """A two-pool mapping (:mod:`placer.mapping.pools`) in format ``fmt``, validated as a pair
-    first; ``export_one(doc, fmt, model=, source=, options=)`` exports one pool
+    first; ``export_one(pool_view, fmt, model=, source=, options=)`` exports one pool
     (:func:`placer.export.export_mapping`)."""
-    from placer.mapping.validate_pools import validate_pooled
+    from placer.mapping.validate import validate_mapping
 
     options = options or ExportOptions()
     if fmt in ("megatron", "torch"):
         raise ExportRefused("--format", "format", f"{fmt} has no prefill/decode disaggregation: export a pool "
                                                   f"(its sub-document under /pools) on its own, or use sglang or vllm")
-    violations = validate_pooled(doc, model=model, source=source)
+    violations = validate_mapping(view, model=model, source=source)
     if violations:
         raise ExportRefused(source, "-", f"the mapping has {len(violations)} violation(s) (first: {violations[0]}); "
                                          "run `placer validate` and re-solve before exporting")
-    reps = doc["replicas"]
+    reps = view.replicas
     # a decode server admits only the live requests that keep the TPOT target (the plan's held
     # load), not all its KV reserve holds: its running-request limit is capped there
-    decode = copy.deepcopy(doc["pools"]["decode"])
-    held = doc["summary"]["decode_held"]
-    ceiling = decode["summary"].get("concurrency_ceiling")
-    decode["summary"]["concurrency_ceiling"] = held if ceiling is None else min(ceiling, held)
+    held, ceiling = view.summary.decode_held, view.decode.summary.concurrency_ceiling
+    decode = replace(view.decode, summary=replace(view.decode.summary,
+                                                  concurrency_ceiling=held if ceiling is None else min(ceiling, held)))
     parts = {pool: export_one(sub, fmt, model=model, source=source, options=options)
-             for pool, sub in (("prefill", doc["pools"]["prefill"]), ("decode", decode))}
+             for pool, sub in (("prefill", view.prefill), ("decode", decode))}
     warnings = tuple(w for p in parts.values() for w in p.warnings)
     if fmt == "json":
-        text = json.dumps({"kind": "disaggregated", "replicas": reps, "transfer": doc["transfer"],
+        text = json.dumps({"kind": "disaggregated", "replicas": reps, "transfer": asdict(view.transfer),
                            "pools": {p: json.loads(e.text) for p, e in parts.items()}}, indent=2)
         return Export(text=text, warnings=warnings)
     if options.bare:
         return Export(text="\n".join(f"{p}: {e.text}" for p, e in parts.items()), warnings=warnings)
-    t = doc["transfer"]
+    t = view.transfer
     lines = [f"# disaggregated prefill/decode: {reps['prefill']} prefill and {reps['decode']} decode replica(s); "
-             f"each prompt's KV ({t['bytes']:,} B) moves prefill -> decode over {t['link']}"]
+             f"each prompt's KV ({t.bytes:,} B) moves prefill -> decode over {t.link}"]
     for pool, e in parts.items():
         extra = list(PD_FLAGS[fmt][pool]) + ["--port", str(PORTS[pool])]
         lines.append(f"# {pool} pool: run {reps[pool]} cop{'y' if reps[pool] == 1 else 'ies'} of this, each on "

@@ -29,34 +29,35 @@ from placer.export.command import (
 from placer.export.speculative import sglang_speculative
 from placer.export.stages import Export, ExportOptions
 from placer.export.vllm import partition_launch
+from placer.mapping.view import MappingView
 from placer.specs.model import LayerGraph
 
 __all__ = ["export_sglang"]
 
 
-def export_sglang(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+def export_sglang(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
                   options: ExportOptions = ExportOptions()) -> Export:
     """``SGLANG_PP_LAYER_PARTITION=... python -m sglang.launch_server ...``, or the partition alone (``bare``)."""
-    launch = partition_launch(doc, graph, "sglang", source, options, tp_flag="--tp-size", ep_flag="--ep-size",
+    launch = partition_launch(view, graph, "sglang", source, options, tp_flag="--tp-size", ep_flag="--ep-size",
                               tp_why=" (one tensor-parallel group size for the whole pipeline; solve without "
                                      "--per-stage-tp)")
     if options.bare:
         return Export(text=launch.text, warnings=tuple(launch.warnings))
-    limits = plan_limits(doc, source)
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(doc, options),
+    limits = plan_limits(view, source)
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", served_model(view, options),
             "--pp-size", str(launch.pp)]
     if launch.tp > 1:
         argv += ["--tp-size", str(launch.tp)]
     if launch.ep > 1:
         argv += ["--ep-size", str(launch.ep)]
-    if (doc.get("parallel") or {}).get("attention_dp"):
+    if view.parallel.attention_dp:
         argv += ["--attn-dp-size", str(launch.tp), "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
-    spec_argv, spec_lines = sglang_speculative(doc, graph, options, served_model(doc, options))
+    spec_argv, spec_lines = sglang_speculative(view.speculative, graph, options, served_model(view, options))
     argv += spec_argv
-    argv += multi_node_flags(doc, "sglang")
-    lines = header(doc, "SGLang", launch.version, launch.pp, options) + spec_lines
-    lines += multi_node_lines(doc, "sglang")
+    argv += multi_node_flags(view, "sglang")
+    lines = header(view, "SGLang", launch.version, launch.pp, options) + spec_lines
+    lines += multi_node_lines(view, "sglang")
     lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(launch.warnings))

@@ -27,6 +27,7 @@ import json
 
 from placer.export.stages import ExportOptions
 from placer.specs.model import LayerGraph
+from placer.specs.speculative import Speculation
 
 __all__ = ["vllm_speculative", "sglang_speculative", "SGLANG_MTP_FROM_TARGET"]
 
@@ -42,53 +43,50 @@ _VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "draft_model": "draft_model"}
 _SGLANG_ALGORITHM = {"mtp": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE"}
 
 
-def _draft(doc: dict, options: ExportOptions) -> str | None:
-    spec = doc["speculative"]
-    if spec["method"] == "mtp":
+def _draft(spec: Speculation, options: ExportOptions) -> str | None:
+    if spec.method == "mtp":
         return None
-    return options.served_draft_model or spec["draft"]["name"]
+    return options.served_draft_model or spec.draft_name
 
 
-def _comment(doc: dict, runtime: str, options: ExportOptions) -> list[str]:
-    spec = doc["speculative"]
-    accept = spec.get("accept")
-    what = "its own MTP layers" if spec["method"] == "mtp" else f"{spec['method']} draft {spec['draft']['name']}"
-    lines = [f"# speculative decoding: {spec['tokens']} draft token(s) per step with {what}, placed with the LM head "
+def _comment(spec: Speculation, runtime: str, options: ExportOptions) -> list[str]:
+    accept = spec.accept
+    what = "its own MTP layers" if spec.method == "mtp" else f"{spec.method} draft {spec.draft_name}"
+    lines = [f"# speculative decoding: {spec.tokens} draft token(s) per step with {what}, placed with the LM head "
              f"on the last rank ({runtime} builds the drafter there); acceptance length "
-             + (f"{accept:g} ({spec.get('accept_source') or 'given'})" if accept is not None else "not stated")]
-    if spec["method"] != "mtp" and not options.served_draft_model:
-        lines.append(f"# {spec['draft']['name']} is the draft's spec name: put its checkpoint's id or path in its "
+             + (f"{accept:g} ({spec.accept_source or 'given'})" if accept is not None else "not stated")]
+    if spec.method != "mtp" and not options.served_draft_model:
+        lines.append(f"# {spec.draft_name} is the draft's spec name: put its checkpoint's id or path in its "
                      "place (placer export --served-draft-model ID writes it)")
     return lines
 
 
-def vllm_speculative(doc: dict, graph: LayerGraph, options: ExportOptions) -> tuple[list[str], list[str]]:
-    """(argv, comment lines) of vLLM's speculative decoding for ``doc``; ([], []) when it states none."""
-    spec = doc.get("speculative")
-    if not spec:
+def vllm_speculative(spec: Speculation | None, graph: LayerGraph,
+                     options: ExportOptions) -> tuple[list[str], list[str]]:
+    """(argv, comment lines) of vLLM's speculative decoding for the mapping's ``spec``; ([], []) for none."""
+    if spec is None:
         return [], []
-    config: dict = {"method": _VLLM_METHOD[spec["method"]]}
-    draft = _draft(doc, options)
+    config: dict = {"method": _VLLM_METHOD[spec.method]}
+    draft = _draft(spec, options)
     if draft is not None:
         config["model"] = draft
-    config["num_speculative_tokens"] = int(spec["tokens"])
-    return ["--speculative-config", json.dumps(config, separators=(", ", ": "))], _comment(doc, "vLLM", options)
+    config["num_speculative_tokens"] = spec.tokens
+    return ["--speculative-config", json.dumps(config, separators=(", ", ": "))], _comment(spec, "vLLM", options)
 
 
-def sglang_speculative(doc: dict, graph: LayerGraph, options: ExportOptions,
+def sglang_speculative(spec: Speculation | None, graph: LayerGraph, options: ExportOptions,
                        served: str) -> tuple[list[str], list[str]]:
-    """(argv, comment lines) of SGLang's speculative decoding for ``doc`` (``served``: the target
-    checkpoint the command loads); ([], []) when it states none."""
-    spec = doc.get("speculative")
-    if not spec:
+    """(argv, comment lines) of SGLang's speculative decoding for the mapping's ``spec`` (``served``:
+    the target checkpoint the command loads); ([], []) for none."""
+    if spec is None:
         return [], []
-    k = int(spec["tokens"])
-    argv = ["--speculative-algorithm", _SGLANG_ALGORITHM[spec["method"]]]
-    draft = _draft(doc, options)
+    k = spec.tokens
+    argv = ["--speculative-algorithm", _SGLANG_ALGORITHM[spec.method]]
+    draft = _draft(spec, options)
     if draft is None and graph.architecture not in SGLANG_MTP_FROM_TARGET:
         draft = served           # the MTP layers are in the target's own checkpoint
     if draft is not None:
         argv += ["--speculative-draft-model-path", draft]
     argv += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
              "--speculative-num-draft-tokens", str(k + 1)]
-    return argv, _comment(doc, "SGLang", options)
+    return argv, _comment(spec, "SGLang", options)

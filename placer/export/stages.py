@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from placer.mapping.view import MappingView
 from placer.problem.runtime_rules import is_hybrid
 from placer.specs.errors import InvalidSpec
 from placer.specs.model import Layer, LayerGraph, is_draft_node
 
-__all__ = ["RankStage", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
+__all__ = ["RuntimeRank", "Export", "ExportOptions", "runtime_stages", "is_hybrid", "ExportRefused",
            "require_layers_per_rank", "ranks_without_full_attention", "uniform_degree"]
 
 
@@ -23,8 +24,9 @@ class ExportRefused(InvalidSpec):
 
 
 @dataclass(frozen=True)
-class RankStage:
-    """One pipeline rank: its device and the decoder layers (0-based indices, ascending) it builds."""
+class RuntimeRank:
+    """What a pipeline runtime builds on one rank (one :class:`~placer.mapping.view.MappingStage`):
+    its device and the decoder layers (0-based indices, ascending)."""
 
     index: int
     device: str
@@ -44,20 +46,21 @@ class RankStage:
         return len(self.decoder)
 
 
-def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<mapping>") -> list[RankStage]:
-    """The ranks of ``doc`` (a validated mapping of ``graph``, refined as the mapping records).
+def runtime_stages(view: MappingView, graph: LayerGraph, runtime: str,
+                   source: str = "<mapping>") -> list[RuntimeRank]:
+    """The ranks of ``view`` (a validated mapping of ``graph``, refined as the mapping records).
 
     Raises :class:`ExportRefused` for free mappings, split mappings with a layer cut across devices,
     and mappings whose decoder layers are not in ascending contiguous ranges by rank.
     """
-    if doc["mode"] == "free":
+    if view.mode == "free":
         raise ExportRefused(source, "/mode",
                             f"{runtime} runs contiguous layer ranges in rank order; a free mapping revisits "
                             "devices and cannot be exported (solve with --mode contiguous)")
     by_name: dict[str, Layer] = {x.name: x for x in graph.layers}
     owner: dict[int, set[int]] = {}
-    for k, st in enumerate(doc["stages"]):
-        for name in st["layers"]:
+    for k, st in enumerate(view.stages):
+        for name in st.layers:
             layer = by_name[name]
             if layer.index is not None:
                 owner.setdefault(layer.index, set()).add(k)
@@ -78,19 +81,18 @@ def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<m
             if x.ffn is not None:
                 ffn_of.setdefault(x.index, x.ffn)
     ranks = []
-    for k, st in enumerate(doc["stages"]):
-        layers = [by_name[n] for n in st["layers"]]
+    for k, st in enumerate(view.stages):
+        layers = [by_name[n] for n in st.layers]
         decoder = sorted({x.index for x in layers if x.index is not None})
-        ranks.append(RankStage(
-            index=k, device=st["device"], decoder=tuple(decoder),
+        ranks.append(RuntimeRank(
+            index=k, device=st.device, decoder=tuple(decoder),
             kinds=tuple(kind_of[i] for i in decoder),
             ffns=tuple(ffn_of.get(i) for i in decoder),
             # a draft model's own embedding and head ride with the drafter on the last rank
             embedding=any(x.kind == "embedding" and not is_draft_node(x) for x in layers),
             head=any(x.kind == "lm_head" and not is_draft_node(x) for x in layers),
             mixers=tuple(mixer_of.get(i) for i in decoder),
-            tensor_parallel=int((st.get("group") or {}).get("tp", 1)),
-            expert_parallel=int((st.get("group") or {}).get("ep", 1))))
+            tensor_parallel=st.tp, expert_parallel=st.ep))
     flat = [i for r in ranks for i in r.decoder]
     if flat != list(range(graph.num_hidden_layers)):
         raise ExportRefused(source, "/stages", f"{runtime} needs decoder layers 0..{graph.num_hidden_layers - 1} "
@@ -105,7 +107,7 @@ def runtime_stages(doc: dict, graph: LayerGraph, runtime: str, source: str = "<m
     return ranks
 
 
-def require_layers_per_rank(ranks: list[RankStage], runtime: str, source: str) -> None:
+def require_layers_per_rank(ranks: list[RuntimeRank], runtime: str, source: str) -> None:
     """Refuse a rank that builds no decoder layer (a rank of only the embedding or the head)."""
     for r in ranks:
         if r.count == 0:
@@ -115,7 +117,7 @@ def require_layers_per_rank(ranks: list[RankStage], runtime: str, source: str) -
                                 "needs at least one decoder layer per rank")
 
 
-def uniform_degree(ranks: list[RankStage], attr: str, runtime: str, flag: str, source: str, why: str = "") -> int:
+def uniform_degree(ranks: list[RuntimeRank], attr: str, runtime: str, flag: str, source: str, why: str = "") -> int:
     """The one ``attr`` degree all ranks share; refuse when stages differ (the runtime takes one value;
     ``why`` adds the runtime's own word on it)."""
     values = sorted({getattr(r, attr) for r in ranks})
@@ -149,7 +151,7 @@ class ExportOptions:
     served_draft_model: str | None = None     # the draft checkpoint a speculative plan's command loads
 
 
-def ranks_without_full_attention(ranks: list[RankStage], graph: LayerGraph) -> list[RankStage]:
+def ranks_without_full_attention(ranks: list[RuntimeRank], graph: LayerGraph) -> list[RuntimeRank]:
     """For hybrid models, the ranks that hold no full-attention layer (vllm-project/vllm#51752); else []."""
     if not is_hybrid(graph):
         return []

@@ -17,6 +17,7 @@ from __future__ import annotations
 from placer.export.command import header, served_model, target_version
 from placer.export.stages import Export, ExportOptions, ExportRefused, runtime_stages
 from placer.mapping import compact_json
+from placer.mapping.view import MappingView
 from placer.specs.model import LayerGraph
 
 __all__ = ["WRAPPER_PREFIX", "module_order", "split_points", "parse_split_spec", "export_torch", "script"]
@@ -134,11 +135,11 @@ def script(model: str, spec: dict[str, str], stages: int) -> str:
     return _SCRIPT.format(model=model, stages=stages, split_lines=split_lines)
 
 
-def export_torch(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+def export_torch(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
                  options: ExportOptions = ExportOptions()) -> Export:
     """A pipelining script (``torchrun --nproc-per-node S script.py``), or the split points as JSON (``bare``)."""
     version = target_version("torch", options)
-    ranks = runtime_stages(doc, graph, "torch.distributed.pipelining", source)
+    ranks = runtime_stages(view, graph, "torch.distributed.pipelining", source)
     grouped = [r for r in ranks if r.tensor_parallel > 1 or r.expert_parallel > 1]
     if grouped:
         r = grouped[0]
@@ -165,8 +166,8 @@ def export_torch(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                         "embedding": r.index == 0, "head": r.index == len(ranks) - 1} for r in ranks],
         }
         return Export(text=compact_json(out))
-    lines = header(doc, "torch.distributed.pipelining", version, len(ranks), options)
+    lines = header(view, "torch.distributed.pipelining", version, len(ranks), options)
     lines.append(f"# run: torchrun --nproc-per-node {len(ranks)} THIS_FILE.py  (one process per stage; "
                  "--backend nccl on GPUs)")
-    model = served_model(doc, options)
+    model = served_model(view, options)
     return Export(text="\n".join(lines) + "\n" + script(model, spec, len(ranks)).rstrip("\n"))

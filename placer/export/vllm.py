@@ -42,12 +42,13 @@ from placer.export.stages import (
     Export,
     ExportOptions,
     ExportRefused,
-    RankStage,
+    RuntimeRank,
     ranks_without_full_attention,
     require_layers_per_rank,
     runtime_stages,
     uniform_degree,
 )
+from placer.mapping.view import MappingView
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
 
@@ -97,9 +98,10 @@ def check_partition(text: str, ranks, num_hidden_layers: int, runtime: str, sour
                                 f"holds {r.decoder[0]}..{r.decoder[-1]}")
 
 
-def export_partition(doc: dict, graph: LayerGraph, runtime: str, source: str) -> tuple[list[RankStage], str]:
+def export_partition(view: MappingView, graph: LayerGraph, runtime: str,
+                     source: str) -> tuple[list[RuntimeRank], str]:
     """The ranks and the checked partition string (shared by vLLM and SGLang)."""
-    ranks = runtime_stages(doc, graph, runtime, source)
+    ranks = runtime_stages(view, graph, runtime, source)
     require_layers_per_rank(ranks, runtime, source)
     text = ",".join(str(c) for c in partition_counts(ranks))
     check_partition(text, ranks, graph.num_hidden_layers, runtime, source)
@@ -113,7 +115,7 @@ class PartitionLaunch:
     rank."""
 
     version: str
-    ranks: list[RankStage]
+    ranks: list[RuntimeRank]
     text: str
     warnings: list[str]
     tp: int
@@ -127,14 +129,14 @@ class PartitionLaunch:
 RUNTIME_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
-def partition_launch(doc: dict, graph: LayerGraph, runtime: str, source: str, options: ExportOptions, *,
+def partition_launch(view: MappingView, graph: LayerGraph, runtime: str, source: str, options: ExportOptions, *,
                      tp_flag: str, ep_flag: str, tp_why: str = "") -> PartitionLaunch:
     """The checks and figures every partition-variable runtime (``vllm``, ``sglang``) starts from;
     ``tp_flag`` / ``ep_flag`` name its degrees in a refusal, ``tp_why`` says why stages of
     different tensor-parallel degrees cannot run."""
     name = RUNTIME_NAMES[runtime]
     version = target_version(runtime, options)
-    ranks, text = export_partition(doc, graph, name, source)
+    ranks, text = export_partition(view, graph, name, source)
     warnings = check_support(runtime, version, graph, len(ranks), options, source)
     tp = uniform_degree(ranks, "tensor_parallel", name, tp_flag, source, tp_why)
     ep = uniform_degree(ranks, "expert_parallel", name, ep_flag, source)
@@ -162,17 +164,15 @@ def hybrid_block_size(graph: LayerGraph, wl: Workload, tensor_parallel: int = 1)
     return kernel * -(-state_page // (kernel * per_token))
 
 
-def memory_utilization(doc: dict) -> str | None:
+def memory_utilization(view: MappingView) -> str | None:
     """``--gpu-memory-utilization`` for a plan made with an explicit ``--reserve``: one minus its
     fraction of memory, as exact decimal text (vLLM never touches the rest). None when the plan
     took the hardware spec's reserve (the catalog GPUs hold back vLLM's default 0.1) or has no
     fraction to give."""
     from fractions import Fraction
 
-    reserve = (doc.get("parallel") or {}).get("reserve")
-    if not reserve:
-        return None
-    fraction = Fraction(str(reserve.get("fraction", "0")))
+    reserve = view.parallel.reserve
+    fraction = Fraction(0) if reserve is None else reserve.fraction
     if fraction == 0:
         return None
     left = 1 - fraction
@@ -180,18 +180,17 @@ def memory_utilization(doc: dict) -> str | None:
     return text if Fraction(text) == left else str(float(left))
 
 
-def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
+def export_vllm(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
                 options: ExportOptions = ExportOptions()) -> Export:
-    """``VLLM_PP_LAYER_PARTITION=... vllm serve MODEL ...`` for ``doc``, or the partition alone (``bare``)."""
-    launch = partition_launch(doc, graph, "vllm", source, options, tp_flag="--tensor-parallel-size",
+    """``VLLM_PP_LAYER_PARTITION=... vllm serve MODEL ...`` for ``view``, or the partition alone (``bare``)."""
+    launch = partition_launch(view, graph, "vllm", source, options, tp_flag="--tensor-parallel-size",
                               ep_flag="expert-parallel degree",
                               tp_why=" (per-stage tensor parallelism is an open request, vllm-project/vllm#27239; "
                                      "solve without --per-stage-tp for a plan vLLM runs)")
     warnings, tp, pp = launch.warnings, launch.tp, launch.pp
     no_attention = ranks_without_full_attention(launch.ranks, graph)
-    limits = plan_limits(doc, source)
-    wl = Workload(**doc["workload"])
-    block = hybrid_block_size(graph, wl, tp) if no_attention else None
+    limits = plan_limits(view, source)
+    block = hybrid_block_size(graph, view.workload, tp) if no_attention else None
     if no_attention:
         warnings.append(f"{len(no_attention)} of {pp} ranks hold no full-attention layer (stages "
                         f"{rank_list(no_attention)}): vLLM fails at startup on such a rank without an explicit "
@@ -199,9 +198,9 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                         "re-solve with `placer solve --require attention-per-stage`")
     if options.bare:
         return Export(text=launch.text, warnings=tuple(warnings))
-    argv = ["vllm", "serve", served_model(doc, options), "--pipeline-parallel-size", str(pp)]
+    argv = ["vllm", "serve", served_model(view, options), "--pipeline-parallel-size", str(pp)]
     seqs = limits.concurrency
-    if (doc.get("parallel") or {}).get("attention_dp"):
+    if view.parallel.attention_dp:
         # attention data parallelism: tp engines of tensor size 1 per stage, experts spread over
         # all of them; each engine schedules its own requests, a 1/tp share of the plan's ceiling
         argv += ["--data-parallel-size", str(tp), "--enable-expert-parallel"]
@@ -212,14 +211,14 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
         if launch.ep > 1:
             argv += ["--enable-expert-parallel"]
     argv += ["--max-num-seqs", str(seqs), "--max-model-len", str(limits.context_tokens)]
-    utilization = memory_utilization(doc)
+    utilization = memory_utilization(view)
     if utilization is not None:
         argv += ["--gpu-memory-utilization", utilization]
     argv += cache_flags("vllm", graph, limits, source, kv="--kv-cache-dtype",
                         state=(("conv_state", "--mamba-cache-dtype"), ("state", "--mamba-ssm-cache-dtype")))
-    spec_argv, spec_lines = vllm_speculative(doc, graph, options)
+    spec_argv, spec_lines = vllm_speculative(view.speculative, graph, options)
     argv += spec_argv
-    lines = header(doc, "vLLM", launch.version, pp, options) + spec_lines
+    lines = header(view, "vLLM", launch.version, pp, options) + spec_lines
     if no_attention:
         lines.append(f"# --block-size {block}: {len(no_attention)} of {pp} ranks hold no full-attention layer; "
                      "vLLM skips hybrid block-size alignment there and fails at startup unless the size is given "
@@ -227,7 +226,7 @@ def export_vllm(doc: dict, graph: LayerGraph, source: str = "<mapping>",
                      "(attention page >= the largest linear-attention state page). Or re-solve with "
                      "`placer solve --require attention-per-stage` for a plan that needs none.")
         argv += ["--block-size", str(block)]
-    lines += multi_node_lines(doc, "vllm")
-    argv += multi_node_flags(doc, "vllm")
+    lines += multi_node_lines(view, "vllm")
+    argv += multi_node_flags(view, "vllm")
     lines.append(shell_line({"VLLM_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(warnings))

@@ -88,7 +88,7 @@ def build_mapping(instance, result) -> dict:
     assignment = tuple(int(a) for a in result.assignment)
     if len(assignment) != instance.n_nodes:
         raise ValueError(f"assignment has {len(assignment)} entries for {instance.n_nodes} nodes")
-    model, base, fleet, wl = instance.model, instance.base_model or instance.model, instance.fleet, instance.workload
+    model, base, fleet = instance.model, instance.base_model or instance.model, instance.fleet
     devices = instance.devices
     order: list[int] = []
     held: dict[int, list[int]] = {}
@@ -97,33 +97,7 @@ def build_mapping(instance, result) -> dict:
             held[d] = []
             order.append(d)
         held[d].append(i)
-
-    c = wl.concurrency
-    act = instance.activation_buffer_bytes
-    stages = []
-    for k, d in enumerate(order):
-        nodes = held[d]
-        weights = sum(instance.weight_bytes[i] for i in nodes)
-        kv = c * sum(instance.kv_request_bytes[i] for i in nodes)
-        state = c * sum(instance.state_request_bytes[i] for i in nodes)
-        dev = devices[d]
-        nxt = None
-        if k + 1 < len(order):
-            e = order[k + 1]
-            nxt = instance.hop_us(d, e)
-        reserve = instance.reserve_bytes[d]
-        stage = dict(index=k, device=dev.id, rack=dev.rack, layers=[model.layers[i].name for i in nodes])
-        if instance.tp > 1 or instance.ep:
-            # a group of one (the stage's device alone) is left implicit; per-stage plans give
-            # every stage its own degree (the size of its group)
-            members = instance.members(d)
-            stage["group"] = dict(devices=list(members), tp=len(members), ep=len(members) if instance.ep else 1)
-        stage.update(
-            bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
-                       free=dev.memory_bytes - weights - kv - state - act - reserve),
-            max_concurrency=instance.group_requests(instance.max_concurrency(nodes, d)),
-            next_hop_latency_us=_finite(nxt))
-        stages.append(stage)
+    stages = [_stage_doc(instance, k, order, held[d]) for k, d in enumerate(order)]
 
     # Counted from the assignment when the method left a figure out.
     hops, lat = instance.hops(assignment)
@@ -174,6 +148,28 @@ def build_mapping(instance, result) -> dict:
             levels=levels_doc(result)),
     }
     return _with_optional_sections(doc, instance, model)
+
+
+def _stage_doc(instance, k: int, order: list[int], nodes: list[int]) -> dict:
+    """Stage ``k`` (device ``order[k]``, holding ``nodes``) as the document states it."""
+    d, dev, c = order[k], instance.devices[order[k]], instance.workload.concurrency
+    weights = sum(instance.weight_bytes[i] for i in nodes)
+    kv = c * sum(instance.kv_request_bytes[i] for i in nodes)
+    state = c * sum(instance.state_request_bytes[i] for i in nodes)
+    act, reserve = instance.activation_buffer_bytes, instance.reserve_bytes[d]
+    nxt = instance.hop_us(d, order[k + 1]) if k + 1 < len(order) else None
+    stage = dict(index=k, device=dev.id, rack=dev.rack, layers=[instance.model.layers[i].name for i in nodes])
+    if instance.tp > 1 or instance.ep:
+        # a group of one (the stage's device alone) is left implicit; per-stage plans give
+        # every stage its own degree (the size of its group)
+        members = instance.members(d)
+        stage["group"] = dict(devices=list(members), tp=len(members), ep=len(members) if instance.ep else 1)
+    stage.update(
+        bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
+                   free=dev.memory_bytes - weights - kv - state - act - reserve),
+        max_concurrency=instance.group_requests(instance.max_concurrency(nodes, d)),
+        next_hop_latency_us=_finite(nxt))
+    return stage
 
 
 def _with_optional_sections(doc: dict, instance, model) -> dict:

@@ -1,4 +1,9 @@
-"""Reading and writing stage mappings (atomically, schema-checked) and rebuilding their specs and instance."""
+"""Reading and writing stage mappings (atomically, schema-checked) and rebuilding their specs and instance.
+
+:func:`specs_from_mapping` and :func:`instance_from_mapping` read the JSON document itself (a
+:class:`~placer.mapping.view.MappingView`'s ``doc``), not its view: ``placer validate --rebuild``
+reloads the specs of a hand-edited document that the schema refuses (stages with a device and
+nodes, nothing more), which no view can be built from."""
 
 from __future__ import annotations
 

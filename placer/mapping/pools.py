@@ -6,8 +6,8 @@ A two-pool mapping is ``schema_version`` 4 with ``kind: disaggregated``; its ``p
 the replica counts, the KV transfer between the pools and the targets the ratio was chosen for.
 One-pool mappings stay version 3 (every reader of version 3 reads them unchanged).
 
-:func:`placer.mapping.validate_pools.validate_pooled` validates each pool's sub-document with
-:func:`placer.mapping.validate.validate_mapping` (violations prefixed by the pool) and then what
+:func:`placer.mapping.validate.validate_mapping` validates each pool's sub-document (violations
+prefixed by the pool) and then (:func:`placer.mapping.validate_pools.pair_violations`) what
 joins them, recomputed from the specs with :mod:`placer.problem.memory` only: the transfer bytes, the
 transfer time over the stated link, the workloads each pool was placed for, the device total and,
 on one fleet, that the pools' replicas fit it side by side.

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from placer.mapping import build_mapping, instance_from_mapping
-from placer.mapping.validate import Violation
+from placer.mapping.violations import Violation
 from placer.problem.placement import Status, evaluate
 from placer.specs.errors import InvalidSpec
 from placer.specs.spec_io import parse_json, read_text

@@ -53,67 +53,10 @@ def mapping_schema() -> dict:
         "additionalProperties": False,
         "properties": {
             "schema_version": {"enum": list(STAGE_VERSIONS)},
-            "parallel": {
-                "type": "object", "required": ["tp", "ep"], "additionalProperties": False,
-                "properties": {
-                    "tp": {"type": "integer", "minimum": 1, "maximum": 100000},
-                    "ep": {"type": "integer", "minimum": 1, "maximum": 100000,
-                           "description": "expert-parallel degree: tp when experts are spread whole, else 1"},
-                    "reserve": {
-                        "type": ["object", "null"], "required": ["fraction", "bytes"],
-                        "additionalProperties": False,
-                        "description": "the --reserve override; null: each device type's own",
-                        "properties": {"fraction": {"type": "string", "pattern": r"^[0-9./]+$"},
-                                       "bytes": count},
-                    },
-                    "per_stage": {"type": "boolean",
-                                  "description": "every stage has its own degree (its group's tp and ep); "
-                                                 "tp and ep here are the largest"},
-                    "attention_dp": {"type": "boolean",
-                                     "description": "attention data parallelism: each stage's tp ranks split "
-                                                    "its live requests (ceil(c / tp) each, attention weights "
-                                                    "whole on every rank), experts spread whole (ep = tp)"},
-                },
-            },
-            "model": {
-                "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
-                "properties": {
-                    "name": name, "sha256": sha,
-                    "source": {"type": "string", "description": "catalog name or spec path"},
-                    "granularity": {"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
-                    "expert_groups": {"type": "integer", "minimum": 1},
-                    "dropped": {"type": "array", "items": {"enum": ["vision_tower"]}, "uniqueItems": True,
-                                "description": "nodes of the spec left out of the plan (vision_tower: "
-                                               "--text-only); every command reloads the model without them"},
-                    "mtp": {"type": "boolean",
-                            "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
-                    "draft_embedding": {"type": "boolean",
-                                        "description": "the drafter's own embedding copy (mtp.embed_tokens) is placed"},
-                },
-            },
-            "hardware": {
-                "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
-                "properties": {
-                    "name": name, "sha256": sha,
-                    "source": {"type": "string", "description": "catalog name or spec path"},
-                    "racks": {"type": "integer", "minimum": 1, "maximum": 100000},
-                    "power_boundary": {"enum": list(POWER_BOUNDARIES)},
-                    "pue": {"type": "number", "minimum": 1, "maximum": 5},
-                },
-            },
-            "workload": {
-                "type": "object", "required": list(_WORKLOAD_REQUIRED), "additionalProperties": False,
-                "properties": {
-                    # the same limits as placer.specs.workload.Workload, so the schema check names the file
-                    "context_tokens": {"type": "integer", "minimum": 1, "maximum": 2**40},
-                    "concurrency": {"type": "integer", "minimum": 0, "maximum": 10**9},
-                    "weight_bits": bits, "kv_bits": bits, "state_bits": bits, "conv_state_bits": bits,
-                    "activation_bits": bits, "weight_scale_bits": bits,
-                    "micro_batch": {"type": "integer", "minimum": 1, "maximum": 10**6},
-                    "weight_group_size": count,
-                    "weights_as_stored": {"type": "boolean"},
-                },
-            },
+            "parallel": _parallel_schema(count),
+            "model": _model_schema(name, sha),
+            "hardware": _hardware_schema(name, sha),
+            "workload": _workload_schema(count, bits),
             "mode": {"enum": ["contiguous", "free", "split"]},
             "stages": {"type": "array", "minItems": 1, "items": _stage_schema(count, concurrency, name)},
             "route": {"type": "array", "items": name},
@@ -143,6 +86,79 @@ def mapping_schema() -> dict:
         # from version 3 the summary states every level
         "if": {"properties": {"schema_version": {"const": 3}}, "required": ["schema_version"]},
         "then": {"properties": {"summary": {"required": ["levels"]}}},
+    }
+
+
+def _parallel_schema(count: dict) -> dict:
+    """The plan's degrees, reserve override and attention data parallelism."""
+    return {
+        "type": "object", "required": ["tp", "ep"], "additionalProperties": False,
+        "properties": {
+            "tp": {"type": "integer", "minimum": 1, "maximum": 100000},
+            "ep": {"type": "integer", "minimum": 1, "maximum": 100000,
+                   "description": "expert-parallel degree: tp when experts are spread whole, else 1"},
+            "reserve": {
+                "type": ["object", "null"], "required": ["fraction", "bytes"],
+                "additionalProperties": False,
+                "description": "the --reserve override; null: each device type's own",
+                "properties": {"fraction": {"type": "string", "pattern": r"^[0-9./]+$"},
+                               "bytes": count},
+            },
+            "per_stage": {"type": "boolean",
+                          "description": "every stage has its own degree (its group's tp and ep); "
+                                         "tp and ep here are the largest"},
+            "attention_dp": {"type": "boolean",
+                             "description": "attention data parallelism: each stage's tp ranks split "
+                                            "its live requests (ceil(c / tp) each, attention weights "
+                                            "whole on every rank), experts spread whole (ep = tp)"},
+        },
+    }
+
+
+def _spec_record(name: dict, sha: dict, **properties) -> dict:
+    """A spec's record (the model's, the fleet's): its name, spec hash and source, and ``properties``."""
+    return {
+        "type": "object", "required": ["name", "sha256"], "additionalProperties": False,
+        "properties": {"name": name, "sha256": sha,
+                       "source": {"type": "string", "description": "catalog name or spec path"}, **properties},
+    }
+
+
+def _model_schema(name: dict, sha: dict) -> dict:
+    """The model record: name, spec hash and source, granularity, how it was loaded."""
+    return _spec_record(
+        name, sha,
+        granularity={"type": "string", "pattern": r"^(layer|block|shards:[0-9]+)$"},
+        expert_groups={"type": "integer", "minimum": 1},
+        dropped={"type": "array", "items": {"enum": ["vision_tower"]}, "uniqueItems": True,
+                 "description": "nodes of the spec left out of the plan (vision_tower: --text-only); every "
+                                "command reloads the model without them"},
+        mtp={"type": "boolean", "description": "the spec's multi-token-prediction layers are placed (--mtp)"},
+        draft_embedding={"type": "boolean",
+                         "description": "the drafter's own embedding copy (mtp.embed_tokens) is placed"})
+
+
+def _hardware_schema(name: dict, sha: dict) -> dict:
+    """The fleet record: name, spec hash and source, racks, power boundary."""
+    return _spec_record(name, sha, racks={"type": "integer", "minimum": 1, "maximum": 100000},
+                        power_boundary={"enum": list(POWER_BOUNDARIES)},
+                        pue={"type": "number", "minimum": 1, "maximum": 5})
+
+
+def _workload_schema(count: dict, bits: dict) -> dict:
+    """The workload the stages hold (the limits of :class:`placer.specs.workload.Workload`)."""
+    return {
+        "type": "object", "required": list(_WORKLOAD_REQUIRED), "additionalProperties": False,
+        "properties": {
+            # the same limits as placer.specs.workload.Workload, so the schema check names the file
+            "context_tokens": {"type": "integer", "minimum": 1, "maximum": 2**40},
+            "concurrency": {"type": "integer", "minimum": 0, "maximum": 10**9},
+            "weight_bits": bits, "kv_bits": bits, "state_bits": bits, "conv_state_bits": bits,
+            "activation_bits": bits, "weight_scale_bits": bits,
+            "micro_batch": {"type": "integer", "minimum": 1, "maximum": 10**6},
+            "weight_group_size": count,
+            "weights_as_stored": {"type": "boolean"},
+        },
     }
 
 

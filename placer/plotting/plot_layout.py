@@ -9,6 +9,8 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
+from placer.mapping.view import MappingStage
+
 __all__ = ["plot_layout", "KIND_COLORS", "MEMORY_COLORS"]
 
 KIND_COLORS = {
@@ -30,7 +32,7 @@ GROUP_COLOR = "#111111"
 _ID = re.compile(r"^r(\d+)([a-z])(\d+)$")
 
 
-def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
+def _fleet_devices(doc: dict, stages: list[MappingStage], fleet) -> list[tuple[str, int, int, bool]]:
     """(id, rack, slot, available) of every device to draw."""
     if fleet is None:
         try:
@@ -41,8 +43,7 @@ def _fleet_devices(doc: dict, fleet) -> list[tuple[str, int, int, bool]]:
             fleet = None
     devices = [] if fleet is None else [(d.id, d.rack, d.slot, d.available) for d in fleet.devices]
     known = {d[0] for d in devices}
-    used = ([s["device"] for s in doc.get("stages", [])] + list(doc.get("route", []))
-            + [m for s in doc.get("stages", []) for m in (s.get("group") or {}).get("devices", [])])
+    used = [s.device for s in stages] + list(doc.get("route", [])) + [m for s in stages for m in s.devices]
     extra = list(dict.fromkeys(d for d in used if d not in known))
     parsed = {d: _ID.match(str(d)) for d in extra}
     named = [m for m in parsed.values() if m is not None]
@@ -84,15 +85,12 @@ def _kind_of(name, kinds_by_name: dict[str, str]) -> str | None:
     return kinds_by_name.get(m.group(1))
 
 
-def _stage_kinds(stage: dict, kinds_by_name: dict[str, str]) -> list[str]:
+def _stage_kinds(stage: MappingStage, kinds_by_name: dict[str, str]) -> list[str]:
     """Kind of every layer on a stage: from the model when known, else from the stage's bytes."""
-    out = []
-    for layer in stage.get("layers", []):
-        name = layer.get("name") if isinstance(layer, dict) else layer
-        out.append(_kind_of(name, kinds_by_name))
+    out = [_kind_of(name, kinds_by_name) for name in stage.layers]
     if any(k is None for k in out):
-        b = stage.get("bytes", {})
-        guess = "attention" if b.get("kv_reserve") else "linear_attention" if b.get("state") else "other"
+        b = stage.bytes
+        guess = "attention" if b.kv_reserve else "linear_attention" if b.state else "other"
         out = [guess if k is None else k for k in out]
     return out or ["other"]
 
@@ -111,10 +109,9 @@ def _model_kinds(doc: dict, model) -> dict[str, str]:
 _ENDS = {"embedding": "emb", "lm_head": "head"}
 
 
-def _short_range(layers: list) -> str:
+def _short_range(names: list[str]) -> str:
     """'L3-4' for layers.3 and layers.4 (with 'emb+' / '+head' for the embedding and the LM head);
     the first and last name otherwise."""
-    names = [x if isinstance(x, str) else str(x.get("name", x)) if isinstance(x, dict) else str(x) for x in layers]
     head = [n for n in names if n in _ENDS]
     body = [n for n in names if n not in _ENDS]
     if head and body:
@@ -143,7 +140,8 @@ def _short_range(layers: list) -> str:
 
 def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, racks_per_row: int | None = None,
                 title: str | None = None, show_path: bool = True) -> Axes:
-    """Draw a stage mapping (the JSON document of ``placer solve``) on its fleet.
+    """Draw a stage mapping (the JSON document of ``placer solve``, or a hand-written sketch of one:
+    its stages as :meth:`~placer.mapping.view.MappingStage.sketched` reads them) on its fleet.
 
     Racks are groups of device boxes; a used device is tinted by the layer kinds it holds (one
     band per kind, in proportion to its layers), carries a stacked bar of its memory (weights /
@@ -159,11 +157,11 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     """
     import matplotlib.pyplot as plt
 
-    devices = _fleet_devices(doc, fleet)
+    drawn = [MappingStage.sketched(st, k) for k, st in enumerate(doc.get("stages", []))]
+    devices = _fleet_devices(doc, drawn, fleet)
     kinds_by_name = _model_kinds(doc, model)
-    stages = {s["device"]: s for s in doc.get("stages", [])}
-    member_of = {m: s for s in doc.get("stages", []) for m in (s.get("group") or {}).get("devices", [])[1:]
-                 if m not in stages}
+    stages = {s.device: s for s in drawn}
+    member_of = {m: s for s in drawn for m in s.devices[1:] if m not in stages}
     racks = sorted({d[1] for d in devices})
     per_rack = max((sum(1 for d in devices if d[1] == r) for r in racks), default=1)
     n_racks = len(racks)
@@ -225,14 +223,14 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
                                    facecolor=KIND_COLORS.get(kind, KIND_COLORS["other"]), zorder=2))
             x += w
         label = ax.text(bx + box_w / 2, by + box_h - band_h / 2,
-                        f"s{stage.get('index', '?')} {_short_range(stage.get('layers', []))}{_degrees(stage)}",
+                        f"s{stage.index} {_short_range(list(stage.layers))}{_degrees(stage)}",
                         ha="center", va="center", fontsize=font, color="white", fontweight="bold", zorder=3,
                         gid=f"label:{did}")
         labels.append((label, bx, bx + box_w))
         _memory_bar(ax, stage, bx, by, box_w, box_h)
         ax.text(bx + box_w / 2, by + box_h * 0.5, did, ha="center", va="center", fontsize=font - 1,
                 color="#333", zorder=3)
-    grouped = _draw_groups(ax, doc, boxes, box_w, box_h)
+    grouped = _draw_groups(ax, drawn, boxes, box_w, box_h)
     if show_path:
         _draw_path(ax, doc, centers, stages, box_w / 2)
     _legend(ax, stages, kinds_by_name, devices, grouped, show_path, font)
@@ -241,19 +239,17 @@ def plot_layout(doc: dict, ax: Axes | None = None, *, fleet=None, model=None, ra
     return ax
 
 
-def _degrees(stage: dict) -> str:
+def _degrees(stage: MappingStage) -> str:
     """`` tp8`` / `` tp8 ep8`` for a stage on a group, nothing for one device."""
-    g = stage.get("group")
-    if not g or int(g.get("tp", 1)) <= 1:
+    if stage.tp <= 1:
         return ""
-    return f" tp{g['tp']}" + (f" ep{g['ep']}" if int(g.get("ep", 1)) > 1 else "")
+    return f" tp{stage.tp}" + (f" ep{stage.ep}" if stage.ep > 1 else "")
 
 
-def _memory_bar(ax, stage: dict, bx: float, by: float, box_w: float, box_h: float) -> None:
+def _memory_bar(ax, stage: MappingStage, bx: float, by: float, box_w: float, box_h: float) -> None:
     """The stacked memory bar (weights / KV reserve / state / activations / runtime reserve / free)
     of one device."""
-    b = stage.get("bytes", {})
-    parts = [(k, max(0, int(b.get(k) or 0))) for k in MEMORY_COLORS]
+    parts = [(k, max(0, getattr(stage.bytes, k) or 0)) for k in MEMORY_COLORS]
     total = sum(v for _, v in parts) or 1
     x = bx + 0.04
     bar_w, bar_h, bar_y = box_w - 0.08, box_h * 0.28, by + 0.06
@@ -265,13 +261,12 @@ def _memory_bar(ax, stage: dict, bx: float, by: float, box_w: float, box_h: floa
     ax.add_patch(Rectangle((bx + 0.04, bar_y), bar_w, bar_h, fill=False, lw=0.5, edgecolor="#333", zorder=3))
 
 
-def _draw_groups(ax, doc: dict, boxes: dict, box_w: float, box_h: float) -> int:
+def _draw_groups(ax, stages: list[MappingStage], boxes: dict, box_w: float, box_h: float) -> int:
     """One outline around each group stage's member boxes (per rack column they occupy; the
     degrees are on the stage's label); returns how many groups were drawn."""
     drawn = 0
-    for stage in doc.get("stages", []):
-        g = stage.get("group") or {}
-        members = [m for m in g.get("devices", []) if m in boxes]
+    for stage in stages:
+        members = [m for m in stage.devices if m in boxes]
         if len(members) < 2:
             continue
         columns: dict[float, list[float]] = {}
@@ -300,7 +295,7 @@ def _fit_labels(ax, labels, margin: float = 0.04) -> None:
 def _draw_path(ax, doc, centers, stages, half_w: float) -> None:
     route = [d for d in doc.get("route", []) if d in centers]
     if not route:
-        route = [s["device"] for s in sorted(stages.values(), key=lambda s: s.get("index", 0))]
+        route = [s.device for s in sorted(stages.values(), key=lambda s: s.index)]
     steps = []
     for a, b in zip(route, route[1:]):
         if a != b and (a, b) not in steps:

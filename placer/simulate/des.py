@@ -553,24 +553,29 @@ def simulate(instance: Instance, assignment: Sequence[int], traffic: Traffic = T
     return Simulation(instance, assignment, traffic, serving, run).run()
 
 
-def simulate_mapping(doc: dict, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
+def simulate_mapping(doc, *, model=None, hardware=None, power: str | None = None, pue: float | None = None,
                      **kw) -> SimResult:
-    """:func:`simulate` for a stage-mapping document (``placer simulate MAPPING``); ``power`` and
-    ``pue`` choose the boundary the power figures are counted at (:meth:`placer.specs.fleet.Fleet.with_power`;
-    default the fleet's). A mapping made for speculative decoding (``speculative``: draft tokens and
-    a known acceptance length) is simulated with it unless ``spec_k`` is given."""
+    """:func:`simulate` for a one-pool stage mapping (``placer simulate MAPPING``: the document or
+    its :func:`~placer.mapping.view.mapping_view`); ``power`` and ``pue`` choose the boundary the
+    power figures are counted at (:meth:`placer.specs.fleet.Fleet.with_power`; default the fleet's).
+    A mapping made for speculative decoding (``speculative``: draft tokens and a known acceptance
+    length) is simulated with it unless ``spec_k`` is given."""
     from placer.mapping import instance_from_mapping, specs_from_mapping
+    from placer.mapping.view import MappingView, mapping_view
 
-    spec = doc.get("speculative") or {}
-    if "spec_k" not in kw and spec.get("accept") is not None:
-        kw.update(spec_k=int(spec["tokens"]), spec_accept=float(spec["accept"]))
+    view = mapping_view(doc)
+    if not isinstance(view, MappingView):
+        raise InvalidSpec("<mapping>", "/pools", "a two-pool mapping: simulate it with simulate_pooled")
+    spec = view.speculative
+    if "spec_k" not in kw and spec is not None and spec.accept is not None:
+        kw.update(spec_k=spec.tokens, spec_accept=float(spec.accept))
 
     if power is not None or pue is not None:
-        m, fleet, _wl = specs_from_mapping(doc, model=model, hardware=hardware)
+        m, fleet, _wl = specs_from_mapping(view.doc, model=model, hardware=hardware)
         model, hardware = m, fleet.with_power(power or fleet.power_boundary, pue)
-    _m, _f, _wl, inst = instance_from_mapping(doc, model=model, hardware=hardware)
-    route = doc.get("route")
-    if not isinstance(route, list) or len(route) != inst.n_nodes:
+    _m, _f, _wl, inst = instance_from_mapping(view.doc, model=model, hardware=hardware)
+    route = view.route
+    if len(route) != inst.n_nodes:
         raise InvalidSpec("<mapping>", "route", f"expected {inst.n_nodes} devices, one per node")
     index = inst.device_index
     unknown = [d for d in route if d not in index]

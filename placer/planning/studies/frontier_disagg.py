@@ -44,7 +44,7 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
     fleet, and ``prefill_fleet`` when it is another one) and per speed of ``speeds``, the
     disaggregated plan with the most requests/s (``maximize_rate``). ``req`` carries the rest of
     what every pool is planned under (speculation, the prefix cache, a runtime's rules, degrees)."""
-    from placer.mapping.validate_pools import validate_document
+    from placer.mapping.validate import validate_mapping
 
     prompt = workload.context_tokens - output_tokens
     if prompt < 1:
@@ -74,7 +74,7 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
                     notes.append(f"{label} at {floor:,.0f} tokens/s per user: no plan found whose simulated p99 TTFT "
                                  f"meets {max_ttft_ms:,.0f} ms ({p99 / 1e3:,.0f} ms at a mean target of "
                                  f"{budget:,.0f} ms); its point is kept, off the answers")
-                problems = validate_document(dp.mapping, model=model)
+                problems = validate_mapping(dp.mapping, model=model)
                 if problems:
                     notes.append(f"{label} at {floor:,.0f} tokens/s per user: the two-pool mapping fails validation "
                                  f"({problems[0].message}); its point is kept and marked invalid")
