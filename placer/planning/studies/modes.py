@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from placer.algorithms import MODES_OF
 from placer.algorithms.deadline import interrupt_scope, interrupted
-from placer.planning.requirements import FALLBACK_METHOD, Requirements, SolverSettings
+from placer.planning.requirements import FALLBACK_METHOD, Placement, Requirements, SolverSettings
 from placer.planning.solve import build_instance, place_instance
 from placer.problem.instance import MODES
 from placer.simulate.des import simulate
@@ -48,8 +48,8 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
             break
         m = method if mode in MODES_OF.get(method, ()) else FALLBACK_METHOD[mode]
         split_only = granularity if mode == "split" else None      # the refinement applies to split mode
-        inst = build_instance(model, fleet, workload, Requirements(mode=mode, granularity=split_only), method=m)
-        res = place_instance(inst, SolverSettings(method=m, time_limit=time_limit, seed=seed), reports=False).raw
+        inst = build_instance(model, fleet, workload, Requirements(Placement(mode=mode, granularity=split_only)), method=m)
+        res = place_instance(inst, SolverSettings(method=m, time_limit=time_limit, seed=seed), reports=False).per_group
         row = dict(mode=mode, method=m, status=str(res.status), devices_used=res.devices_used, hops=res.hops,
                    hop_latency_us=res.hop_latency_us, concurrency_ceiling=res.concurrency_ceiling,
                    proven_optimal=res.proven_optimal, granularity=inst.model.granularity)

@@ -32,7 +32,7 @@ from placer.planning.budget import (
     largest_concurrency,
     plan_replicas,
 )
-from placer.planning.requirements import Requirements, SolverSettings, granularity_for
+from placer.planning.requirements import Placement, Requirements, SolverSettings, granularity_for
 from placer.planning.solve import build_instance, place_instance
 from placer.problem.instance import MODES
 from placer.problem.placement import Result, Status
@@ -160,8 +160,8 @@ class SweepSettings:
 
     def requirements(self, mode: str) -> Requirements:
         """The requirements of a point in ``mode`` (the refinement applies to split points only)."""
-        return Requirements(mode=mode, granularity=self.granularity if mode == "split" else None,
-                            constraints=self.constraints, runtime=self.runtime)
+        return Requirements(Placement(mode=mode, granularity=self.granularity if mode == "split" else None,
+                                      constraints=self.constraints, runtime=self.runtime))
 
     def solver(self) -> SolverSettings:
         return SolverSettings(method=self.method, time_limit=30.0 if self.time_limit is None else self.time_limit,
