@@ -231,7 +231,7 @@ def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
 
     monkeypatch.setattr(algorithms, "place", place_then_ctrl_c)   # the planners' one placement step calls it
     model = load_model("kimi-k3")
-    doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), method="dp",
-                                  modes=("contiguous", "free"), output_tokens=2)
+    doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), Requirements(),
+                                  SolverSettings(method="dp"), modes=("contiguous", "free"), output_tokens=2)
     assert calls == ["contiguous"] and doc["interrupted"] is True
     assert [r["mode"] for r in doc["rows"]] == ["contiguous"] and doc["rows"][0]["devices_used"] == 70

@@ -126,7 +126,7 @@ def test_the_mode_comparison_uses_the_split_default():
     from placer.planning.studies.modes import compare_modes
 
     m, fleet, wl = _specs()
-    doc = compare_modes(m, fleet, wl, modes=("split",), method="dp", output_tokens=2)
+    doc = compare_modes(m, fleet, wl, Requirements(), SolverSettings(method="dp"), modes=("split",), output_tokens=2)
     assert doc["rows"][0]["granularity"] == SPLIT_GRANULARITY == "shards:4"
 
 

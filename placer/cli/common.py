@@ -353,7 +353,7 @@ def stderr_is_terminal() -> bool:
 
 
 def backend_options(f):
-    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.sweep.run_tasks`)."""
+    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.tasks.run_tasks`)."""
     f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
                      help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
     return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)

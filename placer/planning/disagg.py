@@ -267,10 +267,8 @@ def _layouts(model, fleet, workload, req: Requirements, decode: bool = False):
     ``req.placement.attention_dp`` says) in the decode pool only (a prefill replica's ranks would each
     prefill their own prompts, which the prefill model does not price)."""
     p = req.placement
-    found = device_layouts(model, fleet, degrees=p.degrees, ep=p.expert_parallel, mode=req.mode_for("cpsat"),
-                           workload=workload, attention_dp=p.attention_dp if decode else False)
-    found.require_some(model)
-    return found.every()
+    return device_layouts(model, fleet, degrees=p.degrees, ep=p.expert_parallel, mode=req.mode_for("cpsat"),
+                          workload=workload, attention_dp=p.attention_dp if decode else False).require_some(model).every()
 
 
 # ----------------------------------------------------------------------------- the ratio

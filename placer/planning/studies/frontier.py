@@ -29,7 +29,7 @@ from placer.planning.layouts import device_layouts, layout_label
 from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import build_instance, check_accept, place_instance
 from placer.planning.speed import ttft_within
-from placer.planning.studies.sweep import check_backend, run_tasks
+from placer.planning.studies.tasks import check_backend, run_tasks
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -133,7 +133,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     they say otherwise. ``grid``: what is swept (:class:`FrontierGrid`). ``jobs`` worker processes
     simulate the points (default: the machine's cores; 1 runs them in this process), or with
     ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
-    :func:`placer.planning.studies.sweep.run_tasks`); ``progress(done, total)`` is called after
+    :func:`placer.planning.studies.tasks.run_tasks`); ``progress(done, total)`` is called after
     each point.
     """
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
