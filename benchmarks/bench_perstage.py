@@ -57,7 +57,8 @@ def main(argv=None) -> int:
         print(f"{'plan':<16} {'GPUs':>5} {'bound':>5} {'gap':>6} {'stages':>6} {'ceiling':>7} {'hop us':>6} "
               f"{'proven':>6} {'degrees':<14} {'s':>6}")
         t0 = time.perf_counter()
-        s = solve_per_stage(model, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4, 8])), SolverSettings(time_limit=args.time_limit, threads=args.threads))
+        s = solve_per_stage(model, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4, 8])),
+                            SolverSettings(time_limit=args.time_limit, threads=args.threads))
         dt = time.perf_counter() - t0
         degrees = "-" if s.mapping is None else ",".join(str(st.get("group", {}).get("tp", 1))
                                                          for st in s.mapping["stages"])

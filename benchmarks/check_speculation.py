@@ -65,7 +65,9 @@ def run(check: dict) -> list[dict]:
     wl = workload_for(model, context=check["isl"] + check["osl"], concurrency=top, weight_bits=check["weight_bits"],
                       kv_bits=check["kv_bits"])
     draft = None if check["draft"] is None else model_from_dict(check["draft"], source=check["draft"]["source"])
-    req = Requirements(placement=Placement(degrees=(8,), expert_parallel=False), speculation=SpecDecoding(tokens=check["k"], method=check["method"], draft_model=draft, accept=check["accept"]))
+    req = Requirements(placement=Placement(degrees=(8,), expert_parallel=False),
+                       speculation=SpecDecoding(tokens=check["k"], method=check["method"], draft_model=draft,
+                                                accept=check["accept"]))
     p = plan(model, fleet, wl, req, SolverSettings(method="dp"))
     if not p.feasible or p.result.devices_used != 8:
         raise SystemExit(f"error: {check['id']}: expected one group of 8, got {p.message or p.result.devices_used}")

@@ -18,7 +18,8 @@ hardware = sys.argv[2] if len(sys.argv) > 2 else "wse-3t"
 model = load_model(model_name)
 rows = [("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("dp", "contiguous"),
         ("cpsat", "contiguous")]
-doc = compare(model, load_fleet(hardware), workload_for(model), Requirements(), SolverSettings(time_limit=10, threads=2), rows=rows)
+doc = compare(model, load_fleet(hardware), workload_for(model), Requirements(),
+              SolverSettings(time_limit=10, threads=2), rows=rows)
 print(f"{'method':<10} {'mode':<11} {'devices':>7} {'bound':>6}  proven")
 for row in doc["rows"]:
     print(f"{row['method']:<10} {row['mode']:<11} {row['devices_used']:>7} {row['lower_bound_devices']:>6}  "

@@ -16,5 +16,6 @@ hardware = sys.argv[2] if len(sys.argv) > 2 else "h100"
 fmt = sys.argv[3] if len(sys.argv) > 3 else "vllm"
 model = load_model(model_name)
 fleet = load_fleet(hardware)
-p = plan(model, fleet, workload_for(model), Requirements(placement=Placement(mode="contiguous")), SolverSettings(time_limit=10))
+p = plan(model, fleet, workload_for(model), Requirements(placement=Placement(mode="contiguous")),
+         SolverSettings(time_limit=10))
 print(export_mapping(p.mapping, fmt, model=model, fleet=fleet).text)

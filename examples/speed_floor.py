@@ -24,7 +24,8 @@ floor = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
 concurrency = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 model = load_model("llama-3.1-70b")
 workload = workload_for(model).replace(context_tokens=8192, concurrency=concurrency)
-p = plan(model, load_fleet("h100"), workload, Requirements(placement=Placement(constraints=()), targets=Targets(min_user_tps=floor)),
+p = plan(model, load_fleet("h100"), workload,
+         Requirements(placement=Placement(constraints=()), targets=Targets(min_user_tps=floor)),
          SolverSettings(method="dp", time_limit=10))
 print(p.message)
 if p.feasible:

@@ -89,7 +89,8 @@ def test_uneven_requests_put_the_extra_ones_on_the_heaviest_rank(v3_1024):
 def dp_plan():
     """DeepSeek-V3 at 256 live requests of 128k on 5 nodes of 8 H200, attention-DP at tp 8."""
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
-    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))), SolverSettings(method="dp"))
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
+             SolverSettings(method="dp"))
     return m, fleet, p
 
 
@@ -163,7 +164,8 @@ def test_deepseek_v3_1024_requests_of_128k_on_1024_h200():
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=128, concurrency=1024, context="128k")
     assert len(fleet.available) == 1024
     solver = SolverSettings(method="dp")
-    with_dp = plan(m, fleet, wl, Requirements(placement=Placement(degrees=(8,))), solver)        # attention_dp None: tried
+    with_dp = plan(m, fleet, wl, Requirements(placement=Placement(degrees=(8,))),
+                   solver)        # attention_dp None: tried
     assert with_dp.feasible and with_dp.instance.attention_dp
     assert with_dp.devices == 104 and with_dp.result.devices_proven
     assert with_dp.result.concurrency_ceiling >= 1024
@@ -264,7 +266,8 @@ def test_simulating_the_mapping_reports_the_group(dp_plan):
 
 def test_an_infeasible_attention_dp_plan_says_what_fits_in_live_requests_of_the_group():
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=1, concurrency=1024, context="128k")
-    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))), SolverSettings(method="dp"))
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
+             SolverSettings(method="dp"))
     assert not p.feasible
     # one group holds every layer: a rank keeps all weights but 7/8 of the routed experts and
     # floor(free / (61 x KV)) = 2 requests, so the group holds 16
@@ -319,7 +322,8 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
     from placer.simulate.data_parallel import for_group
 
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=2, concurrency=40, context=4096)
-    req = Requirements(placement=Placement(degrees=(8,), attention_dp=True), targets=Targets(min_user_tps=5.0, output_tokens=4))
+    req = Requirements(placement=Placement(degrees=(8,), attention_dp=True),
+                       targets=Targets(min_user_tps=5.0, output_tokens=4))
     p = plan(m, fleet, wl, req, SolverSettings(method="dp"))
     assert p.speed is not None and p.feasible, p.message
     inst = p.instance

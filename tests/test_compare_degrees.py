@@ -90,10 +90,12 @@ def test_speeds_are_the_cost_models_closed_form_by_hand():
     m = model_from_dict(SPEC)
     wl = Workload(context_tokens=64, concurrency=2)
     fleet = _fleet(90_000)
-    doc = compare_degrees(m, fleet, wl, Requirements(placement=Placement(degrees=[2])), SolverSettings(time_limit=10, threads=1), output_tokens=8)
+    doc = compare_degrees(m, fleet, wl, Requirements(placement=Placement(degrees=[2])),
+                          SolverSettings(time_limit=10, threads=1), output_tokens=8)
     (row,) = doc["degrees"]
 
-    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2), SolverSettings(time_limit=10, threads=1))
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2),
+                            SolverSettings(time_limit=10, threads=1))
     stages = solved.mapping["stages"]
     assert row["stages"] == len(stages) and row["devices_used"] == 2 * len(stages)
     per_reduce = 2 * (5 + 128 / 2 / 2000)

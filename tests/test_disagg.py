@@ -84,7 +84,8 @@ def specs(tmp_path_factory):
 def _plan(specs, fleet, rate, ttft_ms, itl_ms, prefill):
     m = load_model(specs / "model.yaml")
     wl = workload_for(m, context=ISL)
-    req = Requirements(targets=Targets(max_ttft_ms=ttft_ms, max_itl_ms=itl_ms), pools=Pools(prefill_fleet=prefill, rate=rate, decode_tokens=OSL))
+    req = Requirements(targets=Targets(max_ttft_ms=ttft_ms, max_itl_ms=itl_ms),
+                       pools=Pools(prefill_fleet=prefill, rate=rate, decode_tokens=OSL))
     return plan(m, fleet, wl, req, SolverSettings(time_limit=10))
 
 

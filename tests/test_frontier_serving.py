@@ -49,7 +49,9 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
         # the plan for the mean target the point was made for (the TTFT target, or tighter when the
         # simulated p99 missed it)
         assert row["ttft_budget_ms"] <= TTFT_MS
-        req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]), pools=Pools(maximize_rate=True, prefill_fleet=prefill, prompt_tokens=ISL, decode_tokens=OSL))
+        req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]),
+                           pools=Pools(maximize_rate=True, prefill_fleet=prefill, prompt_tokens=ISL,
+                                       decode_tokens=OSL))
         p = plan(m, wafers, wl, req, SolverSettings(method="dp", time_limit=10))
         c = p.pools.chosen
         assert row["serving"] == "disaggregated" and row["valid"] and row["meets_ttft"]
@@ -107,7 +109,8 @@ def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path)
     m = load_model(tmp_path / "target.yaml")
     gpus = load_fleet(specs / "gpus.yaml")
     wl = workload_for(m, context=1024)
-    req = Requirements(speculation=SpecDecoding(tokens=3, method="eagle3", draft_model=load_model(tmp_path / "draft.yaml"), accept=2.5))
+    req = Requirements(speculation=SpecDecoding(tokens=3, method="eagle3",
+                                                draft_model=load_model(tmp_path / "draft.yaml"), accept=2.5))
     rep = speed_frontier(m, [gpus], wl, req, SolverSettings(method="dp", time_limit=10),
                          FrontierGrid(output_tokens=16, max_target=2), jobs=1)
     assert rep.rows
@@ -126,7 +129,8 @@ def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path)
         assert plain.per_user_tokens_per_s != pytest.approx(sim.per_user_tokens_per_s, rel=1e-6)
     with pytest.raises(InvalidSpec, match="spec_accept"):      # nothing published for this toy
         draft = load_model(tmp_path / "draft.yaml")
-        speed_frontier(m, [gpus], wl, Requirements(speculation=SpecDecoding(tokens=3, method="eagle3", draft_model=draft)),
+        speed_frontier(m, [gpus], wl,
+                       Requirements(speculation=SpecDecoding(tokens=3, method="eagle3", draft_model=draft)),
                        SolverSettings(method="dp"), FrontierGrid(max_target=1), jobs=1)
 
 
@@ -165,7 +169,9 @@ def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli
     doc = json.loads(text)
     m = load_model(specs / "model.yaml")
     p = plan(m, load_fleet(tmp_path / "mixed.yaml"), workload_for(m, context=ISL),
-             Requirements(targets=Targets(max_ttft_ms=100.0, max_itl_ms=5.0), pools=Pools(prefill_fleet="pgpu", rate=80.0, decode_tokens=OSL)), SolverSettings(time_limit=10))
+             Requirements(targets=Targets(max_ttft_ms=100.0, max_itl_ms=5.0),
+                          pools=Pools(prefill_fleet="pgpu", rate=80.0,
+                                      decode_tokens=OSL)), SolverSettings(time_limit=10))
     c = p.pools.chosen
     per = {"prefill": (c.prefill.devices, c.x), "decode": (p.pools.decode_solved.result.devices_used, c.y)}
     rows = doc["pools"]
@@ -193,7 +199,9 @@ def test_pools_of_device_groups_on_one_fleet_use_disjoint_devices(specs):
 
     m = load_model("llama-3.1-8b")
     gpus = load_fleet(specs / "gpus.yaml")
-    req = Requirements(placement=Placement(degrees=(2,)), targets=Targets(max_ttft_ms=2000.0, max_itl_ms=50.0), pools=Pools(rate=1.0, decode_tokens=OSL))
+    req = Requirements(placement=Placement(degrees=(2,)),
+                       targets=Targets(max_ttft_ms=2000.0, max_itl_ms=50.0), pools=Pools(rate=1.0,
+                                                                                         decode_tokens=OSL))
     p = plan(m, gpus, workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
     c = p.pools.chosen
     assert c is not None and c.prefill.solved.instance.tp == 2 == p.pools.decode_solved.instance.tp
@@ -225,7 +233,9 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     assert code == 0, err
     (row,) = [r for r in json.loads(out)["rows"] if r["platform"] == "pdwafers decode + pdgpus prefill"]
     m = load_model(specs / "model.yaml")
-    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]), pools=Pools(maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4), prompt_tokens=ISL, decode_tokens=OSL))
+    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]),
+                       pools=Pools(maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
+                                   prompt_tokens=ISL, decode_tokens=OSL))
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL), req,
              SolverSettings(method="dp", time_limit=10))
     assert row["devices"] == p.pools.chosen.devices and row["rate_per_s"] == pytest.approx(p.pools.chosen.rate)
@@ -245,7 +255,9 @@ def test_a_disaggregated_point_meets_the_ttft_by_its_simulated_p99(specs):
     m = load_model(specs / "model.yaml")
     wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml", racks=4)
     wl = workload_for(m, context=ISL + OSL)
-    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=TTFT_MS), pools=Pools(maximize_rate=True, prefill_fleet=gpus, prompt_tokens=ISL, decode_tokens=OSL))
+    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=TTFT_MS),
+                       pools=Pools(maximize_rate=True, prefill_fleet=gpus, prompt_tokens=ISL,
+                                   decode_tokens=OSL))
     solver = SolverSettings(method="dp", time_limit=10)
     first = plan(m, wafers, wl, req, solver).pools
     assert _simulated_p99(first, first.chosen) > TTFT_MS * 1e3

@@ -137,7 +137,8 @@ def test_infeasible_degree_counts_gpus_not_groups():
     m = load_model("llama-3.1-70b")
     wl = workload_for(m)
     fleet = _gpus(racks=1, per_rack=8, memory="1.2 GB", reserve="0")
-    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2), SolverSettings(time_limit=5, threads=1))
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2),
+                            SolverSettings(time_limit=5, threads=1))
     assert P.weight_bytes_per_rank(m.layers[1], 8192, wl, 2) == 855_670_784
     assert solved.result.status == "infeasible"
     assert solved.result.lower_bound_devices == 164
@@ -147,7 +148,8 @@ def test_infeasible_degree_counts_gpus_not_groups():
     assert "82 nodes on 8 GPUs (4 groups of 2) available" in e.text()
     assert e.culprits[0].startswith("at least 164 GPUs (82 groups of 2) are needed (")
     # degree 1 keeps counting devices: whole layers of 1,711,341,568 B, no two on a 2.4 GB GPU
-    one = place_instance(build_instance(m, _gpus(racks=1, per_rack=8, memory="2.4 GB", reserve="0"), wl, Requirements(), tp=1), SolverSettings(time_limit=5, threads=1))
+    one = place_instance(build_instance(m, _gpus(racks=1, per_rack=8, memory="2.4 GB", reserve="0"), wl,
+                                        Requirements(), tp=1), SolverSettings(time_limit=5, threads=1))
     assert one.result.message.startswith("at least 82 devices are needed (")
     assert one.result.message.endswith("; the fleet has 8 available")
 
@@ -157,7 +159,8 @@ def test_llama_70b_h100_128k_32_per_gpu_bytes(tp):
     m = load_model("llama-3.1-70b")
     fleet = load_fleet("h100")
     wl = workload_for(m, context="128k", concurrency=32)
-    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=tp), SolverSettings(time_limit=20, threads=1))
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=tp),
+                            SolverSettings(time_limit=20, threads=1))
     doc, r = solved.mapping, solved.result
     assert validate_mapping(doc, model=m, fleet=fleet) == []
     assert doc["parallel"] == {"tp": tp, "ep": 1, "reserve": None}
@@ -182,7 +185,8 @@ def test_validator_recomputes_per_rank_bytes_and_groups():
     m = load_model("llama-3.1-70b")
     fleet = _gpus(racks=2, per_rack=8)
     wl = workload_for(m, context="8k", concurrency=4)
-    good = place_instance(build_instance(m, fleet, wl, Requirements(), tp=8), SolverSettings(time_limit=10, threads=1)).mapping
+    good = place_instance(build_instance(m, fleet, wl, Requirements(), tp=8),
+                          SolverSettings(time_limit=10, threads=1)).mapping
     assert validate_mapping(good, model=m, fleet=fleet) == []
     bad = copy.deepcopy(good)
     bad["stages"][0]["bytes"]["weights"] += 1
@@ -208,7 +212,8 @@ def test_ep_mapping_validates_and_differs_from_tensor_split_when_experts_do_not_
     m = model_from_dict(spec)
     fleet = _gpus(racks=1, per_rack=8, memory="1 MB")
     wl = Workload(context_tokens=64, concurrency=2)
-    ep = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4, ep=True), SolverSettings(time_limit=5, threads=1))
+    ep = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4, ep=True),
+                        SolverSettings(time_limit=5, threads=1))
     split = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4), SolverSettings(time_limit=5, threads=1))
     assert validate_mapping(ep.mapping, model=m, fleet=fleet) == []
     assert validate_mapping(split.mapping, model=m, fleet=fleet) == []
@@ -232,7 +237,9 @@ def test_ep_all_to_all_moves_the_width_the_experts_receive():
     m = model_from_dict(spec)
     fleet = fleet_from_dict({"name": "gpus", "device": {"memory": "1 GB", "kind": "gpu", "memory_bandwidth": 1e12},
                              "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2}})
-    solved = place_instance(build_instance(m, fleet, Workload(context_tokens=64, concurrency=2), Requirements(), tp=4, ep=True), SolverSettings(time_limit=5, threads=1))
+    solved = place_instance(build_instance(m, fleet, Workload(context_tokens=64, concurrency=2),
+                                           Requirements(), tp=4, ep=True), SolverSettings(time_limit=5,
+                                                                                          threads=1))
     (seg,) = segments_of(solved.instance, solved.result.assignment)     # the whole toy fits one group
     ar, latent, plain = seg.collectives
     assert (ar.kind, ar.count, ar.bytes_per_token) == ("all_reduce", 4 + 1, 128)
@@ -307,7 +314,8 @@ def _llama_tp8():
     m = load_model("llama-3.1-70b")
     fleet = load_fleet("h100")
     wl = workload_for(m, context="128k", concurrency=32)
-    return m, fleet, place_instance(build_instance(m, fleet, wl, Requirements(), tp=8), SolverSettings(time_limit=20, threads=1))
+    return m, fleet, place_instance(build_instance(m, fleet, wl, Requirements(), tp=8),
+                                    SolverSettings(time_limit=20, threads=1))
 
 
 def test_exports_state_the_degrees():
@@ -327,7 +335,8 @@ def test_ep_exports_enable_expert_parallel():
 
     m = load_model("qwen3-235b")
     fleet = load_fleet("h200", racks=8)
-    solved = place_instance(build_instance(m, fleet, workload_for(m), Requirements(), tp=8, ep=True), SolverSettings(time_limit=20, threads=1))
+    solved = place_instance(build_instance(m, fleet, workload_for(m), Requirements(), tp=8, ep=True),
+                            SolverSettings(time_limit=20, threads=1))
     doc = solved.mapping
     assert validate_mapping(doc, model=m, fleet=fleet) == []
     text = export_mapping(doc, "vllm").text

@@ -129,7 +129,8 @@ def test_ctrl_c_in_compare_keeps_the_rows_so_far():
         if (method, mode) == ("cpsat", "free"):
             raise KeyboardInterrupt
 
-    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1), progress=progress)
+    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1),
+                  progress=progress)
     assert doc["interrupted"] is True
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1] == [
         ("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("pathwalk", "contiguous"),
@@ -155,7 +156,8 @@ def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
         if (method, mode) == ("cpsat", "free"):
             note_interrupt()
 
-    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1), progress=progress)
+    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1),
+                  progress=progress)
     assert doc["interrupted"] is True
     assert started[-1] == ("cpsat", "free") and len(started) == 7
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1]

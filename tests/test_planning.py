@@ -57,9 +57,12 @@ def test_attention_per_stage_by_brute_force():
 @pytest.mark.parametrize("floor", [None, 1.0])
 def test_the_requirement_reaches_the_solve_and_the_speed_floor(floor):
     m, fleet, wl = _specs()
-    free = plan(m, fleet, wl, Requirements(targets=Targets(min_user_tps=floor)), SolverSettings(time_limit=5, threads=1))
+    free = plan(m, fleet, wl, Requirements(targets=Targets(min_user_tps=floor)),
+                SolverSettings(time_limit=5, threads=1))
     assert free.feasible and free.devices == 2
-    bound = plan(m, fleet, wl, Requirements(placement=Placement(constraints=("attention-per-stage",)), targets=Targets(min_user_tps=floor)),
+    bound = plan(m, fleet, wl,
+                 Requirements(placement=Placement(constraints=("attention-per-stage",)),
+                              targets=Targets(min_user_tps=floor)),
                  SolverSettings(time_limit=5, threads=1))
     assert not bound.feasible and bound.devices is None
     assert (bound.speed is not None) == bool(floor)      # the speed floor's plan, else the degree search's
@@ -195,13 +198,17 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     model = load_model("llama-3.1-8b")
     fleet = load_fleet("h100")
     wl = workload_for(model).replace(context_tokens=2048, concurrency=4)
-    loose = plan(model, fleet, wl, Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
+    loose = plan(model, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
     held = loose.speed.chosen.shape.held
     inst, assignment = loose.instance, loose.result.assignment
     ttft = {n: simulate(inst, assignment, requests=n, max_live=n, output_tokens=16).ttft_p99_us for n in (2, 3)}
     target_ms = (ttft[2] + ttft[3]) / 2 / 1e3          # between the TTFT at 2 and at 3 live requests
     assert ttft[2] < ttft[3] and held > 2
-    tight = plan(model, fleet, wl, Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=1.0, max_ttft_ms=target_ms)),
+    tight = plan(model, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0, max_ttft_ms=target_ms)),
                  SolverSettings(method="dp"))
     shape = next(s for s in tight.speed.shapes if s.solved.per_group.assignment == loose.result.assignment)
     assert shape.held == 2

@@ -235,7 +235,8 @@ def test_a_draft_model_is_placed_with_the_head_and_exported(tmp_path):
 
     fleet = load_fleet("h100")
     wl = Workload(concurrency=4, context_tokens=2048)
-    req = Requirements(placement=Placement(degrees=(1,)), speculation=SpecDecoding(tokens=4, method="eagle3", draft_model=draft))
+    req = Requirements(placement=Placement(degrees=(1,)),
+                       speculation=SpecDecoding(tokens=4, method="eagle3", draft_model=draft))
     planned = plan(target, fleet, wl, req, SolverSettings(method="dp"))
     doc = planned.mapping
     assert doc["speculative"]["draft"]["name"] == "tiny-draft"
@@ -264,7 +265,8 @@ def test_the_draft_weights_and_kv_are_counted_on_the_last_stage(tmp_path):
     target = load_model("llama-3.1-8b")
     fleet = load_fleet("h100")
     wl = Workload(concurrency=4, context_tokens=2048)
-    base = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,))), SolverSettings(method="dp")).mapping
+    base = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,))),
+                SolverSettings(method="dp")).mapping
     with_d = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,)), speculation=SpecDecoding(tokens=2, method="draft_model", draft_model=draft, accept=2.0)), SolverSettings(method="dp"))
     doc = with_d.mapping
     assert len(doc["stages"]) == len(base["stages"]) == 1
@@ -318,7 +320,8 @@ def test_solve_and_export_from_the_command_line(run_cli, tmp_path):
 def test_split_plan_places_every_drafter_shard_with_the_head():
     model = load_model(DEEPSEEK, mtp=True)
     wl = Workload(concurrency=4, context_tokens=8192, weight_bits=8)
-    planned = plan(model, load_fleet("wse-3t"), wl, Requirements(placement=Placement(mode="split"), speculation=SpecDecoding(tokens=1)),
+    planned = plan(model, load_fleet("wse-3t"), wl,
+                   Requirements(placement=Placement(mode="split"), speculation=SpecDecoding(tokens=1)),
                    SolverSettings(method="dp"))
     doc = planned.mapping
     assert len(doc["stages"]) > 1 and validate_mapping(doc) == []
@@ -371,7 +374,9 @@ def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
     draft_path = tmp_path / "draft.yaml"
     draft_path.write_text(DRAFT)
     target = load_model("llama-3.1-8b")
-    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=10), speculation=SpecDecoding(tokens=4, method="eagle3", draft_model=load_model(draft_path)))
+    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=10),
+                       speculation=SpecDecoding(tokens=4, method="eagle3",
+                                                draft_model=load_model(draft_path)))
     planned = plan(target, load_fleet("h100"), Workload(concurrency=4, context_tokens=2048), req,
                    SolverSettings(method="dp"))
     sim = planned.simulation
@@ -441,11 +446,17 @@ def test_a_floor_only_drafts_reach_is_planned_with_them(tmp_path):
     draft_path.write_text(DRAFT)
     target = load_model("llama-3.1-8b")
     fleet, wl = load_fleet("h100"), Workload(concurrency=2, context_tokens=2048)
-    plain = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
+    plain = plan(target, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
     floor = 1.3 * plain.speed.fastest.alone_tokens_per_s
-    none = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=floor)), SolverSettings(method="dp"))
+    none = plan(target, fleet, wl,
+                Requirements(placement=Placement(degrees=(1,)),
+                             targets=Targets(min_user_tps=floor)), SolverSettings(method="dp"))
     assert not none.feasible and "cannot be met" in none.message
-    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=floor), speculation=SpecDecoding(tokens=4, method="eagle3", draft_model=load_model(draft_path)))
+    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=floor),
+                       speculation=SpecDecoding(tokens=4, method="eagle3",
+                                                draft_model=load_model(draft_path)))
     spec = plan(target, fleet, wl, req, SolverSettings(method="dp"))
     assert spec.feasible, spec.message
     assert spec.simulation.spec_k == 4 and spec.simulation.per_user_tokens_per_s >= floor

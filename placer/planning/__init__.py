@@ -28,5 +28,6 @@ from placer.planning.planner import Plan, plan
 from placer.planning.requirements import Placement, Pools, Requirements, SolverSettings, SpecDecoding, Targets
 from placer.planning.solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
 
-__all__ = ["plan", "Plan", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings", "Solved", "DegreeSearch", "Layouts",
+__all__ = ["plan", "Plan", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
+           "Solved", "DegreeSearch", "Layouts",
            "device_layouts", "build_instance", "place_instance", "search_layouts"]

@@ -528,7 +528,8 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
             if _fits_pair(pf, df, p, c.x, d, c.y):
                 cands.append(c)
     key = ((lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices))
-           if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us, -c.decode.held)))
+           if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us,
+                                                               -c.decode.held)))
     chosen = min(cands, key=key) if cands else None
     plan = DisaggPlan(chosen, cands, pre, dec, link, nbytes, isl, osl, targets.max_ttft_ms, 1e3 / floor, rate,
                       concurrency, pf, df, same, budget)

@@ -1,6 +1,13 @@
 """What a user asks of a plan (:class:`Requirements`) and how to solve it (:class:`SolverSettings`).
 
-Both are frozen and checked when made: a combination no planner can honour is refused here, once,
+A :class:`Requirements` has four parts, each its own frozen type so a reader sees which fields go
+together: :class:`Placement` (how a replica is laid out), :class:`Targets` (speed floor, TTFT,
+objectives), :class:`SpecDecoding` (speculative decoding) and :class:`Pools` (a disaggregated
+prefill and decode pool)::
+
+    Requirements(placement=Placement(mode="contiguous", degrees=(8,)), targets=Targets(min_user_tps=20))
+
+All are frozen and checked when made: a combination no planner can honour is refused here, once,
 with the field it is about (the command line names the flag that sets the field), instead of in
 each entry point. This module is also the one home of the planners' defaults.
 """
@@ -20,7 +27,8 @@ if TYPE_CHECKING:
     from placer.specs.fleet import Fleet
     from placer.specs.model import LayerGraph
 
-__all__ = ["Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings", "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
+__all__ = ["Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
+           "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
            "FALLBACK_METHOD", "SPEED_OBJECTIVES", "granularity_for", "floor_from"]
 
 # ----------------------------------------------------------------------------- defaults (one home)
@@ -196,7 +204,8 @@ class Targets:
             raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
         c = self.cached_prompt_tokens
         if not isinstance(c, int) or isinstance(c, bool) or c < 0:
-            raise InvalidSpec(ARGUMENT, "cached_prompt_tokens", "prompt tokens found in the prefix cache: an integer >= 0")
+            raise InvalidSpec(ARGUMENT, "cached_prompt_tokens",
+                              "prompt tokens found in the prefix cache: an integer >= 0")
         if self.objective is not None:
             from placer.algorithms.registry import parse_objective
 
@@ -257,7 +266,8 @@ class SpecDecoding:
         if self.method is not None and self.method not in SPEC_METHODS:
             raise InvalidSpec(ARGUMENT, "spec_method", f"must be one of {', '.join(SPEC_METHODS)}")
         if self.accept is not None and not (isinstance(self.accept, (int, float)) and 1.0 <= self.accept <= k + 1):
-            raise InvalidSpec(ARGUMENT, "spec_accept", f"an acceptance length is between 1 and spec_tokens + 1 = {k + 1}")
+            raise InvalidSpec(ARGUMENT, "spec_accept",
+                              f"an acceptance length is between 1 and spec_tokens + 1 = {k + 1}")
 
     def to_dict(self) -> dict:
         return dict(tokens=self.tokens, method=self.method, accept=self.accept,

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from placer.algorithms.search import largest_true
 from placer.planning.layouts import device_layouts, has_experts, layout_label
-from placer.planning.requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
+from placer.planning.requirements import Requirements, SolverSettings, floor_from
 from placer.planning.solve import Solved, build_instance, place_instance
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
@@ -43,10 +43,8 @@ from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
 
-__all__ = ["OBJECTIVES", "Shape", "Candidate", "SpeedPlan", "concurrency_at_speed",
+__all__ = ["Shape", "Candidate", "SpeedPlan", "concurrency_at_speed",
            "speed_search", "floor_from", "layouts", "has_experts"]
-
-OBJECTIVES = SPEED_OBJECTIVES
 
 
 def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = None, mode: str = "contiguous",

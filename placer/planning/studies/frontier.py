@@ -233,7 +233,7 @@ def _frontier_requirements(requirements: Requirements) -> Requirements:
     loads; :attr:`FrontierGrid.disagg` adds the disaggregated points)."""
     if requirements.targets.has_speed_floor or requirements.pools is not None:
         raise InvalidSpec(ARGUMENT, "requirements", "a frontier sweeps the loads: no speed floor or disaggregation "
-                                                    "in its requirements (disagg=True adds those points)")
+                                                    "in its requirements (FrontierGrid(disagg=True) adds those points)")
     if requirements.placement.mode is not None:
         return requirements
     return requirements.replace(placement=requirements.placement.replace(mode="contiguous"))

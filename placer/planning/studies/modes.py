@@ -57,7 +57,8 @@ def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSett
             break
         m = method if mode in MODES_OF.get(method, ()) else FALLBACK_METHOD[mode]
         # the refinement applies to split mode
-        placement = req.placement.replace(mode=mode, granularity=req.placement.granularity if mode == "split" else None)
+        placement = req.placement.replace(mode=mode,
+                                          granularity=req.placement.granularity if mode == "split" else None)
         inst = build_instance(model, fleet, workload, req.replace(placement=placement), method=m)
         res = place_instance(inst, solver.replace(method=m), reports=False).per_group
         row = dict(mode=mode, method=m, status=str(res.status), devices_used=res.devices_used, hops=res.hops,
