@@ -24,7 +24,7 @@ import re
 import subprocess
 import time
 
-from placer.planning import Requirements, SolverSettings, plan
+from placer.planning import Pools, Requirements, SolverSettings, Targets, plan
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model
 from placer.specs.workload import workload_for
@@ -37,8 +37,8 @@ def placer_row(args) -> dict:
     model = load_model(args.model)
     fleet = load_fleet(args.hardware, racks=args.racks)
     wl = workload_for(model, context=args.isl)
-    req = Requirements(disagg=True, maximize_rate=True, max_ttft_ms=args.ttft_ms, max_itl_ms=args.tpot_ms,
-                       prompt_tokens=args.isl, decode_tokens=args.osl)
+    req = Requirements(targets=Targets(max_ttft_ms=args.ttft_ms, max_itl_ms=args.tpot_ms),
+                       pools=Pools(maximize_rate=True, prompt_tokens=args.isl, decode_tokens=args.osl))
     t0 = time.perf_counter()
     p = plan(model, fleet, wl, req, SolverSettings(time_limit=args.time_limit, threads=args.threads))
     seconds = time.perf_counter() - t0

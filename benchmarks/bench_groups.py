@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from placer.planning.studies.compare import solve
+from placer.planning import Requirements, SolverSettings, build_instance, place_instance
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model
 from placer.specs.workload import workload_for
@@ -40,10 +40,11 @@ def main(argv=None) -> int:
         for ep in (False, True):
             for tp in args.degrees:
                 t0 = time.perf_counter()
-                solved = solve(model, fleet, wl, tp=tp, ep=ep, time_limit=args.time_limit, threads=args.threads)
+                solved = place_instance(build_instance(model, fleet, wl, Requirements(), tp=tp, ep=ep),
+                                        SolverSettings(time_limit=args.time_limit, threads=args.threads))
                 dt = time.perf_counter() - t0
                 r = solved.result
-                stages = r.stats.get("groups_used", r.devices_used)
+                stages = "-" if solved.stages is None else solved.stages
                 print(f"{name:<12} {tp:>3} {'yes' if ep else 'no':>3} {str(r.devices_used):>5} "
                       f"{str(r.lower_bound_devices):>5} {str(stages):>6} {str(r.concurrency_ceiling):>7} "
                       f"{'-' if r.hop_latency_us is None else f'{r.hop_latency_us:g}':>7} "

@@ -18,8 +18,8 @@ import argparse
 import time
 from pathlib import Path
 
+from placer.planning import Placement, Requirements, SolverSettings, Targets, search_layouts
 from placer.planning.stage_degrees import solve_per_stage
-from placer.planning.studies.compare import solve_degrees
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model
 from placer.specs.workload import workload_for
@@ -57,7 +57,8 @@ def main(argv=None) -> int:
         print(f"{'plan':<16} {'GPUs':>5} {'bound':>5} {'gap':>6} {'stages':>6} {'ceiling':>7} {'hop us':>6} "
               f"{'proven':>6} {'degrees':<14} {'s':>6}")
         t0 = time.perf_counter()
-        s = solve_per_stage(model, fleet, wl, degrees=[1, 2, 4, 8], time_limit=args.time_limit, threads=args.threads)
+        s = solve_per_stage(model, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4, 8])),
+                            SolverSettings(time_limit=args.time_limit, threads=args.threads))
         dt = time.perf_counter() - t0
         degrees = "-" if s.mapping is None else ",".join(str(st.get("group", {}).get("tp", 1))
                                                          for st in s.mapping["stages"])
@@ -65,10 +66,12 @@ def main(argv=None) -> int:
               flush=True)
         for g in (1, 2, 4, 8):
             t0 = time.perf_counter()
-            search = solve_degrees(model, fleet, wl, degrees=[g], time_limit=args.time_limit, threads=args.threads)
+            req = Requirements(placement=Placement(degrees=[g], attention_dp=False), targets=Targets(objective="lex"))
+            search = search_layouts(model, fleet, wl, req, SolverSettings(time_limit=args.time_limit,
+                                                                          threads=args.threads))
             dt = time.perf_counter() - t0
             r = search.best.result
-            stages = "-" if not r.feasible else r.stats.get("groups_used", r.devices_used)
+            stages = "-" if not r.feasible else search.best.stages
             print(_row(f"uniform tp {g}", r, "-" if not r.feasible else f"{g} x {stages}", dt, stages), flush=True)
     return 0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from placer import Requirements, SolverSettings, load_fleet, load_model, workload_for  # noqa: E402
+from placer import Placement, Requirements, SolverSettings, load_fleet, load_model, workload_for  # noqa: E402
 from placer.planning.disagg import prefill_times  # noqa: E402
 from placer.planning.solve import build_instance, place_instance  # noqa: E402
 
@@ -37,12 +37,12 @@ def rows() -> list[dict]:
     wl = workload_for(model, context=PROMPT, weight_bits=8, kv_bits=16, concurrency=4, micro_batch=PROMPT)
     out = []
     for ep in (False, True):
-        inst = build_instance(model, fleet, wl, Requirements(mode="contiguous"), tp=8, ep=ep)
+        inst = build_instance(model, fleet, wl, Requirements(placement=Placement(mode="contiguous")), tp=8, ep=ep)
         solved = place_instance(inst, SolverSettings(method="dp"), reports=False, keep_interrupted=False)
         if not solved.result.feasible:
             continue
         alone_us, interval_us = prefill_times(solved, PROMPT, PROMPT)
-        nodes = solved.raw.devices_used
+        nodes = solved.stages
         rate = PROMPT / (interval_us / 1e6) / nodes
         out.append(dict(layout="tp 8 ep" if ep else "tp 8", nodes=nodes, alone_us=alone_us, interval_us=interval_us,
                         tokens_per_s_per_node=rate, error=rate / MEASURED))

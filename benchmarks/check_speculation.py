@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from placer import Requirements, SolverSettings, load_fleet, plan  # noqa: E402
+from placer import Placement, Requirements, SolverSettings, SpecDecoding, load_fleet, plan  # noqa: E402
 from placer.planning.speed import _simulate  # noqa: E402
 from placer.specs.model import load_model, model_from_dict  # noqa: E402
 from placer.specs.workload import workload_for  # noqa: E402
@@ -65,16 +65,17 @@ def run(check: dict) -> list[dict]:
     wl = workload_for(model, context=check["isl"] + check["osl"], concurrency=top, weight_bits=check["weight_bits"],
                       kv_bits=check["kv_bits"])
     draft = None if check["draft"] is None else model_from_dict(check["draft"], source=check["draft"]["source"])
-    req = Requirements(degrees=(8,), expert_parallel=False, spec_tokens=check["k"], spec_method=check["method"],
-                       draft_model=draft, spec_accept=check["accept"])
+    req = Requirements(placement=Placement(degrees=(8,), expert_parallel=False),
+                       speculation=SpecDecoding(tokens=check["k"], method=check["method"], draft_model=draft,
+                                                accept=check["accept"]))
     p = plan(model, fleet, wl, req, SolverSettings(method="dp"))
     if not p.feasible or p.result.devices_used != 8:
         raise SystemExit(f"error: {check['id']}: expected one group of 8, got {p.message or p.result.devices_used}")
     rows = []
     for b in check["batches"]:
         kw = dict(decode_only=True)
-        with_spec = _simulate(p.instance, p.solved.raw.assignment, b, check["osl"], **kw)
-        without = _simulate(p.instance, p.solved.raw.assignment, b, check["osl"], spec_k=0, **kw)
+        with_spec = _simulate(p.instance, p.solved.per_group.assignment, b, check["osl"], **kw)
+        without = _simulate(p.instance, p.solved.per_group.assignment, b, check["osl"], spec_k=0, **kw)
         speed, gain = check["measured"][b]
         model_gain = with_spec.per_user_tokens_per_s / without.per_user_tokens_per_s
         rows.append(dict(id=check["id"], batch=b, k=check["k"], accept=check["accept"],

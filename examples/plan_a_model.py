@@ -9,7 +9,7 @@ OUT.json only when a path is given.
 
 import sys
 
-from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
+from placer import Placement, Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
 from placer.mapping import write_mapping
 
 model_name = sys.argv[1] if len(sys.argv) > 1 else "kimi-k3"
@@ -18,7 +18,7 @@ model = load_model(model_name)
 fleet = load_fleet(hardware)
 workload = workload_for(model)
 
-p = plan(model, fleet, workload, Requirements(mode="contiguous"), SolverSettings(time_limit=20))
+p = plan(model, fleet, workload, Requirements(placement=Placement(mode="contiguous")), SolverSettings(time_limit=20))
 r = p.result
 print(f"{model.name} on {fleet.name}: {r.devices_used} devices, {len(p.mapping['stages'])} stages, "
       f"concurrency ceiling {r.concurrency_ceiling}, hop latency {r.hop_latency_us:.1f} us")

@@ -9,13 +9,23 @@ until the floor holds for every live request.
 
 import sys
 
-from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
+from placer import (
+    Placement,
+    Requirements,
+    SolverSettings,
+    Targets,
+    load_fleet,
+    load_model,
+    plan,
+    workload_for,
+)
 
 floor = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
 concurrency = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 model = load_model("llama-3.1-70b")
 workload = workload_for(model).replace(context_tokens=8192, concurrency=concurrency)
-p = plan(model, load_fleet("h100"), workload, Requirements(min_user_tps=floor, constraints=()),
+p = plan(model, load_fleet("h100"), workload,
+         Requirements(placement=Placement(constraints=()), targets=Targets(min_user_tps=floor)),
          SolverSettings(method="dp", time_limit=10))
 print(p.message)
 if p.feasible:

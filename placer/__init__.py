@@ -2,9 +2,9 @@
 
 Public API (heavier parts load on first use)::
 
-    from placer import load_model, load_fleet, workload_for, plan, Requirements, SolverSettings
+    from placer import load_model, load_fleet, workload_for, plan, Placement, Requirements, SolverSettings
     model = load_model("kimi-k3")
-    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(mode="contiguous"))
+    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(Placement(mode="contiguous")))
     p.devices, p.proven, p.mapping["summary"]["devices_used"]
 
     # one placement on one instance, without a planner:
@@ -29,7 +29,7 @@ __all__ = [
     "Fleet", "load_fleet", "Instance", "make_instance",
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
-    "plan", "Plan", "Requirements", "SolverSettings",
+    "plan", "Plan", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
 ]
 __version__ = "0.1.0"
 
@@ -41,6 +41,10 @@ _LAZY = {
     "plan": ("placer.planning", "plan"),
     "Plan": ("placer.planning", "Plan"),
     "Requirements": ("placer.planning", "Requirements"),
+    "Placement": ("placer.planning", "Placement"),
+    "Targets": ("placer.planning", "Targets"),
+    "SpecDecoding": ("placer.planning", "SpecDecoding"),
+    "Pools": ("placer.planning", "Pools"),
     "SolverSettings": ("placer.planning", "SolverSettings"),
 }
 

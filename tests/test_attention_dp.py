@@ -24,7 +24,7 @@ from placer.export import ExportOptions, export_mapping
 from placer.mapping import check_mapping
 from placer.mapping.validate import validate_mapping
 from placer.planning.layouts import device_layouts
-from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.requirements import Placement, Requirements, SolverSettings, Targets
 from placer.problem.instance import Layout, make_instance
 from placer.simulate.cost import group_collectives
 from placer.specs.errors import InvalidSpec
@@ -89,7 +89,8 @@ def test_uneven_requests_put_the_extra_ones_on_the_heaviest_rank(v3_1024):
 def dp_plan():
     """DeepSeek-V3 at 256 live requests of 128k on 5 nodes of 8 H200, attention-DP at tp 8."""
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
-    p = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)), SolverSettings(method="dp"))
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
+             SolverSettings(method="dp"))
     return m, fleet, p
 
 
@@ -163,7 +164,8 @@ def test_deepseek_v3_1024_requests_of_128k_on_1024_h200():
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=128, concurrency=1024, context="128k")
     assert len(fleet.available) == 1024
     solver = SolverSettings(method="dp")
-    with_dp = plan(m, fleet, wl, Requirements(degrees=(8,)), solver)        # attention_dp None: tried
+    with_dp = plan(m, fleet, wl, Requirements(placement=Placement(degrees=(8,))),
+                   solver)        # attention_dp None: tried
     assert with_dp.feasible and with_dp.instance.attention_dp
     assert with_dp.devices == 104 and with_dp.result.devices_proven
     assert with_dp.result.concurrency_ceiling >= 1024
@@ -172,7 +174,7 @@ def test_deepseek_v3_1024_requests_of_128k_on_1024_h200():
     assert tried == {False: False, True: True}
     # under TP every rank keeps all 1,024 latents of a layer, more than a rank holds at any degree
     assert 1024 * KV > CAPACITY
-    without = plan(m, fleet, wl, Requirements(attention_dp=False, degrees=(8,)), solver)
+    without = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=False, degrees=(8,))), solver)
     assert not without.feasible and without.result.status == "infeasible"
 
 
@@ -182,7 +184,7 @@ def test_layouts_and_requirements_refuse_what_cannot_run():
     assert found.attention_dp == () and not found.allowed
     assert all("no MoE layers" in why for why in found.refused_by_label().values())
     with pytest.raises(InvalidSpec, match="attention_dp"):
-        Requirements(attention_dp=True, mode="split")
+        Requirements(placement=Placement(attention_dp=True, mode="split"))
 
 
 def test_solve_attention_dp_flag(run_cli):
@@ -214,7 +216,7 @@ def test_cpsat_concurrency_level_counts_live_requests_of_the_group():
     """CP-SAT maximises the rank's requests; the level reports the group's, 8 times as many, and
     its proof carries over (a rank holding k lets the group hold 8 k and no more)."""
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
-    p = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)),
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
              SolverSettings(method="cpsat", time_limit=30))
     level = {lv.name: lv for lv in p.result.levels}["concurrency"]
     hand = min(_stage_ceiling(st["layers"]) for st in p.mapping["stages"])
@@ -237,7 +239,7 @@ def test_compare_lists_attention_dp_rows_with_the_groups_throughput(monkeypatch)
     monkeypatch.setattr(placer.simulate, "simulate", recording)
     monkeypatch.setattr(placer.simulate.des, "simulate", recording)     # the group's run, simulate_group's
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
-    doc = compare_degrees(m, fleet, wl, degrees=(8,), ep=True, time_limit=20, output_tokens=4, attention_dp=True)
+    doc = compare_degrees(m, fleet, wl, Requirements(placement=Placement(degrees=(8,), expert_parallel=True, attention_dp=True)), SolverSettings(time_limit=20), output_tokens=4)
     (tp_row, dp_row) = doc["degrees"]
     assert tp_row["status"] == "infeasible" and "attention_dp" not in tp_row
     assert dp_row["attention_dp"] is True and dp_row["devices_used"] == 32 and dp_row["live_requests"] == 256
@@ -264,7 +266,8 @@ def test_simulating_the_mapping_reports_the_group(dp_plan):
 
 def test_an_infeasible_attention_dp_plan_says_what_fits_in_live_requests_of_the_group():
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=1, concurrency=1024, context="128k")
-    p = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)), SolverSettings(method="dp"))
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
+             SolverSettings(method="dp"))
     assert not p.feasible
     # one group holds every layer: a rank keeps all weights but 7/8 of the routed experts and
     # floor(free / (61 x KV)) = 2 requests, so the group holds 16
@@ -307,8 +310,8 @@ def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
 
 def test_a_runtime_without_attention_dp_is_refused_with_it():
     with pytest.raises(InvalidSpec, match="megatron has no attention data parallelism"):
-        Requirements(attention_dp=True, runtime="megatron")
-    assert Requirements(attention_dp=True, runtime="sglang").attention_dp
+        Requirements(placement=Placement(attention_dp=True, runtime="megatron"))
+    assert Requirements(placement=Placement(attention_dp=True, runtime="sglang")).placement.attention_dp
 
 
 def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
@@ -319,14 +322,15 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
     from placer.simulate.data_parallel import for_group
 
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=2, concurrency=40, context=4096)
-    req = Requirements(degrees=(8,), attention_dp=True, min_user_tps=5.0, output_tokens=4)
+    req = Requirements(placement=Placement(degrees=(8,), attention_dp=True),
+                       targets=Targets(min_user_tps=5.0, output_tokens=4))
     p = plan(m, fleet, wl, req, SolverSettings(method="dp"))
-    assert p.kind == "speed-floor" and p.feasible, p.message
+    assert p.speed is not None and p.feasible, p.message
     inst = p.instance
     assert inst.attention_dp and inst.tp == 8
     assert all(s.instance.attention_dp for s in p.speed.shapes)
     load = p.load_per_replica
-    rank = simulate(inst, p.solved.raw.assignment,
+    rank = simulate(inst, p.solved.per_group.assignment,
                     Traffic(requests=-(-load // 8), max_live=-(-load // 8), output_tokens=4))
     group = for_group(rank, inst)
     assert p.simulation.per_user_tokens_per_s == pytest.approx(group.per_user_tokens_per_s, rel=1e-12)

@@ -85,12 +85,13 @@ def floor_mapping(tmp_path_factory):
     requests than its memory holds (more would slow every user below the floor)."""
     from placer import load_fleet, load_model
     from placer.mapping import speed_floor_mapping, write_mapping
-    from placer.planning.speed import plan_for_speed
+    from placer.planning import Requirements, SolverSettings, Targets
+    from placer.planning.speed import speed_search
     from placer.specs.workload import workload_for
 
     model = load_model("llama-3.1-70b")
-    plan = plan_for_speed(model, load_fleet("h100"), workload_for(model, context="32k", concurrency=PLANNED),
-                          min_user_tps=30, method="cpsat", time_limit=10)
+    plan = speed_search(model, load_fleet("h100"), workload_for(model, context="32k", concurrency=PLANNED),
+                        Requirements(targets=Targets(min_user_tps=30)), SolverSettings(method="cpsat", time_limit=10))
     path = tmp_path_factory.mktemp("floor") / "f.json"
     write_mapping(path, speed_floor_mapping(plan))
     return path, plan

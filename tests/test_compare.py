@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from algo_instances import chain_model, fleet
 
+from placer.planning import Requirements, SolverSettings
 from placer.planning.studies.compare import compare, devices_proven, row_of
 from placer.problem.placement import Level, Result, Status
 from placer.specs.workload import Workload
@@ -28,7 +29,7 @@ def test_devices_proven_reads_the_device_level():
 def test_compare_rows_mark_proven_counts():
     """[6, 6, 6] on devices of 12: two devices, and every exact row proves it."""
     rows = compare(chain_model([6, 6, 6]), fleet(12, per_rack=3), Workload(concurrency=0, context_tokens=1),
-                   time_limit=5, threads=1)["rows"]
+                   Requirements(), SolverSettings(time_limit=5, threads=1))["rows"]
     by = {(r["method"], r["mode"]): r for r in rows}
     assert by[("cpsat", "free")]["devices_used"] == 2 and by[("cpsat", "free")]["devices_proven"]
     assert by[("dp", "contiguous")]["devices_proven"]

@@ -8,6 +8,7 @@ import json
 import pytest
 from oracle import fewest_segments
 
+from placer.planning import Placement, Requirements, SolverSettings, build_instance, place_instance
 from placer.planning.studies.compare import compare_degrees
 from placer.planning.studies.sweep import COLUMNS, Grid, SweepSettings, read_rows, run_sweep
 from placer.specs.fleet import fleet_from_dict
@@ -59,7 +60,7 @@ def test_per_degree_devices_equal_brute_force(memory_b):
     m = model_from_dict(SPEC)
     wl = Workload(context_tokens=64, concurrency=2)
     fleet = _fleet(memory_b)
-    doc = compare_degrees(m, fleet, wl, time_limit=10, threads=1, output_tokens=4)
+    doc = compare_degrees(m, fleet, wl, Requirements(), SolverSettings(time_limit=10, threads=1), output_tokens=4)
     rows = {r["tp"]: r for r in doc["degrees"]}
     assert sorted(rows) == [1, 2, 4]                      # the divisors of 4 the 8 / 2 heads allow
     act = 2 * 1 * 64 * 2                                  # two micro-batch buffers of the 64-wide activation
@@ -74,8 +75,7 @@ def test_per_degree_devices_equal_brute_force(memory_b):
 
 def test_degrees_refused_with_reason_and_ep_rows_only_for_moe():
     m = model_from_dict(SPEC)
-    doc = compare_degrees(m, _fleet(150_000), Workload(context_tokens=64, concurrency=2), degrees=[1, 3, 8],
-                          time_limit=5, threads=1, output_tokens=2)
+    doc = compare_degrees(m, _fleet(150_000), Workload(context_tokens=64, concurrency=2), Requirements(placement=Placement(degrees=[1, 3, 8])), SolverSettings(time_limit=5, threads=1), output_tokens=2)
     assert [r["tp"] for r in doc["degrees"]] == [1]
     assert {r["tp"]: r["reason"] for r in doc["refused"]} == {
         3: "layers.0: 8 attention heads do not divide by tp 3",
@@ -90,11 +90,12 @@ def test_speeds_are_the_cost_models_closed_form_by_hand():
     m = model_from_dict(SPEC)
     wl = Workload(context_tokens=64, concurrency=2)
     fleet = _fleet(90_000)
-    doc = compare_degrees(m, fleet, wl, degrees=[2], time_limit=10, threads=1, output_tokens=8)
+    doc = compare_degrees(m, fleet, wl, Requirements(placement=Placement(degrees=[2])),
+                          SolverSettings(time_limit=10, threads=1), output_tokens=8)
     (row,) = doc["degrees"]
-    from placer.planning.studies.compare import solve
 
-    solved = solve(m, fleet, wl, tp=2, time_limit=10, threads=1)
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2),
+                            SolverSettings(time_limit=10, threads=1))
     stages = solved.mapping["stages"]
     assert row["stages"] == len(stages) and row["devices_used"] == 2 * len(stages)
     per_reduce = 2 * (5 + 128 / 2 / 2000)

@@ -13,7 +13,7 @@ import pytest
 
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.planning import Requirements, SolverSettings, plan
+from placer.planning import Pools, Requirements, SolverSettings, Targets, plan
 from placer.planning.disagg import prefill_replicas_for, queue_wait_us
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import load_fleet
@@ -84,8 +84,8 @@ def specs(tmp_path_factory):
 def _plan(specs, fleet, rate, ttft_ms, itl_ms, prefill):
     m = load_model(specs / "model.yaml")
     wl = workload_for(m, context=ISL)
-    req = Requirements(disagg=True, prefill_fleet=prefill, rate=rate, max_ttft_ms=ttft_ms, max_itl_ms=itl_ms,
-                       decode_tokens=OSL)
+    req = Requirements(targets=Targets(max_ttft_ms=ttft_ms, max_itl_ms=itl_ms),
+                       pools=Pools(prefill_fleet=prefill, rate=rate, decode_tokens=OSL))
     return plan(m, fleet, wl, req, SolverSettings(time_limit=10))
 
 
@@ -132,7 +132,7 @@ def _check_candidate(p, c, rate, ttft_ms):
 
 def test_mixed_gpu_fleet_plan(mixed_plan):
     p = mixed_plan
-    assert p.kind == "disagg" and p.feasible and p.proven
+    assert p.pools is not None and p.feasible and p.proven
     c = p.pools.chosen
     # the prefill pool is on the pgpu devices, the decode pool on the dgpu ones
     assert {st["device"][:2] for st in p.mapping["pools"]["prefill"]["stages"]} <= {"r0", "r1"}
@@ -269,17 +269,22 @@ def test_prefill_replicas_closed_form():
 
 def test_requirements_refuse_incomplete_targets():
     with pytest.raises(InvalidSpec) as e:
-        Requirements(disagg=True, max_itl_ms=30)
+        Requirements(targets=Targets(max_itl_ms=30), pools=Pools())
     assert e.value.field == "max_ttft_ms"
     with pytest.raises(InvalidSpec) as e:
-        Requirements(disagg=True, max_ttft_ms=2000)
+        Requirements(targets=Targets(max_ttft_ms=2000), pools=Pools())
     assert e.value.field == "max_itl_ms"
+    # a prefill fleet is named only inside Pools, so one without disaggregation cannot be asked for;
+    # the command line refuses --prefill-hardware without --disagg (test_cli_refuses_prefill_hardware_alone)
     with pytest.raises(InvalidSpec) as e:
-        Requirements(prefill_fleet="h100")
-    assert e.value.field == "prefill_hardware"
-    with pytest.raises(InvalidSpec) as e:
-        Requirements(disagg=True, max_ttft_ms=2000, max_itl_ms=30, rate=-1.0)
+        Requirements(targets=Targets(max_ttft_ms=2000, max_itl_ms=30), pools=Pools(rate=-1.0))
     assert e.value.field == "rate"
+
+
+def test_cli_refuses_prefill_hardware_alone(specs, run_cli):
+    code, _text, err = run_cli(["solve", specs / "model.yaml", "-H", specs / "mixed.yaml", "--prefill-hardware",
+                                "pgpu", "-q"])
+    assert code == 2 and "--prefill-hardware: prefill_hardware: applies to --disagg plans" in err, err
 
 
 def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_path):

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from placer.mapping.validate import validate_mapping
-from placer.planning.studies.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
+from placer.planning import Requirements, SolverSettings
+from placer.planning.studies.frontier import COLUMNS, FrontierGrid, compare_at_speeds, pareto, speed_frontier
 from placer.problem.instance import Layout, make_instance
 from placer.simulate import Traffic, simulate
 from placer.specs.fleet import fleet_from_dict
@@ -23,6 +24,8 @@ MODEL = {"name": "small", "layers": [
     {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
     {"kind": "linear_attention", "weight_bytes": 2_000_000, "state_bytes_per_request": 10_000},
 ]}
+
+FRONTIER = FrontierGrid(speeds=(20_000, 2_000), output_tokens=8)
 
 
 def _hw(name, bw, power, overhead):
@@ -40,8 +43,8 @@ FAST, SLOW = _hw("fast", "10 TB/s", "20 kW", 1.0), _hw("slow", "1 TB/s", "1 kW",
 def report():
     model = model_from_dict(MODEL)
     fleets = [fleet_from_dict(FAST), fleet_from_dict(SLOW)]
-    return model, fleets, speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000),
-                                         method="dp", output_tokens=8, jobs=1)
+    return model, fleets, speed_frontier(model, fleets, Workload(context_tokens=1000), Requirements(),
+                                         SolverSettings(method="dp"), FRONTIER, jobs=1)
 
 
 def test_every_point_is_a_valid_placement_with_its_simulation(report):
@@ -126,16 +129,16 @@ def _same(rows):
 def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
     """--jobs 2 (sweep's process backend, spawned threads) gives exactly the serial rows."""
     model, fleets, rep = report
-    two = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
-                         output_tokens=8, jobs=2, backend="process")
+    two = speed_frontier(model, fleets, Workload(context_tokens=1000), Requirements(), SolverSettings(method="dp"),
+                         FRONTIER, jobs=2, backend="process")
     assert len(two.rows) == len(rep.rows) > 2 and _same(two.rows) == _same(rep.rows)
     assert two.sentences == rep.sentences
 
 
 def test_frontier_ray_backend_gives_the_same_rows(report, local_ray):
     model, fleets, rep = report
-    ray_rep = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",
-                             output_tokens=8, backend="ray")
+    ray_rep = speed_frontier(model, fleets, Workload(context_tokens=1000), Requirements(), SolverSettings(method="dp"),
+                             FRONTIER, backend="ray")
     assert _same(ray_rep.rows) == _same(rep.rows)
     assert local_ray.is_initialized()     # joined the running instance and left it up
 
@@ -193,8 +196,9 @@ def _gpu_spec(intra_us, intra_bw):
 def tp_report():
     model = model_from_dict(TP_MODEL)
     fleet = _gpu(INTRA_US, INTRA_BW)
-    return model, fleet, speed_frontier(model, [fleet], Workload(context_tokens=256), speeds=(100,), method="dp",
-                                        output_tokens=8, jobs=1)
+    return model, fleet, speed_frontier(model, [fleet], Workload(context_tokens=256), Requirements(),
+                                        SolverSettings(method="dp"), FrontierGrid(speeds=(100,), output_tokens=8),
+                                        jobs=1)
 
 
 def _route_instance(model, fleet, r):

@@ -5,14 +5,12 @@ pool's prompts by exactly the closed form's chunks."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from test_disagg import GPUS, MODEL, WAFERS
 
 from placer.mapping.validate import validate_mapping
-from placer.planning import Requirements, SolverSettings, plan
-from placer.planning.studies.frontier import compare_at_speeds, speed_frontier
+from placer.planning import Placement, Pools, Requirements, SolverSettings, SpecDecoding, Targets, plan
+from placer.planning.studies.frontier import FrontierGrid, compare_at_speeds, speed_frontier
 from placer.simulate import Serving, Traffic, segments_of, simulate
 from placer.simulate.prefill import prompt_time_us
 from placer.specs.errors import InvalidSpec
@@ -38,8 +36,8 @@ def disagg_report(specs):
     m = load_model(specs / "model.yaml")
     wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml")
     wl = workload_for(m, context=ISL + OSL)
-    rep = speed_frontier(m, [wafers], wl, speeds=(FLOOR,), method="dp", output_tokens=OSL, jobs=1,
-                         max_ttft_ms=TTFT_MS, disagg=True, prefill_fleet=gpus, time_limit=10)
+    grid = FrontierGrid(speeds=(FLOOR,), output_tokens=OSL, max_ttft_ms=TTFT_MS, disagg=True, prefill_fleet=gpus)
+    rep = speed_frontier(m, [wafers], wl, Requirements(), SolverSettings(method="dp", time_limit=10), grid, jobs=1)
     return m, wafers, gpus, wl, rep
 
 
@@ -51,8 +49,9 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
         # the plan for the mean target the point was made for (the TTFT target, or tighter when the
         # simulated p99 missed it)
         assert row["ttft_budget_ms"] <= TTFT_MS
-        req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=prefill, min_user_tps=FLOOR,
-                           max_ttft_ms=row["ttft_budget_ms"], prompt_tokens=ISL, decode_tokens=OSL)
+        req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]),
+                           pools=Pools(maximize_rate=True, prefill_fleet=prefill, prompt_tokens=ISL,
+                                       decode_tokens=OSL))
         p = plan(m, wafers, wl, req, SolverSettings(method="dp", time_limit=10))
         c = p.pools.chosen
         assert row["serving"] == "disaggregated" and row["valid"] and row["meets_ttft"]
@@ -87,11 +86,12 @@ def test_the_comparison_ranks_aggregated_and_disaggregated_points_together(disag
 def test_disaggregated_points_need_a_ttft_target(specs):
     m = load_model(specs / "model.yaml")
     with pytest.raises(InvalidSpec, match="max_ttft_ms"):
-        speed_frontier(m, [load_fleet(specs / "wafers.yaml")], workload_for(m, context=ISL + OSL), speeds=(FLOOR,),
-                       disagg=True, jobs=1)
-    with pytest.raises(TypeError, match="mode"):
-        speed_frontier(m, [load_fleet(specs / "wafers.yaml")], workload_for(m, context=ISL + OSL), mode="free",
-                       requirements=Requirements(), jobs=1)
+        FrontierGrid(speeds=(FLOOR,), disagg=True)
+    with pytest.raises(InvalidSpec, match="prefill_hardware"):
+        FrontierGrid(speeds=(FLOOR,), prefill_fleet=load_fleet(specs / "gpus.yaml"))
+    with pytest.raises(InvalidSpec, match="sweeps the loads"):      # the floors are the frontier's own
+        speed_frontier(m, [load_fleet(specs / "wafers.yaml")], workload_for(m, context=ISL + OSL),
+                       Requirements(targets=Targets(min_user_tps=FLOOR)), SolverSettings(), jobs=1)
 
 
 DRAFT = """\
@@ -109,10 +109,10 @@ def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path)
     m = load_model(tmp_path / "target.yaml")
     gpus = load_fleet(specs / "gpus.yaml")
     wl = workload_for(m, context=1024)
-    req = Requirements(spec_tokens=3, spec_method="eagle3", draft_model=load_model(tmp_path / "draft.yaml"),
-                       spec_accept=2.5)
-    rep = speed_frontier(m, [gpus], wl, method="dp", output_tokens=16, jobs=1, requirements=req, max_target=2,
-                         time_limit=10)
+    req = Requirements(speculation=SpecDecoding(tokens=3, method="eagle3",
+                                                draft_model=load_model(tmp_path / "draft.yaml"), accept=2.5))
+    rep = speed_frontier(m, [gpus], wl, req, SolverSettings(method="dp", time_limit=10),
+                         FrontierGrid(output_tokens=16, max_target=2), jobs=1)
     assert rep.rows
     from placer.planning.solve import build_instance
 
@@ -130,21 +130,24 @@ def test_every_frontier_point_is_simulated_with_its_speculation(specs, tmp_path)
                          Serving(spec_k=0))
         assert plain.per_user_tokens_per_s != pytest.approx(sim.per_user_tokens_per_s, rel=1e-6)
     with pytest.raises(InvalidSpec, match="spec_accept"):      # nothing published for this toy
-        speed_frontier(m, [gpus], wl, method="dp", jobs=1, max_target=1,
-                       requirements=Requirements(spec_tokens=3, spec_method="eagle3",
-                                                 draft_model=load_model(tmp_path / "draft.yaml")))
+        draft = load_model(tmp_path / "draft.yaml")
+        speed_frontier(m, [gpus], wl,
+                       Requirements(speculation=SpecDecoding(tokens=3, method="eagle3", draft_model=draft)),
+                       SolverSettings(method="dp"), FrontierGrid(max_target=1), jobs=1)
 
 
 def test_a_cached_prefix_shortens_the_prefill_pool_by_the_closed_form(specs):
     m = load_model(specs / "model.yaml")
     wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml")
     wl = workload_for(m, context=ISL)
-    base = dict(disagg=True, prefill_fleet=gpus, rate=20.0, max_ttft_ms=TTFT_MS, max_itl_ms=2.0, decode_tokens=OSL)
-    cold = plan(m, wafers, wl, Requirements(**base), SolverSettings(time_limit=10)).pools
-    warm = plan(m, wafers, wl, Requirements(**base, cached_prompt_tokens=1500), SolverSettings(time_limit=10)).pools
+    pools = Pools(prefill_fleet=gpus, rate=20.0, decode_tokens=OSL)
+    targets = Targets(max_ttft_ms=TTFT_MS, max_itl_ms=2.0)
+    cold = plan(m, wafers, wl, Requirements(targets=targets, pools=pools), SolverSettings(time_limit=10)).pools
+    warm = plan(m, wafers, wl, Requirements(targets=targets.replace(cached_prompt_tokens=1500), pools=pools),
+                SolverSettings(time_limit=10)).pools
     for pools, cached in ((cold, 0), (warm, 1500)):
         for shape in pools.prefill_shapes:
-            segs = segments_of(shape.solved.instance, shape.solved.raw.assignment)
+            segs = segments_of(shape.solved.instance, shape.solved.per_group.assignment)
             assert shape.prefill_us == pytest.approx(prompt_time_us(segs, ISL, pools.budget_tokens, cached), rel=1e-12)
     assert warm.chosen.prefill.prefill_us < cold.chosen.prefill.prefill_us
     assert warm.transfer_bytes == cold.transfer_bytes       # the whole prompt's KV still moves to decode
@@ -168,8 +171,9 @@ def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli
     doc = json.loads(text)
     m = load_model(specs / "model.yaml")
     p = plan(m, load_fleet(tmp_path / "mixed.yaml"), workload_for(m, context=ISL),
-             Requirements(disagg=True, prefill_fleet="pgpu", rate=80.0, max_ttft_ms=100.0, max_itl_ms=5.0,
-                          decode_tokens=OSL), SolverSettings(time_limit=10))
+             Requirements(targets=Targets(max_ttft_ms=100.0, max_itl_ms=5.0),
+                          pools=Pools(prefill_fleet="pgpu", rate=80.0,
+                                      decode_tokens=OSL)), SolverSettings(time_limit=10))
     c = p.pools.chosen
     per = {"prefill": (c.prefill.devices, c.x), "decode": (p.pools.decode_solved.result.devices_used, c.y)}
     rows = doc["pools"]
@@ -197,12 +201,14 @@ def test_pools_of_device_groups_on_one_fleet_use_disjoint_devices(specs):
 
     m = load_model("llama-3.1-8b")
     gpus = load_fleet(specs / "gpus.yaml")
-    req = Requirements(disagg=True, degrees=(2,), rate=1.0, max_ttft_ms=2000.0, max_itl_ms=50.0, decode_tokens=OSL)
+    req = Requirements(placement=Placement(degrees=(2,)),
+                       targets=Targets(max_ttft_ms=2000.0, max_itl_ms=50.0), pools=Pools(rate=1.0,
+                                                                                         decode_tokens=OSL))
     p = plan(m, gpus, workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
     c = p.pools.chosen
     assert c is not None and c.prefill.solved.instance.tp == 2 == p.pools.decode_solved.instance.tp
     pre, dec = _devices_used(c.prefill.solved), _devices_used(p.pools.decode_solved)
-    assert len(pre) == 2 * len(set(c.prefill.solved.raw.assignment)) and pre.isdisjoint(dec)
+    assert len(pre) == 2 * len(set(c.prefill.solved.per_group.assignment)) and pre.isdisjoint(dec)
     assert not pre.isdisjoint(_devices_used(c.decode.solved))      # the decode shape alone overlapped
     assert validate_mapping(p.mapping, model=m) == []
 
@@ -213,9 +219,7 @@ def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
     (tmp_path / "draft.yaml").write_text(DRAFT)
     (tmp_path / "target.yaml").write_text(TARGET)
     m = load_model(tmp_path / "target.yaml")
-    req = Requirements(disagg=True, prefill_fleet=load_fleet(specs / "gpus.yaml"), rate=5.0, max_ttft_ms=TTFT_MS,
-                       max_itl_ms=5.0, decode_tokens=OSL, spec_tokens=3, spec_method="eagle3",
-                       draft_model=load_model(tmp_path / "draft.yaml"), spec_accept=2.5)
+    req = Requirements(targets=Targets(max_ttft_ms=TTFT_MS, max_itl_ms=5.0), speculation=SpecDecoding(tokens=3, method="eagle3", draft_model=load_model(tmp_path / "draft.yaml"), accept=2.5), pools=Pools(prefill_fleet=load_fleet(specs / "gpus.yaml"), rate=5.0, decode_tokens=OSL))
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL), req, SolverSettings(time_limit=10))
     assert p.pools.transfer_bytes == (4 * 65_536 + 4_096) * ISL
     assert validate_mapping(p.mapping, model=m) == []
@@ -231,13 +235,15 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     assert code == 0, err
     (row,) = [r for r in json.loads(out)["rows"] if r["platform"] == "pdwafers decode + pdgpus prefill"]
     m = load_model(specs / "model.yaml")
-    req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
-                       min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"], prompt_tokens=ISL, decode_tokens=OSL)
+    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]),
+                       pools=Pools(maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
+                                   prompt_tokens=ISL, decode_tokens=OSL))
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL), req,
              SolverSettings(method="dp", time_limit=10))
     assert row["devices"] == p.pools.chosen.devices and row["rate_per_s"] == pytest.approx(p.pools.chosen.rate)
     small = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL),
-                 replace(req, prefill_fleet=load_fleet(specs / "gpus.yaml")), SolverSettings(method="dp", time_limit=10))
+                 req.replace(pools=req.pools.replace(prefill_fleet=load_fleet(specs / "gpus.yaml"))),
+                 SolverSettings(method="dp", time_limit=10))
     assert small.pools.chosen.rate < p.pools.chosen.rate      # the 2-rack spec as written holds fewer prefill replicas
     code, _out, err = run_cli(["frontier", specs / "model.yaml", "-H", specs / "wafers.yaml", "--prefill-racks", 4])
     assert code == 2 and "--prefill-hardware" in err
@@ -251,8 +257,9 @@ def test_a_disaggregated_point_meets_the_ttft_by_its_simulated_p99(specs):
     m = load_model(specs / "model.yaml")
     wafers, gpus = load_fleet(specs / "wafers.yaml"), load_fleet(specs / "gpus.yaml", racks=4)
     wl = workload_for(m, context=ISL + OSL)
-    req = Requirements(disagg=True, maximize_rate=True, prefill_fleet=gpus, min_user_tps=FLOOR, max_ttft_ms=TTFT_MS,
-                       prompt_tokens=ISL, decode_tokens=OSL)
+    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=TTFT_MS),
+                       pools=Pools(maximize_rate=True, prefill_fleet=gpus, prompt_tokens=ISL,
+                                   decode_tokens=OSL))
     solver = SolverSettings(method="dp", time_limit=10)
     first = plan(m, wafers, wl, req, solver).pools
     assert _simulated_p99(first, first.chosen) > TTFT_MS * 1e3

@@ -12,7 +12,15 @@ from oracle import fewest_segments
 
 from placer.mapping import instance_from_mapping
 from placer.mapping.validate import validate_mapping
-from placer.planning.studies.compare import solve, solve_degrees
+from placer.planning import (
+    Placement,
+    Requirements,
+    SolverSettings,
+    Targets,
+    build_instance,
+    place_instance,
+    search_layouts,
+)
 from placer.problem import memory
 from placer.problem import parallel as P
 from placer.problem.instance import Layout, make_instance
@@ -94,7 +102,7 @@ def test_pins_apply_to_group_members_and_unavailable_devices_are_in_no_group():
         make_instance(m, fleet, wl, layout=Layout(tp=4), pins=["0=r1g2"])
     with pytest.raises(InvalidSpec, match="r1g7 is in no group of 4"):
         make_instance(m, fleet, wl, layout=Layout(tp=4), pins=["0=r1g7"])
-    solved = solve(m, fleet, wl, tp=4, pins=["0-10=r0g6"], time_limit=10, threads=1)
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(placement=Placement(pins=("0-10=r0g6",))), tp=4), SolverSettings(time_limit=10, threads=1))
     stage = next(s for s in solved.mapping["stages"] if "layers.0" in s["layers"])
     assert stage["group"]["devices"] == ["r0g4", "r0g5", "r0g6", "r0g7"]
     assert validate_mapping(solved.mapping, model=m, fleet=fleet) == []
@@ -107,7 +115,7 @@ def test_refused_degree_and_split_mode():
         make_instance(m, _gpus(), wl, layout=Layout(tp=3))
     with pytest.raises(InvalidSpec, match="split mode"):
         make_instance(m, _gpus(), wl, layout=Layout(tp=2), mode="split")
-    search = solve_degrees(m, _gpus(), wl, degrees=[3, 8], time_limit=5, threads=1)
+    search = search_layouts(m, _gpus(), wl, Requirements(placement=Placement(degrees=[3, 8], attention_dp=False), targets=Targets(objective="lex")), SolverSettings(time_limit=5, threads=1))
     assert search.refused == {3: "layers.0: 64 attention heads do not divide by tp 3"}
     assert [s.instance.tp for s in search.solved] == [8]
 
@@ -129,7 +137,8 @@ def test_infeasible_degree_counts_gpus_not_groups():
     m = load_model("llama-3.1-70b")
     wl = workload_for(m)
     fleet = _gpus(racks=1, per_rack=8, memory="1.2 GB", reserve="0")
-    solved = solve(m, fleet, wl, tp=2, time_limit=5, threads=1)
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2),
+                            SolverSettings(time_limit=5, threads=1))
     assert P.weight_bytes_per_rank(m.layers[1], 8192, wl, 2) == 855_670_784
     assert solved.result.status == "infeasible"
     assert solved.result.lower_bound_devices == 164
@@ -139,7 +148,8 @@ def test_infeasible_degree_counts_gpus_not_groups():
     assert "82 nodes on 8 GPUs (4 groups of 2) available" in e.text()
     assert e.culprits[0].startswith("at least 164 GPUs (82 groups of 2) are needed (")
     # degree 1 keeps counting devices: whole layers of 1,711,341,568 B, no two on a 2.4 GB GPU
-    one = solve(m, _gpus(racks=1, per_rack=8, memory="2.4 GB", reserve="0"), wl, tp=1, time_limit=5, threads=1)
+    one = place_instance(build_instance(m, _gpus(racks=1, per_rack=8, memory="2.4 GB", reserve="0"), wl,
+                                        Requirements(), tp=1), SolverSettings(time_limit=5, threads=1))
     assert one.result.message.startswith("at least 82 devices are needed (")
     assert one.result.message.endswith("; the fleet has 8 available")
 
@@ -149,7 +159,8 @@ def test_llama_70b_h100_128k_32_per_gpu_bytes(tp):
     m = load_model("llama-3.1-70b")
     fleet = load_fleet("h100")
     wl = workload_for(m, context="128k", concurrency=32)
-    solved = solve(m, fleet, wl, tp=tp, time_limit=20, threads=1)
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=tp),
+                            SolverSettings(time_limit=20, threads=1))
     doc, r = solved.mapping, solved.result
     assert validate_mapping(doc, model=m, fleet=fleet) == []
     assert doc["parallel"] == {"tp": tp, "ep": 1, "reserve": None}
@@ -174,7 +185,8 @@ def test_validator_recomputes_per_rank_bytes_and_groups():
     m = load_model("llama-3.1-70b")
     fleet = _gpus(racks=2, per_rack=8)
     wl = workload_for(m, context="8k", concurrency=4)
-    good = solve(m, fleet, wl, tp=8, time_limit=10, threads=1).mapping
+    good = place_instance(build_instance(m, fleet, wl, Requirements(), tp=8),
+                          SolverSettings(time_limit=10, threads=1)).mapping
     assert validate_mapping(good, model=m, fleet=fleet) == []
     bad = copy.deepcopy(good)
     bad["stages"][0]["bytes"]["weights"] += 1
@@ -200,8 +212,9 @@ def test_ep_mapping_validates_and_differs_from_tensor_split_when_experts_do_not_
     m = model_from_dict(spec)
     fleet = _gpus(racks=1, per_rack=8, memory="1 MB")
     wl = Workload(context_tokens=64, concurrency=2)
-    ep = solve(m, fleet, wl, tp=4, ep=True, time_limit=5, threads=1)
-    split = solve(m, fleet, wl, tp=4, time_limit=5, threads=1)
+    ep = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4, ep=True),
+                        SolverSettings(time_limit=5, threads=1))
+    split = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4), SolverSettings(time_limit=5, threads=1))
     assert validate_mapping(ep.mapping, model=m, fleet=fleet) == []
     assert validate_mapping(split.mapping, model=m, fleet=fleet) == []
     assert ep.mapping["stages"][0]["group"]["ep"] == 4 and split.mapping["parallel"]["ep"] == 1
@@ -224,7 +237,9 @@ def test_ep_all_to_all_moves_the_width_the_experts_receive():
     m = model_from_dict(spec)
     fleet = fleet_from_dict({"name": "gpus", "device": {"memory": "1 GB", "kind": "gpu", "memory_bandwidth": 1e12},
                              "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2}})
-    solved = solve(m, fleet, Workload(context_tokens=64, concurrency=2), tp=4, ep=True, time_limit=5, threads=1)
+    solved = place_instance(build_instance(m, fleet, Workload(context_tokens=64, concurrency=2),
+                                           Requirements(), tp=4, ep=True), SolverSettings(time_limit=5,
+                                                                                          threads=1))
     (seg,) = segments_of(solved.instance, solved.result.assignment)     # the whole toy fits one group
     ar, latent, plain = seg.collectives
     assert (ar.kind, ar.count, ar.bytes_per_token) == ("all_reduce", 4 + 1, 128)
@@ -284,7 +299,7 @@ def test_cpsat_over_degrees_equals_brute_force(problem):
     m, fleet, wl = problem
     want = _brute_devices(m, fleet, wl)
     degrees = [g for g in (1, 2, 4) if g <= len(fleet.devices)]
-    search = solve_degrees(m, fleet, wl, degrees=degrees, time_limit=10, threads=1)
+    search = search_layouts(m, fleet, wl, Requirements(placement=Placement(degrees=degrees, attention_dp=False), targets=Targets(objective="lex")), SolverSettings(time_limit=10, threads=1))
     r = search.best.result
     if want is None:
         assert not r.feasible
@@ -299,7 +314,8 @@ def _llama_tp8():
     m = load_model("llama-3.1-70b")
     fleet = load_fleet("h100")
     wl = workload_for(m, context="128k", concurrency=32)
-    return m, fleet, solve(m, fleet, wl, tp=8, time_limit=20, threads=1)
+    return m, fleet, place_instance(build_instance(m, fleet, wl, Requirements(), tp=8),
+                                    SolverSettings(time_limit=20, threads=1))
 
 
 def test_exports_state_the_degrees():
@@ -319,7 +335,8 @@ def test_ep_exports_enable_expert_parallel():
 
     m = load_model("qwen3-235b")
     fleet = load_fleet("h200", racks=8)
-    solved = solve(m, fleet, workload_for(m), tp=8, ep=True, time_limit=20, threads=1)
+    solved = place_instance(build_instance(m, fleet, workload_for(m), Requirements(), tp=8, ep=True),
+                            SolverSettings(time_limit=20, threads=1))
     doc = solved.mapping
     assert validate_mapping(doc, model=m, fleet=fleet) == []
     text = export_mapping(doc, "vllm").text

@@ -17,6 +17,7 @@ import pytest
 
 from placer.algorithms import place
 from placer.mapping.validate import validate_file
+from placer.planning import Requirements, SolverSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +129,8 @@ def test_ctrl_c_in_compare_keeps_the_rows_so_far():
         if (method, mode) == ("cpsat", "free"):
             raise KeyboardInterrupt
 
-    doc = compare(model, fleet, workload_for(model), time_limit=60, threads=1, progress=progress)
+    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1),
+                  progress=progress)
     assert doc["interrupted"] is True
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1] == [
         ("typepack", "free"), ("ffd", "free"), ("greedy", "contiguous"), ("pathwalk", "contiguous"),
@@ -154,7 +156,8 @@ def test_a_ctrl_c_noted_as_a_row_starts_stops_compare_before_its_search():
         if (method, mode) == ("cpsat", "free"):
             note_interrupt()
 
-    doc = compare(model, fleet, workload_for(model), time_limit=60, threads=1, progress=progress)
+    doc = compare(model, fleet, workload_for(model), Requirements(), SolverSettings(time_limit=60, threads=1),
+                  progress=progress)
     assert doc["interrupted"] is True
     assert started[-1] == ("cpsat", "free") and len(started) == 7
     assert [(r["method"], r["mode"]) for r in doc["rows"]] == started[:-1]
@@ -230,7 +233,7 @@ def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
 
     monkeypatch.setattr(algorithms, "place", place_then_ctrl_c)   # the planners' one placement step calls it
     model = load_model("kimi-k3")
-    doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), method="dp",
-                                  modes=("contiguous", "free"), output_tokens=2)
+    doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), Requirements(),
+                                  SolverSettings(method="dp"), modes=("contiguous", "free"), output_tokens=2)
     assert calls == ["contiguous"] and doc["interrupted"] is True
     assert [r["mode"] for r in doc["rows"]] == ["contiguous"] and doc["rows"][0]["devices_used"] == 70

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placer.mapping.validate import validate_mapping
+from placer.planning import Placement, Requirements, SolverSettings, Targets, search_layouts
 from placer.planning.stage_degrees import solve_per_stage
 from placer.problem.placement import Status
 from placer.specs.errors import InvalidSpec
@@ -163,7 +164,8 @@ def test_per_stage_cpsat_equals_brute_force(case):
     fleet = fleet_from_dict(spec_fleet)
     wl = Workload(context_tokens=context, concurrency=c)
     degrees = [g for g in (1, 2, 4) if _degree_ok(spec, g)]
-    s = solve_per_stage(m, fleet, wl, degrees=degrees, time_limit=20, threads=1)
+    s = solve_per_stage(m, fleet, wl, Requirements(placement=Placement(degrees=degrees)),
+                        SolverSettings(time_limit=20, threads=1))
     r = s.result
     if want is None:
         assert r.status == Status.INFEASIBLE
@@ -199,18 +201,18 @@ def _two_types():
 
 
 def test_two_degrees_beat_every_uniform_degree():
-    from placer.planning.studies.compare import solve_degrees
 
     spec, fleet_spec = _two_types()
     m, fleet = model_from_dict(spec), fleet_from_dict(fleet_spec)
     wl = Workload(context_tokens=16, concurrency=1)
-    s = solve_per_stage(m, fleet, wl, degrees=[1, 2, 4], time_limit=20, threads=1)
+    s = solve_per_stage(m, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4])),
+                        SolverSettings(time_limit=20, threads=1))
     want = _brute(spec, {"device_types": fleet_spec["device_types"], "fleet": fleet_spec["fleet"]}, (1, 2, 4), 1, 16)
     assert s.result.devices_used == want[0] == 5 and s.result.proven_optimal
     degrees = sorted({st["group"]["tp"] for st in s.mapping["stages"]})
     assert len(degrees) > 1 and s.mapping["parallel"]["per_stage"] is True
     assert s.mapping["summary"]["devices_used"] == sum(st["group"]["tp"] for st in s.mapping["stages"])
-    uniform = solve_degrees(m, fleet, wl, degrees=[1, 2, 4], time_limit=20, threads=1)
+    uniform = search_layouts(m, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4], attention_dp=False), targets=Targets(objective="lex")), SolverSettings(time_limit=20, threads=1))
     assert all(not x.result.feasible for x in uniform.solved)
     assert validate_mapping(s.mapping, model=m, fleet=fleet) == []
     # the validator recomputes every stage at its own degree: a stage's degree changed is caught
@@ -230,7 +232,8 @@ def test_per_stage_mapping_runs_through_the_pipeline(tmp_path):
     spec, fleet_spec = _two_types()
     m, fleet = model_from_dict(spec), fleet_from_dict(fleet_spec)
     wl = Workload(context_tokens=16, concurrency=1)
-    s = solve_per_stage(m, fleet, wl, degrees=[1, 2, 4], time_limit=20, threads=1)
+    s = solve_per_stage(m, fleet, wl, Requirements(placement=Placement(degrees=[1, 2, 4])),
+                        SolverSettings(time_limit=20, threads=1))
     doc = s.mapping
     _, _, _, inst = instance_from_mapping(doc, model=m, hardware=fleet)
     assert inst.weight_bytes == s.instance.weight_bytes and [len(inst.members(d)) for d in range(inst.n_devices)] \
@@ -254,16 +257,21 @@ def test_fleets_and_requests_per_stage_degrees_refuse():
     ring = json.loads(json.dumps(fleet_spec))
     ring["fleet"]["inter_rack_topology"] = "ring"
     with pytest.raises(InvalidSpec, match="not all linked alike"):
-        solve_per_stage(m, fleet_from_dict(ring), wl, degrees=[1, 2], time_limit=5, threads=1)
+        solve_per_stage(m, fleet_from_dict(ring), wl, Requirements(placement=Placement(degrees=[1, 2])),
+                        SolverSettings(time_limit=5, threads=1))
     fleet = fleet_from_dict(fleet_spec)
     with pytest.raises(InvalidSpec, match="contiguous"):
-        solve_per_stage(m, fleet, wl, mode="free", time_limit=5, threads=1)
+        solve_per_stage(m, fleet, wl, Requirements(placement=Placement(mode="free")),
+                        SolverSettings(time_limit=5, threads=1))
     with pytest.raises(InvalidSpec, match="pins"):
-        solve_per_stage(m, fleet, wl, pins=("0=r0g0",), time_limit=5, threads=1)
+        solve_per_stage(m, fleet, wl, Requirements(placement=Placement(pins=("0=r0g0",))),
+                        SolverSettings(time_limit=5, threads=1))
     with pytest.raises(InvalidSpec, match="bottleneck"):
-        solve_per_stage(m, fleet, wl, objective="lex3", time_limit=5, threads=1)
+        solve_per_stage(m, fleet, wl, Requirements(targets=Targets(objective="lex3")),
+                        SolverSettings(time_limit=5, threads=1))
     with pytest.raises(InvalidSpec, match="none of the degrees"):
-        solve_per_stage(m, fleet, wl, degrees=[3], time_limit=5, threads=1)
+        solve_per_stage(m, fleet, wl, Requirements(placement=Placement(degrees=[3])),
+                        SolverSettings(time_limit=5, threads=1))
 
 
 def test_cli_per_stage_tp(tmp_path, run_cli):

@@ -9,7 +9,16 @@ import sys
 
 import pytest
 
-from placer import Requirements, SolverSettings, load_fleet, load_model, plan, workload_for
+from placer import (
+    Placement,
+    Requirements,
+    SolverSettings,
+    Targets,
+    load_fleet,
+    load_model,
+    plan,
+    workload_for,
+)
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
@@ -48,12 +57,15 @@ def test_attention_per_stage_by_brute_force():
 @pytest.mark.parametrize("floor", [None, 1.0])
 def test_the_requirement_reaches_the_solve_and_the_speed_floor(floor):
     m, fleet, wl = _specs()
-    free = plan(m, fleet, wl, Requirements(min_user_tps=floor), SolverSettings(time_limit=5, threads=1))
+    free = plan(m, fleet, wl, Requirements(targets=Targets(min_user_tps=floor)),
+                SolverSettings(time_limit=5, threads=1))
     assert free.feasible and free.devices == 2
-    bound = plan(m, fleet, wl, Requirements(min_user_tps=floor, constraints=("attention-per-stage",)),
+    bound = plan(m, fleet, wl,
+                 Requirements(placement=Placement(constraints=("attention-per-stage",)),
+                              targets=Targets(min_user_tps=floor)),
                  SolverSettings(time_limit=5, threads=1))
     assert not bound.feasible and bound.devices is None
-    assert bound.kind == ("speed-floor" if floor else "layouts")
+    assert (bound.speed is not None) == bool(floor)      # the speed floor's plan, else the degree search's
 
 
 def test_the_requirement_reaches_the_speed_floor_through_the_command_line(run_cli, tmp_path):
@@ -70,31 +82,33 @@ def test_the_requirement_reaches_the_speed_floor_through_the_command_line(run_cl
 
 def test_plan_is_the_solve_commands_answer():
     model = load_model("kimi-k3")
-    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(mode="contiguous"),
+    p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(placement=Placement(mode="contiguous")),
              SolverSettings(time_limit=20))
     # (K K | K | M) x 23 + M: 70 wafers, proven (README's worked example)
-    assert p.kind == "layouts" and p.devices == 70 and p.result.proven_optimal and p.devices_proven
+    assert p.speed is None and p.pools is None and not p.per_stage      # the degree search's plan
+    assert p.devices == 70 and p.result.proven_optimal and p.devices_proven
     assert p.mapping["summary"]["devices_used"] == 70 and p.load_per_replica == 184
     doc = json.loads(json.dumps(p.to_dict()))
     assert doc["result"]["levels"][0] == {"name": "devices", "value": 70, "bound": 70, "proven": True}
-    assert doc["requirements"]["mode"] == "contiguous"
+    assert doc["kind"] == "layouts" and doc["requirements"]["placement"]["mode"] == "contiguous"
 
 
-@pytest.mark.parametrize("kw, field", [
-    (dict(min_user_tps=10, per_stage_degrees=True), "per_stage_tp"),
-    (dict(min_user_tps=10, pins=("0=r0w0",)), "pins"),
-    (dict(min_user_tps=10, max_itl_ms=5), "min_user_tps"),
-    (dict(min_user_tps=-1), "min_user_tps"),
-    (dict(constraints=("attention-per-rack",)), "require"),
-    (dict(speed_objective="cheapest"), "objective"),
-    (dict(objective="latency,devices"), "objective"),
-    (dict(mode="diagonal"), "mode"),
-    (dict(degrees=(0, 2)), "tp"),
-    (dict(per_stage_degrees=True, mode="free"), "mode"),
+@pytest.mark.parametrize("make, field", [
+    (lambda: Requirements(placement=Placement(per_stage_degrees=True), targets=Targets(min_user_tps=10)),
+     "per_stage_tp"),
+    (lambda: Requirements(placement=Placement(pins=("0=r0w0",)), targets=Targets(min_user_tps=10)), "pins"),
+    (lambda: Targets(min_user_tps=10, max_itl_ms=5), "min_user_tps"),
+    (lambda: Targets(min_user_tps=-1), "min_user_tps"),
+    (lambda: Placement(constraints=("attention-per-rack",)), "require"),
+    (lambda: Targets(speed_objective="cheapest"), "objective"),
+    (lambda: Targets(objective="latency,devices"), "objective"),
+    (lambda: Placement(mode="diagonal"), "mode"),
+    (lambda: Placement(degrees=(0, 2)), "tp"),
+    (lambda: Placement(per_stage_degrees=True, mode="free"), "mode"),
 ])
-def test_requirements_refuse_what_no_planner_honours(kw, field):
+def test_requirements_refuse_what_no_planner_honours(make, field):
     with pytest.raises(InvalidSpec) as exc:
-        Requirements(**kw)
+        make()
     assert exc.value.field == field
 
 
@@ -106,7 +120,7 @@ def test_solver_settings_refuse_bad_values():
         assert exc.value.field == field
     m, fleet, wl = _specs()
     with pytest.raises(InvalidSpec, match="per-stage degrees are solved by cpsat"):
-        plan(m, fleet, wl, Requirements(per_stage_degrees=True), SolverSettings(method="dp"))
+        plan(m, fleet, wl, Requirements(placement=Placement(per_stage_degrees=True)), SolverSettings(method="dp"))
 
 
 def test_the_mode_comparison_uses_the_split_default():
@@ -115,7 +129,7 @@ def test_the_mode_comparison_uses_the_split_default():
     from placer.planning.studies.modes import compare_modes
 
     m, fleet, wl = _specs()
-    doc = compare_modes(m, fleet, wl, modes=("split",), method="dp", output_tokens=2)
+    doc = compare_modes(m, fleet, wl, Requirements(), SolverSettings(method="dp"), modes=("split",), output_tokens=2)
     assert doc["rows"][0]["granularity"] == SPLIT_GRANULARITY == "shards:4"
 
 
@@ -149,16 +163,16 @@ def test_a_runtime_s_rules_reach_every_placement():
     first and last; the rules are constraints of the instance (checked on the mapping here)."""
     m = model_from_dict(RT_MODEL)
     fleet, wl = fleet_from_dict(WAFERS), Workload(context_tokens=16, concurrency=1)
-    p = plan(m, fleet, wl, Requirements(runtime="vllm"), SolverSettings(time_limit=5, threads=1))
+    p = plan(m, fleet, wl, Requirements(placement=Placement(runtime="vllm")), SolverSettings(time_limit=5, threads=1))
     assert p.feasible and p.instance.mode == "contiguous"
     assert set(p.instance.require) >= {"decoder-per-stage", "embedding-first-head-last", "uniform-degree"}
     for stage in p.mapping["stages"]:
         assert any(name.startswith("layers.") for name in stage["layers"]), stage["layers"]
     with pytest.raises(InvalidSpec) as exc:
-        Requirements(runtime="vllm", mode="free")
+        Requirements(placement=Placement(runtime="vllm", mode="free"))
     assert exc.value.field == "mode"
     with pytest.raises(InvalidSpec) as exc:
-        Requirements(runtime="torch", degrees=(2,))
+        Requirements(placement=Placement(runtime="torch", degrees=(2,)))
     assert exc.value.field == "tp"
 
 
@@ -184,20 +198,24 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     model = load_model("llama-3.1-8b")
     fleet = load_fleet("h100")
     wl = workload_for(model).replace(context_tokens=2048, concurrency=4)
-    loose = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,)), SolverSettings(method="dp"))
+    loose = plan(model, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
     held = loose.speed.chosen.shape.held
     inst, assignment = loose.instance, loose.result.assignment
     ttft = {n: simulate(inst, assignment, Traffic(requests=n, max_live=n, output_tokens=16)).ttft_p99_us for n in (2, 3)}
     target_ms = (ttft[2] + ttft[3]) / 2 / 1e3          # between the TTFT at 2 and at 3 live requests
     assert ttft[2] < ttft[3] and held > 2
-    tight = plan(model, fleet, wl, Requirements(min_user_tps=1.0, degrees=(1,), max_ttft_ms=target_ms),
+    tight = plan(model, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0, max_ttft_ms=target_ms)),
                  SolverSettings(method="dp"))
-    shape = next(s for s in tight.speed.shapes if s.solved.raw.assignment == loose.result.assignment)
+    shape = next(s for s in tight.speed.shapes if s.solved.per_group.assignment == loose.result.assignment)
     assert shape.held == 2
     assert simulate(inst, assignment, Traffic(requests=2, max_live=2, output_tokens=16)).ttft_p99_us <= target_ms * 1e3
     assert simulate(inst, assignment, Traffic(requests=3, max_live=3, output_tokens=16)).ttft_p99_us > target_ms * 1e3
     with pytest.raises(InvalidSpec) as exc:
-        Requirements(max_ttft_ms=100)
+        Requirements(targets=Targets(max_ttft_ms=100))
     assert exc.value.field == "max_ttft_ms"
 
 

@@ -103,7 +103,7 @@ def test_committed_solutions_launch_with_flags_the_runtimes_define(path):
 
 
 def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
-    from placer import Requirements, SolverSettings, plan
+    from placer import Placement, Pools, Requirements, SolverSettings, SpecDecoding, Targets, plan
     from placer.cli.common import load_inputs
     from placer.specs.fleet import load_fleet
     from placer.specs.model import load_model
@@ -112,10 +112,12 @@ def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
     # speculative: DeepSeek-V3's MTP layer, 3 drafts
     ds = load_model(HERE / "fixtures" / "hf" / "deepseek-v3.json", mtp=True)
     spec = plan(ds, load_fleet("h200"), Workload(concurrency=8, context_tokens=4096, weight_bits=8),
-                Requirements(degrees=(1,), spec_tokens=3), SolverSettings(method="dp"))
+                Requirements(placement=Placement(degrees=(1,)),
+                             speculation=SpecDecoding(tokens=3)), SolverSettings(method="dp"))
     # attention data parallelism at tp 8
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
-    dp = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)), SolverSettings(method="dp"))
+    dp = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(8,))),
+              SolverSettings(method="dp"))
     # two pools on a mixed fleet
     from test_disagg import MIXED, MODEL
 
@@ -123,8 +125,9 @@ def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
     (tmp_path / "f.yaml").write_text(MIXED)
     toy = load_model(tmp_path / "m.yaml")
     pd = plan(toy, load_fleet(tmp_path / "f.yaml"), workload_for(toy, context=2000),
-              Requirements(disagg=True, prefill_fleet="pgpu", rate=80.0, max_ttft_ms=100.0, max_itl_ms=5.0,
-                           decode_tokens=200), SolverSettings(time_limit=10))
+              Requirements(targets=Targets(max_ttft_ms=100.0, max_itl_ms=5.0),
+                           pools=Pools(prefill_fleet="pgpu", rate=80.0,
+                                       decode_tokens=200)), SolverSettings(time_limit=10))
     opts = ExportOptions(force=True)
     for p, model, launches in ((spec, ds, 1), (dp, m, 1), (pd, toy, 2)):
         sg = export_mapping(p.mapping, "sglang", model=model, options=opts).text

@@ -22,7 +22,7 @@ from placer.algorithms import place
 from placer.export import ExportOptions, export_mapping
 from placer.mapping import dumps_mapping, read_mapping
 from placer.mapping.validate import validate_mapping
-from placer.planning import Requirements, SolverSettings, plan
+from placer.planning import Placement, Requirements, SolverSettings, SpecDecoding, Targets, plan
 from placer.problem.instance import make_instance
 from placer.problem.placement import Status
 from placer.specs.errors import InvalidSpec
@@ -135,7 +135,7 @@ def deepseek_plan():
     model = load_model(DEEPSEEK, mtp=True)
     fleet = load_fleet("h200")
     wl = Workload(concurrency=8, context_tokens=4096, weight_bits=8)
-    req = Requirements(degrees=(1,), spec_tokens=3)
+    req = Requirements(placement=Placement(degrees=(1,)), speculation=SpecDecoding(tokens=3))
     return model, plan(model, fleet, wl, req, SolverSettings(method="dp"))
 
 
@@ -235,7 +235,8 @@ def test_a_draft_model_is_placed_with_the_head_and_exported(tmp_path):
 
     fleet = load_fleet("h100")
     wl = Workload(concurrency=4, context_tokens=2048)
-    req = Requirements(degrees=(1,), spec_tokens=4, spec_method="eagle3", draft_model=draft)
+    req = Requirements(placement=Placement(degrees=(1,)),
+                       speculation=SpecDecoding(tokens=4, method="eagle3", draft_model=draft))
     planned = plan(target, fleet, wl, req, SolverSettings(method="dp"))
     doc = planned.mapping
     assert doc["speculative"]["draft"]["name"] == "tiny-draft"
@@ -264,9 +265,9 @@ def test_the_draft_weights_and_kv_are_counted_on_the_last_stage(tmp_path):
     target = load_model("llama-3.1-8b")
     fleet = load_fleet("h100")
     wl = Workload(concurrency=4, context_tokens=2048)
-    base = plan(target, fleet, wl, Requirements(degrees=(1,)), SolverSettings(method="dp")).mapping
-    with_d = plan(target, fleet, wl, Requirements(degrees=(1,), spec_tokens=2, spec_method="draft_model",
-                                                   draft_model=draft, spec_accept=2.0), SolverSettings(method="dp"))
+    base = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,))),
+                SolverSettings(method="dp")).mapping
+    with_d = plan(target, fleet, wl, Requirements(placement=Placement(degrees=(1,)), speculation=SpecDecoding(tokens=2, method="draft_model", draft_model=draft, accept=2.0)), SolverSettings(method="dp"))
     doc = with_d.mapping
     assert len(doc["stages"]) == len(base["stages"]) == 1
     assert doc["stages"][-1]["bytes"]["weights"] - base["stages"][-1]["bytes"]["weights"] == 1000 * 2 + 40_000_000
@@ -288,14 +289,14 @@ def test_default_accept_takes_the_largest_measured_k_not_above():
 
 def test_speculation_requests_are_checked():
     with pytest.raises(InvalidSpec) as err:
-        Requirements(spec_accept=2.0)
+        Requirements(speculation=SpecDecoding(accept=2.0))
     assert err.value.field == "spec_accept"
     with pytest.raises(InvalidSpec) as err:
-        Requirements(spec_tokens=2, spec_accept=3.5)
+        Requirements(speculation=SpecDecoding(tokens=2, accept=3.5))
     assert err.value.field == "spec_accept" and "spec_tokens + 1 = 3" in err.value.message
     with pytest.raises(InvalidSpec) as err:
         plan(load_model("llama-3.1-8b"), load_fleet("h100"), Workload(concurrency=1, context_tokens=128),
-             Requirements(spec_tokens=2), SolverSettings(method="dp"))
+             Requirements(speculation=SpecDecoding(tokens=2)), SolverSettings(method="dp"))
     assert err.value.field == "spec_method" and "no MTP layers" in err.value.message
 
 
@@ -319,7 +320,8 @@ def test_solve_and_export_from_the_command_line(run_cli, tmp_path):
 def test_split_plan_places_every_drafter_shard_with_the_head():
     model = load_model(DEEPSEEK, mtp=True)
     wl = Workload(concurrency=4, context_tokens=8192, weight_bits=8)
-    planned = plan(model, load_fleet("wse-3t"), wl, Requirements(mode="split", spec_tokens=1),
+    planned = plan(model, load_fleet("wse-3t"), wl,
+                   Requirements(placement=Placement(mode="split"), speculation=SpecDecoding(tokens=1)),
                    SolverSettings(method="dp"))
     doc = planned.mapping
     assert len(doc["stages"]) > 1 and validate_mapping(doc) == []
@@ -372,19 +374,20 @@ def test_a_speed_floor_is_judged_with_the_speculation_it_plans(tmp_path):
     draft_path = tmp_path / "draft.yaml"
     draft_path.write_text(DRAFT)
     target = load_model("llama-3.1-8b")
-    req = Requirements(degrees=(1,), spec_tokens=4, spec_method="eagle3", draft_model=load_model(draft_path),
-                       min_user_tps=10)
+    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=10),
+                       speculation=SpecDecoding(tokens=4, method="eagle3",
+                                                draft_model=load_model(draft_path)))
     planned = plan(target, load_fleet("h100"), Workload(concurrency=4, context_tokens=2048), req,
                    SolverSettings(method="dp"))
     sim = planned.simulation
     assert (sim.spec_k, sim.spec_accept) == (4, 3.08)
-    load, assignment = planned.load_per_replica, planned.solved.raw.assignment
+    load, assignment = planned.load_per_replica, planned.solved.per_group.assignment
     again = simulate(planned.instance, assignment,
-                     Traffic(requests=load, max_live=load, output_tokens=req.output_tokens),
+                     Traffic(requests=load, max_live=load, output_tokens=req.targets.output_tokens),
                      Serving(spec_k=4, spec_accept=3.08))
     assert again.per_user_tokens_per_s == sim.per_user_tokens_per_s
     plain = simulate(planned.instance, assignment,
-                     Traffic(requests=load, max_live=load, output_tokens=req.output_tokens),
+                     Traffic(requests=load, max_live=load, output_tokens=req.targets.output_tokens),
                      Serving(spec_k=0))
     assert plain.spec_k == 0 and plain.per_user_tokens_per_s < sim.per_user_tokens_per_s
 
@@ -417,7 +420,7 @@ def test_where_speculation_stops_paying(deepseek_plan, tmp_path, run_cli):
     from placer.simulate.spec_gain import speculation_gain
 
     model, planned = deepseek_plan
-    inst, assignment = planned.instance, planned.solved.raw.assignment
+    inst, assignment = planned.instance, planned.solved.per_group.assignment
     gain = speculation_gain(inst, assignment, spec_k=3, spec_accept=2.18, cap=8, output_tokens=8)
     assert [r["live"] for r in gain.rows] == [1, 2, 4, 8]
     for r in gain.rows:
@@ -447,12 +450,17 @@ def test_a_floor_only_drafts_reach_is_planned_with_them(tmp_path):
     draft_path.write_text(DRAFT)
     target = load_model("llama-3.1-8b")
     fleet, wl = load_fleet("h100"), Workload(concurrency=2, context_tokens=2048)
-    plain = plan(target, fleet, wl, Requirements(degrees=(1,), min_user_tps=1.0), SolverSettings(method="dp"))
+    plain = plan(target, fleet, wl,
+                 Requirements(placement=Placement(degrees=(1,)),
+                              targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
     floor = 1.3 * plain.speed.fastest.alone_tokens_per_s
-    none = plan(target, fleet, wl, Requirements(degrees=(1,), min_user_tps=floor), SolverSettings(method="dp"))
+    none = plan(target, fleet, wl,
+                Requirements(placement=Placement(degrees=(1,)),
+                             targets=Targets(min_user_tps=floor)), SolverSettings(method="dp"))
     assert not none.feasible and "cannot be met" in none.message
-    req = Requirements(degrees=(1,), min_user_tps=floor, spec_tokens=4, spec_method="eagle3",
-                       draft_model=load_model(draft_path))
+    req = Requirements(placement=Placement(degrees=(1,)), targets=Targets(min_user_tps=floor),
+                       speculation=SpecDecoding(tokens=4, method="eagle3",
+                                                draft_model=load_model(draft_path)))
     spec = plan(target, fleet, wl, req, SolverSettings(method="dp"))
     assert spec.feasible, spec.message
     assert spec.simulation.spec_k == 4 and spec.simulation.per_user_tokens_per_s >= floor

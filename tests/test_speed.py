@@ -8,8 +8,8 @@ import json
 import pytest
 
 from placer import load_fleet, load_model, workload_for
-from placer.planning.speed import floor_from, layouts, plan_for_speed
-from placer.planning.studies.compare import solve
+from placer.planning import Placement, Requirements, SolverSettings, Targets, build_instance, place_instance
+from placer.planning.speed import floor_from, layouts, speed_search
 from placer.simulate import simulate_mapping
 from placer.specs.errors import InvalidSpec
 
@@ -26,8 +26,9 @@ CASES = [  # model, fleet, context, planned live requests, floor (tokens/s per u
 def _plan(name, hw, ctx, live, floor, fleet=None, degrees=None):
     model = load_model(name)
     fleet = fleet or load_fleet(hw)
-    return plan_for_speed(model, fleet, workload_for(model, context=ctx, concurrency=live), min_user_tps=floor,
-                          method="dp", degrees=degrees), fleet
+    req = Requirements(Placement(degrees=degrees), Targets(min_user_tps=floor))
+    return speed_search(model, fleet, workload_for(model, context=ctx, concurrency=live), req,
+                        SolverSettings(method="dp")), fleet
 
 
 def _sim(doc, live):
@@ -66,8 +67,7 @@ def test_plan_meets_the_floor_and_a_device_fewer_does_not(name, hw, ctx, live, f
     lower = [g for g, _ in layouts(load_model(name), fleet, degrees)[0] if g < c.shape.tp]
     if lower:
         model = load_model(name)
-        solved = solve(model, fleet, workload_for(model, context=ctx, concurrency=c.shape.target), method="dp",
-                       tp=max(lower))
+        solved = place_instance(build_instance(model, fleet, workload_for(model, context=ctx, concurrency=c.shape.target), Requirements(), method="dp", tp=max(lower)), SolverSettings(method="dp"))
         step = solved.mapping
         assert step["summary"]["concurrency_ceiling"] < held or _sim(step, held) < floor
 
@@ -98,9 +98,10 @@ def test_a_floor_out_of_reach_names_the_fastest_placement():
 
 
 def test_objectives_pick_their_candidate():
-    plans = {o: plan_for_speed(load_model("llama-3.1-70b"), load_fleet("h200"),
-                               workload_for(load_model("llama-3.1-70b"), context="8k", concurrency=64),
-                               min_user_tps=1.0, objective=o, method="dp") for o in ("devices", "tokens-per-mw")}
+    plans = {o: speed_search(load_model("llama-3.1-70b"), load_fleet("h200"),
+                             workload_for(load_model("llama-3.1-70b"), context="8k", concurrency=64),
+                             Requirements(targets=Targets(min_user_tps=1.0, speed_objective=o)),
+                             SolverSettings(method="dp")) for o in ("devices", "tokens-per-mw")}
     cands = plans["devices"].candidates
     assert plans["devices"].chosen.devices == min(x.devices for x in cands)
     assert plans["tokens-per-mw"].chosen.tokens_per_s_per_mw == max(x.tokens_per_s_per_mw for x in cands)

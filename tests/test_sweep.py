@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -143,7 +144,7 @@ def test_failures_and_infeasible_points_are_recorded(tmp_path, monkeypatch):
     # a plain re-run keeps the error; --retry-failed solves it again (the newer row wins)
     monkeypatch.setattr(algorithms, "place", real)
     assert run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1).solved == 0
-    report = run_sweep(tiny(), toy_fleet(), grid, SETTINGS, out=out, jobs=1, retry_failed=True)
+    report = run_sweep(tiny(), toy_fleet(), grid, replace(SETTINGS, retry_failed=True), out=out, jobs=1)
     assert report.solved == 1
     rows = {r["concurrency"]: r for r in read_rows(out)}
     assert rows[4]["status"] == "optimal" and rows[4]["devices_used"] == 2 and rows[4]["error"] is None

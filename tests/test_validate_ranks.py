@@ -12,7 +12,7 @@ import pytest
 
 from placer.mapping import ranks as V
 from placer.mapping.validate import validate_mapping
-from placer.planning.studies.compare import solve
+from placer.planning import Requirements, SolverSettings, build_instance, place_instance
 from placer.problem import parallel as P
 from placer.problem import slices
 from placer.specs.catalog import list_models
@@ -155,7 +155,8 @@ def test_kimi_k3_latent_moe_by_hand_at_tp8():
 def llama_tp8():
     m = load_model("llama-3.1-70b")
     fleet = load_fleet("h100")
-    solved = solve(m, fleet, workload_for(m, context="128k", concurrency=32), tp=8, time_limit=20, threads=1)
+    solved = place_instance(build_instance(m, fleet, workload_for(m, context="128k", concurrency=32),
+                                           Requirements(), tp=8), SolverSettings(time_limit=20, threads=1))
     return m, fleet, solved
 
 
@@ -177,10 +178,12 @@ def test_a_solver_with_wrong_per_rank_rules_is_caught(monkeypatch):
     wl = workload_for(m, context="32k", concurrency=8)
     fleet = fleet_from_dict({"name": "gpus16", "device": {"kind": "gpu", "memory": "80 GB"},
                              "fleet": {"racks": 1, "per_rack": 16}})
-    honest = solve(m, fleet, wl, tp=16, time_limit=10, threads=1)
+    honest = place_instance(build_instance(m, fleet, wl, Requirements(), tp=16),
+                            SolverSettings(time_limit=10, threads=1))
     assert validate_mapping(honest.mapping, model=m, fleet=fleet) == []
     monkeypatch.setattr(P, "kv_heads_per_rank", lambda nkv, g: nkv // g)   # 0 heads at 16 > 8
-    broken = solve(m, fleet, wl, tp=16, time_limit=10, threads=1)
+    broken = place_instance(build_instance(m, fleet, wl, Requirements(), tp=16),
+                            SolverSettings(time_limit=10, threads=1))
     assert broken.mapping["stages"][0]["bytes"]["kv_reserve"] == 0
     found = validate_mapping(broken.mapping, model=m, fleet=fleet)
     assert any(v.kind == "bytes_mismatch" and "kv_reserve states 0" in v.message for v in found)
@@ -213,7 +216,8 @@ def test_hop_latency_counts_the_all_reduces_by_hand(llama_tp8):
 def test_expert_parallel_latency_by_hand():
     m = load_model("qwen3-235b")                             # 94 MoE layers
     fleet = load_fleet("h200", racks=8)
-    solved = solve(m, fleet, workload_for(m), tp=8, ep=True, time_limit=20, threads=1)
+    solved = place_instance(build_instance(m, fleet, workload_for(m), Requirements(), tp=8, ep=True),
+                            SolverSettings(time_limit=20, threads=1))
     s = solved.mapping["summary"]
     # an MoE layer under EP: one all-reduce (2 x 7 steps) and two all-to-alls (7 each), 2 us each
     assert s["group_latency_us"] == 94 * (14 + 2 * 7) * 2 + 14 * 2
@@ -229,7 +233,8 @@ def test_groups_with_different_links_keep_the_bound_valid():
     fleet = fleet_from_dict(spec)
     m = load_model("llama-3.1-8b")
     wl = Workload(context_tokens=1024, concurrency=1)
-    solved = solve(m, fleet, wl, tp=2, time_limit=10, threads=1)
+    solved = place_instance(build_instance(m, fleet, wl, Requirements(), tp=2),
+                            SolverSettings(time_limit=10, threads=1))
     s = solved.mapping["summary"]
     members = solved.mapping["stages"][0]["group"]["devices"]
     link = 1 if members[0].startswith("r1") else 5
@@ -300,12 +305,14 @@ def test_stored_format_plan_at_tp_validates_and_a_solver_that_drops_scales_is_ca
     m = load_model(CORPUS / "nvidia--MiniMax-M2.5-NVFP4.json")
     fleet = load_fleet("h100", racks=1)
     wl = workload_for(m, context="8k", concurrency=8)
-    honest = solve(m, fleet, wl, tp=4, time_limit=10, threads=1)
+    honest = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4),
+                            SolverSettings(time_limit=10, threads=1))
     assert validate_mapping(honest.mapping, model=m, fleet=fleet) == []
     real = slices.tensor_bytes
     monkeypatch.setattr(slices, "tensor_bytes", lambda shape, fmt, stacked=False: real(
         shape, fmt.__class__(bits=fmt.bits), stacked=stacked))
-    broken = solve(m, fleet, wl, tp=4, time_limit=10, threads=1)
+    broken = place_instance(build_instance(m, fleet, wl, Requirements(), tp=4),
+                            SolverSettings(time_limit=10, threads=1))
     found = validate_mapping(broken.mapping, model=m, fleet=fleet)
     assert found[0].kind == "bytes_mismatch" and "weights states 30,163,441,664, recomputed 33,674,455,040" \
         in found[0].message

@@ -79,12 +79,20 @@ def _up_to_date(path: Path, model, fleet) -> bool:
         return False
 
 
+def _place(model, fleet, req, solver, objective, workload):
+    """The placement step (:mod:`placer.planning.solve`) of one solution at ``workload``."""
+    from placer.planning import build_instance, place_instance
+
+    return place_instance(build_instance(model, fleet, workload, req), solver, objective=objective)
+
+
 def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, time_limit: float = 60.0,
                threads: int = 2, seed: int = 0, stale_only: bool = False, objective: str = DEFAULT_OBJECTIVE,
                log=_say) -> dict:
     """Solve and write every (model, mode); returns the paths ``written`` and ``current`` (up to date,
     with ``stale_only``), and the ``skipped`` (no placement) and ``invalid`` (failed validation) cases."""
-    from placer.planning.studies.compare import solution_path, solve
+    from placer.planning import Placement, Requirements, SolverSettings
+    from placer.planning.studies.compare import solution_path
 
     out_dir = Path(out_dir)
     names = models or [p.stem for p in list_models()]
@@ -101,9 +109,10 @@ def regenerate(out_dir: str | Path = "solutions", *, models=None, modes=MODES, t
                 report["current"].append(str(path))
                 continue
             require = exported_requirements(model, mode)
-            attempt = partial(solve, model, fleet, mode=mode, method="cpsat",
-                              granularity=SPLIT_GRANULARITY if mode == "split" else None, require=require,
-                              time_limit=time_limit, threads=threads, seed=seed, objective=objective)
+            req = Requirements(Placement(mode=mode, granularity=SPLIT_GRANULARITY if mode == "split" else None,
+                                         constraints=require))
+            solver = SolverSettings(method="cpsat", time_limit=time_limit, threads=threads, seed=seed)
+            attempt = partial(_place, model, fleet, req, solver, objective)
             solved = attempt(wl)
             r = solved.result
             label = f"{model.name} on {hw}, {mode}"

@@ -12,7 +12,7 @@ so loops over phases or probes (``compare``'s rows, a bisection, the explanation
 what they have instead of starting the next step.
 
 Who forgets a Ctrl-C: the outermost :func:`interrupt_scope`. The command line, ``place()`` and
-every caller that owns a sequence of solves (``compare``'s rows, the degrees of ``solve_degrees``,
+every caller that owns a sequence of solves (``compare``'s rows, the degrees of ``search_layouts``,
 ``simulate``'s modes) run inside one; the outermost scope forgets an earlier Ctrl-C when it opens
 (an earlier call's interrupt never cuts a later solve short) and when it closes (the interrupt has
 been reported by then), and nested scopes leave the flag alone. So a Ctrl-C noted anywhere inside

@@ -18,7 +18,7 @@ __all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "g
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
-           "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "load_draft",
+           "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "spec_decoding",
            "speculation_text", "cached_prompt_option", "drafts_with_mtp"]
 
 
@@ -353,7 +353,7 @@ def stderr_is_terminal() -> bool:
 
 
 def backend_options(f):
-    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.sweep.run_tasks`)."""
+    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.tasks.run_tasks`)."""
     f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
                      help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
     return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)
@@ -480,11 +480,16 @@ def drafts_with_mtp(spec_tokens, draft_model, spec_method) -> bool:
     return bool(spec_tokens) and draft_model is None and spec_method in (None, "mtp")
 
 
-def load_draft(ref):
-    """The draft model ``--draft-model`` names (None when not given)."""
-    if ref is None:
+def spec_decoding(spec_tokens, spec_method, draft_model, spec_accept):
+    """The :class:`~placer.planning.SpecDecoding` the speculation flags ask for (None: none), the
+    draft model ``--draft-model`` names loaded; refused (naming the flag's field) as the
+    requirements refuse it."""
+    from placer.planning import SpecDecoding
+
+    if not spec_tokens and spec_method is None and draft_model is None and spec_accept is None:
         return None
-    return load_model(ref)
+    draft = None if draft_model is None else load_model(draft_model)
+    return SpecDecoding(tokens=spec_tokens or 0, method=spec_method, draft_model=draft, accept=spec_accept)
 
 
 def speculation_text(doc: dict) -> str:

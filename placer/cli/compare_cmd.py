@@ -20,8 +20,8 @@ from placer.cli.common import (
     workload_options,
     workload_text,
 )
-from placer.cli.solve_disagg import disagg_fields, disagg_options
-from placer.planning import Requirements, SolverSettings
+from placer.cli.solve_disagg import disagg_options, disagg_pools
+from placer.planning import Placement, Requirements, SolverSettings, Targets
 from placer.planning.studies.compare import COMPARE_ROWS, compare, compare_degrees
 from placer.problem.reductions.tensor_parallel import has_gpus
 from placer.specs.errors import InvalidSpec
@@ -89,28 +89,28 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
         raise InvalidSpec(flag, flag.lstrip("-").replace("-", "_"), "applies to --disagg (the decode pool's TPOT)")
     m, fleet, wl = load_inputs(model, hardware, **kw)
     degrees = parse_degrees(tp)
-    reserve = reserve_of(reserve)
+    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
+    placement = Placement(degrees=degrees, expert_parallel=True if ep else None if ep is None else False,
+                          reserve=reserve_of(reserve), runtime=runtime, attention_dp=True if attention_dp else None)
     if disagg:
         from placer.cli.compare_pools import print_pool_comparison
 
-        req = Requirements(degrees=degrees, expert_parallel=True if ep else None if ep is None else False,
-                           reserve=reserve, runtime=runtime, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,
-                           min_user_tps=min_user_tps, attention_dp=True if attention_dp else None,
-                           output_tokens=output_tokens, **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
-        return print_pool_comparison(m, fleet, wl, req, SolverSettings(time_limit=time_limit, seed=seed, threads=threads),
-                                     as_json=as_json, quiet=quiet)
+        req = Requirements(placement,
+                           Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
+                                   output_tokens=output_tokens),
+                           pools=disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
+        return print_pool_comparison(m, fleet, wl, req, solver, as_json=as_json, quiet=quiet)
+    # the methods' table places whole models at one device per stage: the split refinement is its only requirement
+    methods_req, degrees_req = Requirements(Placement(granularity=granularity)), Requirements(placement)
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
-        doc = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                       as_json, runtime, max_ttft_ms, attention_dp=attention_dp) if degrees_only else _methods(m, fleet, wl, granularity, time_limit, seed,
-                                                              threads, quiet, as_json)
+        doc = _degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json) if degrees_only \
+            else _methods(m, fleet, wl, methods_req, solver, quiet, as_json)
     else:
-        doc = _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json)
+        doc = _methods(m, fleet, wl, methods_req, solver, quiet, as_json)
         if not doc.get("interrupted"):
-            more = _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet,
-                            as_json, runtime, max_ttft_ms, attention_dp=attention_dp)
-            doc.update(more)
+            doc.update(_degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json))
     doc["workload"] = workload_doc(wl)
     doc["power_boundary"], doc["pue"] = fleet.power_boundary, fleet.pue    # of every power figure in the rows
     done = stopped(doc, "rows", err=as_json)       # Ctrl-C: the rows so far, then exit 130
@@ -126,7 +126,7 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     return done
 
 
-def _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_json) -> dict:
+def _methods(m, fleet, wl, req, solver, quiet, as_json) -> dict:
 
     with Progress(len(COMPARE_ROWS), "rows", quiet=quiet, desc="compare ", failures=False) as bar:
         started = []
@@ -140,8 +140,7 @@ def _methods(m, fleet, wl, granularity, time_limit, seed, threads, quiet, as_jso
                 # no terminal to draw a bar on (a log, a pipe): one line per row as it starts
                 click.echo(f"solving {method} / {mode} ...", err=True)
 
-        doc = compare(m, fleet, wl, time_limit=time_limit, seed=seed, threads=threads, granularity=granularity,
-                      progress=progress)
+        doc = compare(m, fleet, wl, req, solver, progress=progress)
         bar.step()
     return doc
 
@@ -171,8 +170,7 @@ def _print_methods(m, fleet, wl, doc) -> None:
         click.echo(note)
 
 
-def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, output_tokens, quiet, as_json,
-             runtime=None, max_ttft_ms=None, attention_dp=False) -> dict:
+def _degrees(m, fleet, wl, req, solver, output_tokens, max_ttft_ms, quiet, as_json) -> dict:
     with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
         started = []
 
@@ -185,10 +183,8 @@ def _degrees(m, fleet, wl, degrees, ep, reserve, time_limit, seed, threads, outp
             if bar.bar is None and not quiet and not as_json:
                 click.echo(f"solving {label} ...", err=True)
 
-        doc = compare_degrees(m, fleet, wl, degrees=degrees, ep=ep, reserve=reserve, time_limit=time_limit,
-                              seed=seed, threads=threads, output_tokens=output_tokens, progress=progress,
-                              runtime=runtime, max_ttft_ms=max_ttft_ms,
-                              attention_dp=attention_dp)
+        doc = compare_degrees(m, fleet, wl, req, solver, output_tokens=output_tokens, max_ttft_ms=max_ttft_ms,
+                              progress=progress)
         bar.step()
     return doc
 

@@ -11,7 +11,6 @@ from placer.cli.common import (
     echo_json,
     granularity_option,
     jobs_option,
-    load_draft,
     load_fleet_chosen,
     method_option,
     output_file,
@@ -22,6 +21,7 @@ from placer.cli.common import (
     renamed,
     reserve_of,
     runtime_option,
+    spec_decoding,
     speculative_options,
     time_limit_option,
     warn,
@@ -29,7 +29,7 @@ from placer.cli.common import (
     workload_notes,
     workload_text,
 )
-from placer.planning import Requirements
+from placer.planning import Placement, Requirements, SolverSettings, Targets
 from placer.problem.instance import MODES
 from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
 from placer.specs.errors import InvalidSpec
@@ -103,7 +103,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     and live requests, each point a validated placement and its simulation; writes the CSV (with
     each point's degree) and the PNG and says, per requested speed, which platform is ahead and by
     what ratio."""
-    from placer.planning.studies.frontier import speed_frontier, write_csv
+    from placer.planning.studies.frontier import FrontierGrid, speed_frontier, write_csv
     from placer.specs.model import load_model
     from placer.specs.workload import workload_for
 
@@ -124,7 +124,6 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
         warn(note)
-    opts = dict(time_limit=time_limit, threads=threads or 2)     # min_devices passes them to CP-SAT only
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
 
@@ -133,15 +132,17 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
             bar[0] = Progress(total, "points", quiet=quiet, desc="frontier ", failures=False)
         bar[0].step()
 
-    req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), expert_parallel=True if ep else None,
-                       reserve=reserve_of(reserve), runtime=runtime, spec_tokens=spec_tokens or 0, spec_method=spec_method,
-                       draft_model=load_draft(draft_model), spec_accept=spec_accept,
-                       cached_prompt_tokens=cached_prompt or 0)
+    req = Requirements(Placement(mode=mode, granularity=granularity, degrees=parse_degrees(tp),
+                                 expert_parallel=True if ep else None, reserve=reserve_of(reserve), runtime=runtime),
+                       Targets(cached_prompt_tokens=cached_prompt or 0),
+                       spec_decoding(spec_tokens, spec_method, draft_model, spec_accept))
+    # min_devices passes the time limit and threads to CP-SAT only
+    solver = SolverSettings(method=method, time_limit=time_limit, threads=threads or 2)
+    grid = FrontierGrid(speeds=floors, output_tokens=output_tokens, max_target=max_target, max_ttft_ms=max_ttft_ms,
+                        disagg=disagg, prefill_fleet=prefill_fleet)
     try:
-        rep = speed_frontier(m, fleets, wl, speeds=floors, method=method, output_tokens=output_tokens, jobs=jobs,
-                             progress=progress, max_target=max_target, backend=backend, address=address,
-                             max_ttft_ms=max_ttft_ms, requirements=req, disagg=disagg, prefill_fleet=prefill_fleet,
-                             **opts)
+        rep = speed_frontier(m, fleets, wl, req, solver, grid, jobs=jobs, backend=backend, address=address,
+                             progress=progress)
     finally:
         if bar[0] is not None:
             bar[0].close()

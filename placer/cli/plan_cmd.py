@@ -15,7 +15,7 @@ from placer.cli.common import (
     workload_doc,
     workload_text,
 )
-from placer.planning import Requirements, build_instance
+from placer.planning import Placement, Pools, Requirements, Targets, build_instance
 from placer.planning.budget import plan_replicas
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import plural
@@ -57,13 +57,15 @@ def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_
                                racks=racks)
     if rate is not None:
         from placer.cli.plan_rate import print_recommendation
+        from placer.cli.solve_disagg import _prefill_fleet
 
-        return print_recommendation(m, fleet, wl, rate=rate, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms,
-                                    min_user_tps=min_user_tps, isl=isl, osl=osl, prefill_hardware=prefill_hardware,
-                                    time_limit=time_limit, as_json=as_json, quiet=quiet)
+        req = Requirements(targets=Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps),
+                           pools=Pools(prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate,
+                                       prompt_tokens=isl, decode_tokens=osl))
+        return print_recommendation(m, fleet, wl, req, time_limit, as_json=as_json, quiet=quiet)
     if total_concurrency is None:
         raise InvalidSpec("--total-concurrency", "total_concurrency", "give --total-concurrency N or --rate R")
-    inst = build_instance(m, fleet, wl, Requirements(mode=mode, granularity=granularity))
+    inst = build_instance(m, fleet, wl, Requirements(Placement(mode=mode, granularity=granularity)))
     with Progress(None, "replica counts", quiet=quiet, desc="plan ") as bar:
         plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit,
                              progress=lambda o: bar.step(failed=o.total_devices is None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from placer.cli.common import echo_json, workload_text
-from placer.cli.solve_disagg import _prefill_fleet
 from placer.planning import Requirements, SolverSettings
 from placer.planning.studies.recommend import recommend
 
@@ -14,18 +13,18 @@ def _f(v, fmt="{:,.1f}"):
     return "-" if v is None else fmt.format(v)
 
 
-def print_recommendation(m, fleet, wl, *, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl, prefill_hardware,
-                         time_limit, as_json, quiet) -> int:
-    req = Requirements(rate=rate, max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
-                       prompt_tokens=isl, decode_tokens=osl, prefill_fleet=_prefill_fleet(fleet, prefill_hardware),
-                       disagg=True)
+def print_recommendation(m, fleet, wl, req: Requirements, time_limit: float, *, as_json: bool, quiet: bool) -> int:
+    """``placer plan --rate``: the recommendation for ``req`` (its pools' rate, prompt and output
+    tokens; its targets' TTFT and TPOT) printed or as JSON; the exit code."""
     solver = SolverSettings(method=None, time_limit=time_limit)
     rec = recommend(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
     if as_json:
         echo_json(rec.to_dict())
         return 0 if any(r["feasible"] and r["meets_ttft"] for r in rec.rows()) else 1
-    click.echo(f"{m.name} on {fleet.name} at {rate:,.3g} requests/s: TTFT <= {max_ttft_ms:g} ms, TPOT <= "
-               f"{1000 / req.speed_floor:.4g} ms, ISL {isl or wl.context_tokens}, OSL {osl}")
+    pools, targets = req.pools, req.targets
+    click.echo(f"{m.name} on {fleet.name} at {pools.rate:,.3g} requests/s: TTFT <= {targets.max_ttft_ms:g} ms, TPOT <= "
+               f"{1000 / targets.speed_floor:.4g} ms, ISL {pools.prompt_tokens or wl.context_tokens}, "
+               f"OSL {pools.decode_tokens}")
     click.echo(workload_text(wl, fleet=fleet))
     click.echo(f"{'serving':<14} {'devices':>7} {'kW':>7} {'layout':<34} {'TTFT ms':>8} {'TPOT ms':>8} "
                f"{'meets':>5} {'proven':>6}")

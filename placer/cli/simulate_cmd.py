@@ -19,6 +19,7 @@ from placer.cli.common import (
     workload_text,
 )
 from placer.mapping import read_mapping, serving_of, specs_from_mapping
+from placer.planning import Placement, Requirements, SolverSettings
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.modes import compare_modes
 from placer.problem.instance import MODES
@@ -103,32 +104,13 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if cached_prompt is not None and decode_only:
         raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to prefill; --decode-only has none")
     if compare_model or all_modes:
-        model_ref_ = compare_model or target
-        if not model_ref_:
-            raise InvalidSpec("--compare", "model", "name the model to compare")
-        if not hardware:
-            raise InvalidSpec("--hardware", "hardware", "--compare needs --hardware")
-        wanted = tuple(m.strip() for m in modes.split(",") if m.strip())
-        bad = [m for m in wanted if m not in MODES]
-        if bad or not wanted:
-            raise InvalidSpec("--modes", "modes", f"unknown mode {bad[0] if bad else '(none)'!r} "
-                                                  f"(choose from {', '.join(MODES)})")
-        m, fleet, _ = load_inputs(model_ref_, hardware)
-        wl = workload_for(m, context=context, micro_batch=micro_batch)
-        for note in workload_notes(m, wl):
-            warn(note)
-        doc = compare_modes(m, fleet, wl, modes=wanted, method=method, granularity=granularity_for("split", granularity),
-                            time_limit=time_limit, seed=seed, output_tokens=output_tokens or 16,
-                            micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
-                            decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
-                            schedule=schedule, max_batch=max_batch, runtime=runtime,
-                            **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt}))
-        done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
-        if as_json:
-            echo_json(doc)
-            return done
-        _print_compare(doc)
-        return done
+        return _compare_command(compare_model or target, hardware, modes, context, micro_batch, output_tokens,
+                                SolverSettings(method=method, time_limit=time_limit, seed=seed),
+                                granularity, as_json,
+                                dict(micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
+                                     decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
+                                     schedule=schedule, max_batch=max_batch, runtime=runtime,
+                                     **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt})))
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
@@ -159,6 +141,39 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     if as_json:
         echo_json({**res.to_dict(), "workload": mapping["workload"]})
         return 0
+    _print_run(mapping, res, serving, model_ref, hardware, gantt)
+    return 0
+
+
+def _compare_command(model_ref, hardware, modes, context, micro_batch, output_tokens, solver, granularity, as_json,
+                     sim) -> int:
+    """``placer simulate --compare MODEL``: every mode's placement of MODEL simulated side by side."""
+    if not model_ref:
+        raise InvalidSpec("--compare", "model", "name the model to compare")
+    if not hardware:
+        raise InvalidSpec("--hardware", "hardware", "--compare needs --hardware")
+    wanted = tuple(m.strip() for m in modes.split(",") if m.strip())
+    bad = [m for m in wanted if m not in MODES]
+    if bad or not wanted:
+        raise InvalidSpec("--modes", "modes", f"unknown mode {bad[0] if bad else '(none)'!r} "
+                                              f"(choose from {', '.join(MODES)})")
+    m, fleet, _ = load_inputs(model_ref, hardware)
+    wl = workload_for(m, context=context, micro_batch=micro_batch)
+    for note in workload_notes(m, wl):
+        warn(note)
+    req = Requirements(Placement(granularity=granularity_for("split", granularity)))
+    doc = compare_modes(m, fleet, wl, req, solver, modes=wanted, output_tokens=output_tokens or 16, **sim)
+    done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
+    if as_json:
+        echo_json(doc)
+        return done
+    _print_compare(doc)
+    return done
+
+
+def _print_run(mapping, res, serving, model_ref, hardware, gantt) -> None:
+    """One simulated run of a mapping as ``placer simulate`` prints it."""
+    power, pue = power_choice()
     s = mapping["summary"]
     click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']} ({mapping['mode']}): "
                f"{plural(len(res.stages), 'stage')}, {plural(res.segments, 'device visit')} per token, "
@@ -195,7 +210,6 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         click.echo(f"  note: {note}")
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
-    return 0
 
 
 def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_json) -> int:

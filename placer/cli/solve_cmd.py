@@ -11,7 +11,6 @@ from placer.cli.common import (
     granularity_option,
     group_label,
     hardware_option,
-    load_draft,
     load_inputs,
     method_option,
     output_file,
@@ -21,6 +20,7 @@ from placer.cli.common import (
     renamed,
     reserve_of,
     runtime_option,
+    spec_decoding,
     speculation_text,
     speculative_options,
     threads_option,
@@ -30,8 +30,8 @@ from placer.cli.common import (
     workload_text,
     write_mapping_if_asked,
 )
-from placer.cli.solve_disagg import disagg_fields, disagg_options, print_disagg_plan
-from placer.planning import Requirements, SolverSettings, plan
+from placer.cli.solve_disagg import disagg_options, disagg_pools, print_disagg_plan
+from placer.planning import Placement, Requirements, SolverSettings, Targets, plan
 from placer.planning.studies.compare import node_ranges
 from placer.problem.instance import MODES, REQUIREMENTS
 from placer.specs.errors import InvalidSpec
@@ -83,7 +83,7 @@ def degree_line(tp: int, solved) -> str:
     label = f"tp {tp}" + (" attention-dp" if solved.instance is not None and solved.instance.attention_dp else "")
     if not r.feasible:
         return f"  {label}: {r.status}: {r.message or 'no placement found'}"
-    stages = r.stats.get("groups_used", r.devices_used)
+    stages = solved.stages
     proof = "proven" if r.proven_optimal else ("devices proven" if r.devices_proven else "not proven")
     return (f"  {label}: {plural(r.devices_used, 'device')} ({plural(stages, 'stage')} of {tp}), concurrency ceiling "
             f"{_fmt(r.concurrency_ceiling)}, hop latency {format_duration_us(r.hop_latency_us)}, {proof}, "
@@ -179,24 +179,24 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     if output_tokens is not None and not floor:
         raise InvalidSpec("--output-tokens", "output_tokens", "applies to a speed floor (--min-user-tps or "
                                                               "--max-itl-ms); --osl sets a disaggregated plan's")
-    req = Requirements(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
-                       expert_parallel=(True if ep else None) if floor else bool(ep), reserve=reserve_of(reserve),
-                       pins=tuple(pins), constraints=tuple(require), min_user_tps=min_user_tps,
-                       max_itl_ms=max_itl_ms, speed_objective=(objective or "devices") if floor else "devices",
-                       objective=None if floor else objective, runtime=runtime, max_ttft_ms=max_ttft_ms,
-                       spec_tokens=spec_tokens or 0, spec_method=spec_method, draft_model=load_draft(draft_model),
-                       spec_accept=spec_accept, attention_dp=attention_dp,
-                       cached_prompt_tokens=cached_prompt or 0,
-                       **({} if output_tokens is None else {"output_tokens": output_tokens}),
-                       **disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl))
+    req = Requirements(
+        Placement(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
+                  expert_parallel=(True if ep else None) if floor else bool(ep), attention_dp=attention_dp,
+                  reserve=reserve_of(reserve), pins=tuple(pins), constraints=tuple(require), runtime=runtime),
+        Targets(min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, max_ttft_ms=max_ttft_ms,
+                speed_objective=(objective or "devices") if floor else "devices",
+                objective=None if floor else objective, cached_prompt_tokens=cached_prompt or 0,
+                **({} if output_tokens is None else {"output_tokens": output_tokens})),
+        spec_decoding(spec_tokens, spec_method, draft_model, spec_accept),
+        disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
-    if planned.kind == "disagg":
+    if planned.pools is not None:
         return print_disagg_plan(planned, output, as_json)
-    if planned.kind == "speed-floor":
+    if planned.speed is not None:
         return _print_speed_plan(planned, output, as_json)
-    if planned.kind == "per-stage":
+    if planned.per_stage:
         from placer.cli.solve_stage_degrees import print_per_stage_plan
 
         return print_per_stage_plan(planned, output, as_json)
@@ -222,7 +222,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
         else:
             click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                        f"no placement")
-            click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
+            click.echo(workload_text(wl, fleet=fleet, reserve=req.placement.reserve))
             if r.status == "infeasible":
                 # why, in bytes, and what would fit (placer.planning.studies.explain; bounded by the solve's time limit)
                 click.echo(planned.explain(time_limit=20.0, deadline=deadline))
@@ -239,7 +239,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
                f"{inst.n_nodes} nodes on {sm['devices_used']} devices")
-    click.echo(workload_text(wl, fleet=fleet, reserve=req.reserve))
+    click.echo(workload_text(wl, fleet=fleet, reserve=req.placement.reserve))
     if doc.get("speculative") or doc["model"].get("mtp"):
         click.echo(speculation_text(doc))
     proven = "proven" if sm["proven_optimal"] else "not proven"
@@ -313,7 +313,7 @@ def _print_speed_plan(planned, output, as_json) -> int:
     click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
                f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
                f"objective {sp.objective}")
-    click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.reserve))
+    click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.placement.reserve))
     if sp.chosen is None:
         click.echo(sp.message)
         return 1

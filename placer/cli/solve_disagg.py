@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from placer.cli.common import echo_json, echo_json_mapping, workload_text, write_mapping_if_asked
+from placer.planning import Pools
 from placer.specs.errors import InvalidSpec
 
 
@@ -40,18 +41,17 @@ def _prefill_fleet(fleet, ref):
     return load_fleet_chosen(ref)       # at the power boundary the command line chose, as the decode fleet
 
 
-def disagg_fields(fleet, disagg, prefill_hardware, rate, isl, osl) -> dict:
-    """The :class:`~placer.planning.Requirements` fields the flags set (refused without --disagg)."""
+def disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl) -> Pools | None:
+    """The :class:`~placer.planning.Pools` the flags ask for (None without --disagg, which the
+    other flags then are refused without)."""
     given = {"--prefill-hardware": prefill_hardware, "--rate": rate, "--isl": isl, "--osl": osl}
     if not disagg:
         extra = [k for k, v in given.items() if v is not None]
         if extra:
             raise InvalidSpec(extra[0], extra[0].lstrip("-").replace("-", "_"), "applies to --disagg plans")
-        return {}
-    out = dict(disagg=True, prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate, prompt_tokens=isl)
-    if osl is not None:
-        out["decode_tokens"] = osl
-    return out
+        return None
+    return Pools(prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate, prompt_tokens=isl,
+                 **({} if osl is None else {"decode_tokens": osl}))
 
 
 def print_disagg_plan(planned, output, as_json) -> int:
@@ -69,7 +69,7 @@ def print_disagg_plan(planned, output, as_json) -> int:
     click.echo(f"{m.name}, disaggregated: prefill on {dp.prefill_fleet.name}, decode on {dp.decode_fleet.name}; "
                f"{asked}, ISL {dp.prompt_tokens}, OSL {dp.decode_tokens}, TTFT <= {dp.max_ttft_ms:g} ms, "
                f"TPOT <= {dp.tpot_ms:.4g} ms")
-    click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.reserve))
+    click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.placement.reserve))
     click.echo(f"KV transfer: {dp.transfer_bytes:,} B per request over {dp.link.source} "
                f"({dp.link.bandwidth / 1e9:,.1f} GB/s, {dp.link.latency_us:g} us): "
                f"{dp.link.time_us(dp.transfer_bytes) / 1e3:,.3f} ms")

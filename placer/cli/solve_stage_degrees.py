@@ -35,7 +35,7 @@ def print_per_stage_plan(planned, output, as_json) -> int:
     """A plan with a degree per stage (:func:`placer.plan` with ``per_stage_degrees``) as ``placer
     solve`` prints it; the exit code."""
     m, fleet, wl = planned.model, planned.fleet, planned.workload
-    ep, reserve = bool(planned.requirements.expert_parallel), planned.requirements.reserve
+    ep, reserve = bool(planned.requirements.placement.expert_parallel), planned.requirements.placement.reserve
     for label, why in planned.refused.items():
         click.echo(f"{label} excluded: {why}", err=True)
     r, doc, inst = planned.result, planned.mapping, planned.instance

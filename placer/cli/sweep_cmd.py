@@ -119,7 +119,8 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
                              granularity=granularity_for("split", granularity), solver_threads=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
-                             concurrency_cap=cap, base_workload=base, runtime=runtime)
+                             concurrency_cap=cap, base_workload=base, runtime=runtime,
+                             retry_failed=retry_failed)
     bar = Progress(None, "points", quiet=True)     # replaced once the sweep knows its size
 
     def on_start(todo, reused):
@@ -136,7 +137,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     with contextlib.ExitStack() as stack:
         stack.callback(lambda: bar.close())
         report = run_sweep(m, fleet, grid, settings, out=out, jobs=renamed("--jobs", jobs, workers_deprecated),
-                           backend=backend, address=address, retry_failed=retry_failed, on_start=on_start,
+                           backend=backend, address=address, on_start=on_start,
                            progress=on_point)
     if plot_path:
         from placer.plotting import plot_frontiers, save

@@ -68,7 +68,7 @@ def min_devices(instance: Instance, method: str | None = None, *, time_limit: fl
     # CP-SAT turns Ctrl-C into its best placement so far; a plan or sweep must not take that for
     # the point's answer (a resumed sweep would never solve it again)
     return place_instance(instance, settings, reports=False, keep_interrupted=False,
-                          objective=None if objective in (None, "lex") else objective).raw
+                          objective=None if objective in (None, "lex") else objective).per_group
 
 
 def device_lower_bound(result: Result) -> int | None:

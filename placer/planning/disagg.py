@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from placer.planning.layouts import device_layouts, layout_label
-from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.requirements import Pools, Requirements, SolverSettings
 from placer.planning.solve import Solved, build_instance, place_instance, speculative_model
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
@@ -177,7 +177,7 @@ class DecodeShape:
 
 
 def _power(solved: Solved) -> float | None:
-    inst, r = solved.instance, solved.raw
+    inst, r = solved.instance, solved.per_group
     powers = [inst.devices[d].type.power_w for d in sorted(set(r.assignment))]
     if any(p is None for p in powers):
         return None
@@ -190,7 +190,7 @@ def prefill_times(solved: Solved, prompt: int, budget: int) -> tuple[float, floa
     from placer.simulate import segments_of
     from placer.simulate.prefill import Chunk, prompt_time_us, step_time_us
 
-    segs = segments_of(solved.instance, solved.raw.assignment)
+    segs = segments_of(solved.instance, solved.per_group.assignment)
     busy: dict[int, float] = {}
     zero = {w: 0.0 for w in set().union(*(s.windows() for s in segs))}
     cached = min(solved.instance.cached_prompt_tokens, prompt - 1)
@@ -247,12 +247,12 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
             solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
             if not solved.result.feasible:
                 break
-            key = tuple(solved.raw.assignment)
+            key = tuple(solved.per_group.assignment)
             if key not in seen:
                 seen.add(key)
-                cap = int(inst.group_requests(solved.raw.concurrency_ceiling) or inst.group_requests(target))
-                held, sim = concurrency_at_speed(inst, solved.raw.assignment, floor, cap=cap,
-                                                 output_tokens=req.output_tokens, decode_only=True)
+                cap = int(inst.group_requests(solved.per_group.concurrency_ceiling) or inst.group_requests(target))
+                held, sim = concurrency_at_speed(inst, solved.per_group.assignment, floor, cap=cap,
+                                                 output_tokens=req.targets.output_tokens, decode_only=True)
                 if held:
                     shape = DecodeShape(solved, solved.result.devices_used, _power(solved), target, held, sim)
                     say(f"decode {shape.layout}, target {target}: {shape.devices} devices, holds {held} at "
@@ -264,12 +264,11 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
 
 def _layouts(model, fleet, workload, req: Requirements, decode: bool = False):
     """``(tp, ep, attention_dp)`` of every layout a pool tries: attention data parallelism (as
-    ``req.attention_dp`` says) in the decode pool only (a prefill replica's ranks would each
+    ``req.placement.attention_dp`` says) in the decode pool only (a prefill replica's ranks would each
     prefill their own prompts, which the prefill model does not price)."""
-    found = device_layouts(model, fleet, degrees=req.degrees, ep=req.expert_parallel, mode=req.mode_for("cpsat"),
-                           workload=workload, attention_dp=req.attention_dp if decode else False)
-    found.require_some(model)
-    return found.every()
+    p = req.placement
+    return device_layouts(model, fleet, degrees=p.degrees, ep=p.expert_parallel, mode=req.mode_for("cpsat"),
+                          workload=workload, attention_dp=p.attention_dp if decode else False).require_some(model).every()
 
 
 # ----------------------------------------------------------------------------- the ratio
@@ -404,7 +403,7 @@ def _fits(fleet: Fleet, groups: list[tuple[str, int]]) -> bool:
 
 def _groups(shape, replicas: int) -> list[tuple[str, int]]:
     inst = shape.solved.instance
-    used = sorted(set(shape.solved.raw.assignment))
+    used = sorted(set(shape.solved.per_group.assignment))
     return [(inst.devices[d].type.name, len(inst.members(d))) for d in used] * replicas
 
 
@@ -481,40 +480,41 @@ def _settle_load(c: DisaggCandidate, osl: int, output_tokens: int, rounds: int =
 def _decode_sim(d: DecodeShape, load: int, output_tokens: int):
     from placer.planning.speed import _simulate
 
-    return _simulate(d.solved.instance, d.solved.raw.assignment, load, output_tokens, decode_only=True)
+    return _simulate(d.solved.instance, d.solved.per_group.assignment, load, output_tokens, decode_only=True)
 
 
 def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requirements, solver: SolverSettings, *,
                 log=None) -> DisaggPlan:
-    """The disaggregated plan the requirements ask for (see the module docstring): ``req.rate``
+    """The disaggregated plan the requirements ask for (see the module docstring): ``req.pools.rate``
     requests/s (or ``workload.concurrency`` live decode requests), TTFT at most
-    ``req.max_ttft_ms``, TPOT at most ``1 / req.speed_floor``, fewest devices (``speed_objective``
-    ``mw``: least power)."""
+    ``req.targets.max_ttft_ms``, TPOT at most ``1 / req.targets.speed_floor``, fewest devices
+    (``speed_objective`` ``mw``: least power)."""
     from placer.simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
     say = log or (lambda _m: None)
-    isl = req.prompt_tokens if req.prompt_tokens is not None else workload.context_tokens
-    osl = req.decode_tokens
-    budget = req.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    floor = req.speed_floor
-    rate = req.rate
+    pools, targets = req.pools or Pools(), req.targets
+    isl = pools.prompt_tokens if pools.prompt_tokens is not None else workload.context_tokens
+    osl = pools.decode_tokens
+    budget = pools.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    floor = targets.speed_floor
+    rate = pools.rate
     concurrency = None if rate is not None else workload.concurrency
-    if rate is None and not concurrency and not req.maximize_rate:
+    if rate is None and not concurrency and not pools.maximize_rate:
         raise InvalidSpec(ARGUMENT, "rate", "a disaggregated plan needs a request rate or a concurrency of at least 1")
-    pf, df, same = prefill_fleet_of(fleet, req.prefill_fleet)
+    pf, df, same = prefill_fleet_of(fleet, pools.prefill_fleet)
     link = pool_link(pf, df, same)
     # the drafter's KV and state move with the target's (its nodes are placed in both pools)
     nbytes = prompt_transfer_bytes(speculative_model(model, req)[0], workload, isl)
     transfer_us = link.time_us(nbytes)
-    ttft_us = req.max_ttft_ms * 1e3
+    ttft_us = targets.max_ttft_ms * 1e3
     pre = prefill_shapes(model, pf, workload, req, solver, isl, budget, say)
-    if req.maximize_rate:
+    if pools.maximize_rate:
         top = len(df.available) * 4096      # every target until the fleet's memory stops the placement
     else:
         live_guess = concurrency if concurrency is not None else math.ceil(rate * osl / floor)
         top = max(1, min(4 * live_guess, len(df.available) * 4096))
     dec = decode_shapes(model, df, workload, req, solver, isl + osl, floor, top, say)
-    if req.maximize_rate:
+    if pools.maximize_rate:
         rate = _most_rate(pre, dec, pf, df, osl, ttft_us, transfer_us)
         concurrency = None
     cands = []
@@ -522,18 +522,19 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
         for d in dec:
             if rate is None and concurrency is None:
                 continue
-            c = _candidate(p, d, rate, concurrency, osl, ttft_us, transfer_us, req.output_tokens)
+            c = _candidate(p, d, rate, concurrency, osl, ttft_us, transfer_us, targets.output_tokens)
             if c is None:
                 continue
             if _fits_pair(pf, df, p, c.x, d, c.y):
                 cands.append(c)
     key = ((lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices))
-           if req.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us, -c.decode.held)))
+           if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us,
+                                                               -c.decode.held)))
     chosen = min(cands, key=key) if cands else None
-    plan = DisaggPlan(chosen, cands, pre, dec, link, nbytes, isl, osl, req.max_ttft_ms, 1e3 / floor, rate,
+    plan = DisaggPlan(chosen, cands, pre, dec, link, nbytes, isl, osl, targets.max_ttft_ms, 1e3 / floor, rate,
                       concurrency, pf, df, same, budget)
     if chosen is not None and rate is not None:
-        _settle_load(chosen, osl, req.output_tokens)
+        _settle_load(chosen, osl, targets.output_tokens)
     plan.message = _message(plan, transfer_us, ttft_us)
     if chosen is not None:
         plan.decode_solved = _decode_apart(model, df, workload, req, solver, chosen, pf is df, isl + osl)
@@ -563,7 +564,7 @@ def _decode_apart(model, fleet, workload, req, solver, c: DisaggCandidate, share
 def _devices_used(solved: Solved) -> set[str]:
     """Ids of the fleet devices a placement uses (every member of each device group)."""
     inst = solved.instance
-    return {m for d in set(solved.raw.assignment) for m in inst.members(d)}
+    return {m for d in set(solved.per_group.assignment) for m in inst.members(d)}
 
 
 def _prefill_check(c: DisaggCandidate, budget: int):
@@ -575,7 +576,7 @@ def _prefill_check(c: DisaggCandidate, budget: int):
     share = c.rate / c.x
     duration = max(200 / share, 50 * c.prefill.prefill_us / 1e6)
     try:
-        return simulate(p.instance, p.raw.assignment,
+        return simulate(p.instance, p.per_group.assignment,
                         Traffic(output_tokens=1, arrival_rate=share, duration_s=duration),
                         Serving(max_num_batched_tokens=budget))
     except InvalidSpec:

@@ -5,13 +5,13 @@
 (:class:`~placer.planning.requirements.SolverSettings`), and returns a :class:`Plan`. It chooses
 the planner the requirements call for, each a branch of this function:
 
-* disaggregated pools (``disagg``): a prefill pool and a decode pool, the ratio of their
+* disaggregated pools (``requirements.pools``): a prefill pool and a decode pool, the ratio of their
   replicas chosen for a request rate under TTFT and TPOT targets
   (:func:`placer.planning.disagg.plan_disagg`);
-* a speed floor (``min_user_tps`` / ``max_itl_ms``): the fewest devices (or least power, or most
+* a speed floor (``requirements.targets``' ``min_user_tps`` / ``max_itl_ms``): the fewest devices (or least power, or most
   tokens/s per MW) of identical replicas whose simulated per-user speed meets the floor
   (:func:`placer.planning.speed.speed_search`);
-* per-stage degrees: a tensor-parallel degree chosen per stage
+* per-stage degrees (``requirements.placement.per_stage_degrees``): a tensor-parallel degree chosen per stage
   (:func:`placer.planning.stage_degrees.solve_per_stage`);
 * otherwise every device layout the model and the fleet allow, each placed and proven, the best
   kept (:func:`placer.planning.solve.search_layouts`).
@@ -24,7 +24,7 @@ requirement is dropped on any path) and places them with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import Solved, search_layouts
@@ -35,6 +35,12 @@ from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
 
+if TYPE_CHECKING:
+    from placer.planning.disagg import DisaggPlan
+    from placer.planning.speed import SpeedPlan
+    from placer.planning.stage_degrees import PerStageSolved
+    from placer.simulate.result import SimResult
+
 __all__ = ["Plan", "plan"]
 
 
@@ -42,31 +48,41 @@ __all__ = ["Plan", "plan"]
 class Plan:
     """A plan: the chosen placement of one replica (``solved``; None when nothing placed), how many
     replicas serve the workload and the live requests each holds, the simulation of one replica at
-    that load (speed floors), every layout tried and what was refused (``{"tp 3": why}``).
+    that load (speed floors and disaggregated pools), every layout tried and what was refused
+    (``{"tp 3": why}``).
 
-    ``kind``: ``layouts`` (the degree search), ``per-stage``, ``speed-floor`` or ``disagg``.
-    ``devices`` counts every device of every replica (of both pools). A disaggregated plan keeps
-    its pools in ``pools`` (:class:`~placer.planning.disagg.DisaggPlan`); ``solved`` is then the
-    decode replica and ``mapping`` the two-pool document.
+    The planner a plan came from is in its types: ``speed`` is the speed floor's
+    :class:`~placer.planning.speed.SpeedPlan` (None for other plans), ``pools`` the disaggregated
+    plan's :class:`~placer.planning.disagg.DisaggPlan` (``solved`` is then the decode replica and
+    ``mapping`` the two-pool document), and a per-stage plan's ``solved`` is a
+    :class:`~placer.planning.stage_degrees.PerStageSolved` (:attr:`per_stage`); with none of them
+    the plan is the degree search's. ``devices`` counts every device of every replica (of both
+    pools).
     """
 
-    kind: str
     model: LayerGraph
     fleet: Fleet
     workload: Workload
     requirements: Requirements
     solver: SolverSettings
-    solved: Solved | None
+    solved: Solved | PerStageSolved | None
     tried: tuple[Solved, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
     skipped: tuple[int, ...] = ()
     replicas: int = 1
     load_per_replica: int | None = None
-    simulation: Any = None
-    speed: Any = None                 # the speed floor's SpeedPlan (candidates, shapes, message)
-    devices_proven: bool = False      # the device count is proven over every layout tried
+    simulation: SimResult | None = None
+    speed: SpeedPlan | None = None          # the speed floor's search (candidates, shapes, message)
+    devices_proven: bool = False            # the device count is proven over every layout tried
     message: str = ""
-    pools: Any = None                 # disaggregated: the DisaggPlan (both pools, the ratio, the transfer)
+    pools: DisaggPlan | None = None         # disaggregated: both pools, the ratio, the transfer
+
+    @property
+    def per_stage(self) -> bool:
+        """A plan of per-stage degrees (:func:`placer.planning.stage_degrees.solve_per_stage`)."""
+        from placer.planning.stage_degrees import PerStageSolved
+
+        return isinstance(self.solved, PerStageSolved)
 
     # ------------------------------------------------------------------ the chosen placement
     @property
@@ -88,7 +104,7 @@ class Plan:
         a disaggregated plan's is the two-pool document."""
         if self.pools is not None:
             return self.pools.mapping
-        if self.kind == "speed-floor" and self.speed is not None and self.speed.chosen is not None:
+        if self.speed is not None and self.speed.chosen is not None:
             from placer.mapping import speed_floor_mapping
 
             return speed_floor_mapping(self.speed)
@@ -128,7 +144,9 @@ class Plan:
         """JSON-ready: the kind, requirements, the chosen placement's summary and levels, replicas,
         load, the layouts tried and refused, and the speed search when there was one."""
         r = self.result
-        doc = dict(kind=self.kind, model=self.model.name, hardware=self.fleet.name,
+        kind = "disagg" if self.pools is not None else "speed-floor" if self.speed is not None else \
+            "per-stage" if self.per_stage else "layouts"
+        doc = dict(kind=kind, model=self.model.name, hardware=self.fleet.name,
                    requirements=self.requirements.to_dict(), feasible=self.feasible,
                    devices=self.devices, replicas=self.replicas, load_per_replica=self.load_per_replica,
                    devices_proven=self.devices_proven, proven=self.proven, message=self.message,
@@ -166,13 +184,13 @@ def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requ
     """
     req = requirements or Requirements()
     solver = solver or SolverSettings()
-    if req.per_stage_degrees and solver.method not in (None, "cpsat"):
+    if req.placement.per_stage_degrees and solver.method not in (None, "cpsat"):
         raise InvalidSpec(ARGUMENT, "method", "per-stage degrees are solved by cpsat")
-    if req.disagg:
+    if req.pools is not None:
         return _disagg_plan(model, fleet, workload, req, solver, log)
-    if req.has_speed_floor:
+    if req.targets.has_speed_floor:
         return _speed_plan(model, fleet, workload, req, solver, log)
-    if req.per_stage_degrees:
+    if req.placement.per_stage_degrees:
         return _per_stage_plan(model, fleet, workload, req, solver)
     return _layouts_plan(model, fleet, workload, req, solver)
 
@@ -185,7 +203,7 @@ def _layouts_plan(model, fleet, workload, req: Requirements, solver: SolverSetti
         ceiling = best.result.concurrency_ceiling
         load = workload.concurrency if ceiling is None else min(workload.concurrency, ceiling)
     refused = {f"tp {g}": why for g, why in search.refused.items()}
-    return Plan("layouts", model, fleet, workload, req, solver, best, search.solved, refused, search.skipped,
+    return Plan(model, fleet, workload, req, solver, best, search.solved, refused, search.skipped,
                 load_per_replica=load, devices_proven=search.devices_proven,
                 message=_layouts_message(best, refused))
 
@@ -203,12 +221,9 @@ def _layouts_message(best: Solved | None, refused: dict[str, str]) -> str:
 def _per_stage_plan(model, fleet, workload, req: Requirements, solver: SolverSettings) -> Plan:
     from placer.planning.stage_degrees import solve_per_stage
 
-    solved = solve_per_stage(model, fleet, workload, degrees=req.degrees, ep=bool(req.expert_parallel),
-                             reserve=req.reserve, require=req.constraints_for(model), mode=req.mode, pins=req.pins,
-                             objective=req.cpsat_objective, time_limit=solver.time_limit, seed=solver.seed,
-                             threads=solver.threads, progress=solver.progress, deadline=solver.deadline)
+    solved = solve_per_stage(model, fleet, workload, req, solver)
     r = solved.result
-    return Plan("per-stage", model, fleet, workload, req, solver, solved, (solved,),
+    return Plan(model, fleet, workload, req, solver, solved, (solved,),
                 {f"tp {g}": why for g, why in (solved.refused or {}).items()},
                 load_per_replica=workload.concurrency if r.feasible else None,
                 devices_proven=r.devices_proven, message=r.message or "")
@@ -220,9 +235,9 @@ def _speed_plan(model, fleet, workload, req: Requirements, solver: SolverSetting
     sp = speed_search(model, fleet, workload, req, solver, log=log)
     chosen = sp.chosen
     if chosen is None:
-        return Plan("speed-floor", model, fleet, workload, req, solver, None, refused=dict(sp.refused), speed=sp,
+        return Plan(model, fleet, workload, req, solver, None, refused=dict(sp.refused), speed=sp,
                     message=sp.message)
-    return Plan("speed-floor", model, fleet, workload, req, solver, chosen.shape.solved,
+    return Plan(model, fleet, workload, req, solver, chosen.shape.solved,
                 tuple(s.solved for s in sp.shapes), dict(sp.refused), replicas=chosen.replicas,
                 load_per_replica=chosen.load, simulation=chosen.sim, speed=sp,
                 devices_proven=chosen.shape.result.devices_proven, message=sp.message)
@@ -234,9 +249,9 @@ def _disagg_plan(model, fleet, workload, req: Requirements, solver: SolverSettin
     dp = plan_disagg(model, fleet, workload, req, solver, log=log)
     c = dp.chosen
     if c is None:
-        return Plan("disagg", model, fleet, workload, req, solver, None, message=dp.message, pools=dp)
+        return Plan(model, fleet, workload, req, solver, None, message=dp.message, pools=dp)
     tried = tuple(s.solved for s in dp.prefill_shapes) + tuple(s.solved for s in dp.decode_shapes)
-    return Plan("disagg", model, fleet, workload, req, solver, dp.decode_solved, tried, replicas=c.y,
+    return Plan(model, fleet, workload, req, solver, dp.decode_solved, tried, replicas=c.y,
                 load_per_replica=c.load, simulation=c.decode_sim,
                 devices_proven=c.prefill.solved.result.devices_proven and dp.decode_solved.result.devices_proven,
                 message=dp.message, pools=dp)

@@ -1,6 +1,13 @@
 """What a user asks of a plan (:class:`Requirements`) and how to solve it (:class:`SolverSettings`).
 
-Both are frozen and checked when made: a combination no planner can honour is refused here, once,
+A :class:`Requirements` has four parts, each its own frozen type so a reader sees which fields go
+together: :class:`Placement` (how a replica is laid out), :class:`Targets` (speed floor, TTFT,
+objectives), :class:`SpecDecoding` (speculative decoding) and :class:`Pools` (a disaggregated
+prefill and decode pool)::
+
+    Requirements(placement=Placement(mode="contiguous", degrees=(8,)), targets=Targets(min_user_tps=20))
+
+All are frozen and checked when made: a combination no planner can honour is refused here, once,
 with the field it is about (the command line names the flag that sets the field), instead of in
 each entry point. This module is also the one home of the planners' defaults.
 """
@@ -10,13 +17,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placer.problem.instance import MODES, REQUIREMENTS
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.reserve import Reserve
 
-__all__ = ["Requirements", "SolverSettings", "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
+if TYPE_CHECKING:
+    from placer.specs.fleet import Fleet
+    from placer.specs.model import LayerGraph
+
+__all__ = ["Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
+           "SPLIT_GRANULARITY", "DEFAULT_METHOD", "SEARCH_METHOD",
            "FALLBACK_METHOD", "SPEED_OBJECTIVES", "granularity_for", "floor_from"]
 
 # ----------------------------------------------------------------------------- defaults (one home)
@@ -61,46 +73,35 @@ def _ints(value, name: str) -> tuple[int, ...] | None:
     return tuple(sorted(set(out)))
 
 
+# ----------------------------------------------------------------------------- the parts of a request
+def _positive(value, name: str, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    bad = (not isinstance(value, int) or isinstance(value, bool)) if integer else not isinstance(value, (int, float))
+    if bad or not value > 0 or not math.isfinite(value):
+        raise InvalidSpec(ARGUMENT, name, "must be a positive " + ("integer" if integer else "number"))
+
+
 @dataclass(frozen=True)
-class Requirements:
-    """What the plan must satisfy and what it optimises.
+class Placement:
+    """How every replica is laid out on the devices.
 
     ``mode``: contiguous, free or split (None: the method's own, contiguous for CP-SAT);
     ``granularity``: split mode's refinement (default :data:`SPLIT_GRANULARITY`); ``degrees``: the
     tensor-parallel degrees to try (None: every degree the model and the fleet's nodes allow);
     ``per_stage_degrees``: a degree per stage chosen from ``degrees``; ``expert_parallel``: True
     spreads experts whole, False splits them by tensor, None tries both where that matters (speed
-    floors and degree comparisons on MoE models; a plain solve splits by tensor); ``reserve``
-    overrides the device types' runtime reserve; ``pins``: ``N=DEVICE``, ``NAME=DEVICE`` or ``A-B``;
-    ``constraints``: names of :data:`placer.problem.instance.REQUIREMENTS` (such as
-    ``attention-per-stage``); ``min_user_tps`` / ``max_itl_ms``: a per-user speed floor (replicas
-    added as needed) with ``speed_objective`` choosing among the plans that meet it (devices, mw,
-    tokens-per-mw); ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
-    ``output_tokens``: tokens each simulated request decodes when a floor is checked;
-    ``runtime``: a runtime the plan must run on as written (vllm, sglang, megatron, torch): its
-    rules (:mod:`placer.problem.runtime_rules`) join the constraints, restrict the mode to contiguous and
-    the degrees to its own, and are proven like any other constraint; ``max_ttft_ms``: beside a
-    speed floor, the p99 time to first token each replica keeps to at its load (the closed-loop
-    simulation with chunked prefill).
-    ``spec_tokens`` / ``spec_method`` / ``draft_model`` / ``spec_accept``: speculative decoding
-    (:mod:`placer.specs.speculative`): the drafter's nodes (the model's MTP layers, or a draft model's
-    nodes added beside the target's) are placed on the LM head's stage (``mtp-with-head``).
+    floors and degree comparisons on MoE models; a plain solve splits by tensor);
     ``attention_dp``: attention data parallelism with experts spread whole
-    (:mod:`placer.problem.reductions.attention_dp`): True plans with it only, False never, None tries it for models
-    with MLA attention and MoE layers where it matters, when no tensor-parallel layout places
-    (every TP rank keeps the whole MLA latent cache, so TP cannot hold more MLA requests).
-
-    ``disagg``: a prefill pool and a decode pool (:mod:`placer.planning.disagg`), the prefill pool
-    on ``prefill_fleet`` (a second :class:`~placer.specs.fleet.Fleet`, or a device type of the fleet;
-    None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
-    ``maximize_rate``: instead, the most requests/s the fleet serves under the targets;
-    ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request,
-    TTFT at most ``max_ttft_ms`` and TPOT at most ``max_itl_ms`` (or ``1 / min_user_tps``);
-    ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget).
-
-    ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
-    agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
-    pool computes only the rest (the KV moved to decode is still the whole prompt's).
+    (:mod:`placer.problem.reductions.attention_dp`): True plans with it only, False never, None
+    tries it for models with MLA attention and MoE layers where it matters, when no
+    tensor-parallel layout places (every TP rank keeps the whole MLA latent cache, so TP cannot
+    hold more MLA requests); ``reserve`` overrides the device types' runtime reserve; ``pins``:
+    ``N=DEVICE``, ``NAME=DEVICE`` or ``A-B``; ``constraints``: names of
+    :data:`placer.problem.instance.REQUIREMENTS` (such as ``attention-per-stage``); ``runtime``: a
+    runtime the plan must run on as written (vllm, sglang, megatron, torch): its rules
+    (:mod:`placer.problem.runtime_rules`) join the constraints, restrict the mode to contiguous and
+    the degrees to its own, and are proven like any other constraint.
     """
 
     mode: str | None = None
@@ -108,33 +109,11 @@ class Requirements:
     degrees: tuple[int, ...] | None = None
     per_stage_degrees: bool = False
     expert_parallel: bool | None = None
+    attention_dp: bool | None = None
     reserve: Reserve | None = None
     pins: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
-    min_user_tps: float | None = None
-    max_itl_ms: float | None = None
-    speed_objective: str = "devices"
-    objective: str | None = None
-    output_tokens: int = 16
     runtime: str | None = None
-    max_ttft_ms: float | None = None
-    # speculative decoding (placer.specs.speculative): draft tokens per step (0: none), the method (None:
-    # draft_model with a draft model, else the model's MTP layers), a draft model placed beside the
-    # target, and the acceptance length (None: the published default for the model's family)
-    spec_tokens: int = 0
-    spec_method: str | None = None
-    draft_model: Any = None
-    spec_accept: float | None = None
-    attention_dp: bool | None = None
-    disagg: bool = False
-    prefill_fleet: Any = field(default=None, compare=False)    # a Fleet, a device type's name, or None
-    rate: float | None = None
-    maximize_rate: bool = False
-    prompt_tokens: int | None = None
-    decode_tokens: int = 1000
-    max_num_batched_tokens: int | None = None
-    cached_prompt_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)   # room for fields still to come
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -146,38 +125,10 @@ class Requirements:
         for c in self.constraints:
             if c not in REQUIREMENTS:
                 raise InvalidSpec(ARGUMENT, "require", f"unknown requirement {c!r} (one of {', '.join(REQUIREMENTS)})")
-        if self.speed_objective not in SPEED_OBJECTIVES:
-            raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
-        if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
-            raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
-        c = self.cached_prompt_tokens
-        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
-            raise InvalidSpec(ARGUMENT, "cached_prompt_tokens", "prompt tokens found in the prefix cache: an integer >= 0")
-        if self.objective is not None:
-            from placer.algorithms.registry import parse_objective
-
-            try:
-                parse_objective(self.objective)
-            except ValueError as exc:
-                raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
         if self.runtime is not None:
             from placer.problem.runtime_rules import check_runtime_request
 
             check_runtime_request(self.runtime, mode=self.mode, degrees=self.degrees, per_stage=self.per_stage_degrees)
-        self._check_disagg()
-        if self.max_ttft_ms is not None:
-            if not (isinstance(self.max_ttft_ms, (int, float)) and self.max_ttft_ms > 0 and math.isfinite(self.max_ttft_ms)):
-                raise InvalidSpec(ARGUMENT, "max_ttft_ms", "must be a positive number of milliseconds")
-            if not self.has_speed_floor:
-                raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a TTFT target is planned beside a speed floor "
-                                                           "(--min-user-tps or --max-itl-ms)")
-        self._check_speculation()
-        if self.has_speed_floor:
-            floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
-            if self.per_stage_degrees:
-                raise InvalidSpec(ARGUMENT, "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
-            if self.pins:
-                raise InvalidSpec(ARGUMENT, "pins", "pins cannot be combined with a speed floor")
         if self.attention_dp:
             if self.mode == "split":
                 raise InvalidSpec(ARGUMENT, "attention_dp", "attention data parallelism runs in contiguous or "
@@ -193,74 +144,6 @@ class Requirements:
                 raise InvalidSpec(ARGUMENT, "mode", "per-stage degrees place contiguous stages; use --mode contiguous")
             if self.pins:
                 raise InvalidSpec(ARGUMENT, "pins", "pins are not supported with --per-stage-tp")
-
-    def _check_speculation(self) -> None:
-        from placer.specs.speculative import SPEC_METHODS
-
-        k = self.spec_tokens
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
-            raise InvalidSpec(ARGUMENT, "spec_tokens", "draft tokens per step: an integer from 0 (none) to 64")
-        if not k and (self.spec_method is not None or self.draft_model is not None or self.spec_accept is not None):
-            which = "spec_method" if self.spec_method is not None else (
-                "draft_model" if self.draft_model is not None else "spec_accept")
-            raise InvalidSpec(ARGUMENT, which, "speculative decoding needs spec_tokens (--spec-tokens K)")
-        if self.spec_method is not None and self.spec_method not in SPEC_METHODS:
-            raise InvalidSpec(ARGUMENT, "spec_method", f"must be one of {', '.join(SPEC_METHODS)}")
-        if self.spec_accept is not None and not (isinstance(self.spec_accept, (int, float))
-                                                 and 1.0 <= self.spec_accept <= k + 1):
-            raise InvalidSpec(ARGUMENT, "spec_accept", f"an acceptance length is between 1 and spec_tokens + 1 = {k + 1}")
-        if self.per_stage_degrees and k:
-            raise InvalidSpec(ARGUMENT, "per_stage_tp", "speculative decoding places its drafter with the LM head, "
-                                                        "which per-stage degrees do not model; solve at one degree")
-
-    def _check_disagg(self) -> None:
-        def positive(name, integer=False):
-            v = getattr(self, name)
-            if v is None:
-                return
-            bad = (not isinstance(v, int) or isinstance(v, bool)) if integer else not isinstance(v, (int, float))
-            if bad or not v > 0 or not math.isfinite(v):
-                raise InvalidSpec(ARGUMENT, name, "must be a positive " + ("integer" if integer else "number"))
-
-        for name, integer in (("rate", False), ("max_ttft_ms", False), ("prompt_tokens", True),
-                              ("decode_tokens", True), ("max_num_batched_tokens", True)):
-            positive(name, integer)
-        if self.maximize_rate and self.rate is not None:
-            raise InvalidSpec(ARGUMENT, "rate", "give a rate or ask for the most the fleet serves, not both")
-        if not self.disagg:
-            if self.prefill_fleet is not None:
-                raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated plans: add --disagg")
-            return
-        if self.max_ttft_ms is None:
-            raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a disaggregated plan needs a TTFT target (--max-ttft-ms)")
-        if not self.has_speed_floor:
-            raise InvalidSpec(ARGUMENT, "max_itl_ms", "a disaggregated plan needs a TPOT target "
-                                                      "(--max-itl-ms or --min-user-tps)")
-        if self.per_stage_degrees:
-            raise InvalidSpec(ARGUMENT, "per_stage_tp", "per-stage degrees are not planned in disaggregated pools")
-        if self.mode not in (None, "contiguous"):
-            raise InvalidSpec(ARGUMENT, "mode", "disaggregated pools place contiguous stages")
-
-    # ------------------------------------------------------------------ derived
-    @property
-    def has_speed_floor(self) -> bool:
-        return self.min_user_tps is not None or self.max_itl_ms is not None
-
-    @property
-    def speed_floor(self) -> float | None:
-        """The per-user floor in tokens/s, or None."""
-        return floor_from(self.min_user_tps, self.max_itl_ms) if self.has_speed_floor else None
-
-    def mode_for(self, method: str) -> str:
-        """The mode placed in: the asked one, else contiguous for speed floors, per-stage degrees and
-        a runtime's plans, else ``method``'s own (contiguous for CP-SAT, free for typepack and ffd)."""
-        if self.mode is not None:
-            return self.mode
-        if self.has_speed_floor or self.per_stage_degrees or self.runtime is not None:
-            return "contiguous"
-        from placer.algorithms import default_mode
-
-        return default_mode(method)
 
     def constraints_for(self, model) -> tuple[str, ...]:
         """The constraints of every placement of ``model``: the asked ones and the runtime's rules."""
@@ -282,22 +165,210 @@ class Requirements:
     def granularity_of(self, mode: str) -> str:
         return granularity_for(mode, self.granularity)
 
+    def replace(self, **changes) -> Placement:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        doc = asdict(replace(self, reserve=None))
+        doc["reserve"] = None if self.reserve is None else self.reserve.to_dict()
+        return doc
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the plan optimises and the service levels it keeps.
+
+    ``min_user_tps`` / ``max_itl_ms``: a per-user speed floor (replicas added as needed) with
+    ``speed_objective`` choosing among the plans that meet it (devices, mw, tokens-per-mw);
+    ``max_ttft_ms``: beside a speed floor (a plan's requirements refuse it without one), the p99
+    time to first token each replica keeps to at its load (the closed-loop simulation with chunked
+    prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked;
+    ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
+    ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
+    agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
+    pool computes only the rest (the KV moved to decode is still the whole prompt's).
+    """
+
+    min_user_tps: float | None = None
+    max_itl_ms: float | None = None
+    max_ttft_ms: float | None = None
+    speed_objective: str = "devices"
+    objective: str | None = None
+    output_tokens: int = 16
+    cached_prompt_tokens: int = 0
+
+    def __post_init__(self):
+        if self.speed_objective not in SPEED_OBJECTIVES:
+            raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
+        if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
+            raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
+        c = self.cached_prompt_tokens
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0:
+            raise InvalidSpec(ARGUMENT, "cached_prompt_tokens",
+                              "prompt tokens found in the prefix cache: an integer >= 0")
+        if self.objective is not None:
+            from placer.algorithms.registry import parse_objective
+
+            try:
+                parse_objective(self.objective)
+            except ValueError as exc:
+                raise InvalidSpec(ARGUMENT, "objective", str(exc)) from None
+        if self.max_ttft_ms is not None and not (isinstance(self.max_ttft_ms, (int, float)) and self.max_ttft_ms > 0
+                                                 and math.isfinite(self.max_ttft_ms)):
+            raise InvalidSpec(ARGUMENT, "max_ttft_ms", "must be a positive number of milliseconds")
+        if self.has_speed_floor:
+            floor_from(self.min_user_tps, self.max_itl_ms)      # one of them, and a sensible value
+
+    @property
+    def has_speed_floor(self) -> bool:
+        return self.min_user_tps is not None or self.max_itl_ms is not None
+
+    @property
+    def speed_floor(self) -> float | None:
+        """The per-user floor in tokens/s, or None."""
+        return floor_from(self.min_user_tps, self.max_itl_ms) if self.has_speed_floor else None
+
     @property
     def cpsat_objective(self) -> str:
         return self.objective or DEFAULT_OBJECTIVE
+
+    def replace(self, **changes) -> Targets:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dict(asdict(self), speed_floor_tokens_per_s=self.speed_floor)
+
+
+@dataclass(frozen=True)
+class SpecDecoding:
+    """Speculative decoding (:mod:`placer.specs.speculative`): ``tokens`` drafted per step, the
+    ``method`` (None: draft_model with a draft model, else the model's MTP layers), a
+    ``draft_model`` placed beside the target and the acceptance length ``accept`` (None: the
+    published default for the model's family). The drafter's nodes (the model's MTP layers, or a
+    draft model's nodes added beside the target's) are placed on the LM head's stage
+    (``mtp-with-head``). ``tokens`` 0 is no speculation (then nothing else may be set)."""
+
+    tokens: int = 0
+    method: str | None = None
+    draft_model: LayerGraph | None = None
+    accept: float | None = None
+
+    def __post_init__(self):
+        from placer.specs.speculative import SPEC_METHODS
+
+        k = self.tokens
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
+            raise InvalidSpec(ARGUMENT, "spec_tokens", "draft tokens per step: an integer from 0 (none) to 64")
+        if not k and (self.method is not None or self.draft_model is not None or self.accept is not None):
+            which = "spec_method" if self.method is not None else (
+                "draft_model" if self.draft_model is not None else "spec_accept")
+            raise InvalidSpec(ARGUMENT, which, "speculative decoding needs spec_tokens (--spec-tokens K)")
+        if self.method is not None and self.method not in SPEC_METHODS:
+            raise InvalidSpec(ARGUMENT, "spec_method", f"must be one of {', '.join(SPEC_METHODS)}")
+        if self.accept is not None and not (isinstance(self.accept, (int, float)) and 1.0 <= self.accept <= k + 1):
+            raise InvalidSpec(ARGUMENT, "spec_accept",
+                              f"an acceptance length is between 1 and spec_tokens + 1 = {k + 1}")
+
+    def to_dict(self) -> dict:
+        return dict(tokens=self.tokens, method=self.method, accept=self.accept,
+                    draft_model=None if self.draft_model is None else self.draft_model.name)
+
+
+@dataclass(frozen=True)
+class Pools:
+    """A prefill pool and a decode pool (:mod:`placer.planning.disagg`): the prefill pool on
+    ``prefill_fleet`` (a second :class:`~placer.specs.fleet.Fleet`, or a device type of the fleet;
+    None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
+    or with ``maximize_rate`` the most requests/s the fleet serves under the targets;
+    ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request;
+    ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget). TTFT
+    and TPOT targets are the requirements' :class:`Targets` (``max_ttft_ms``, the speed floor)."""
+
+    prefill_fleet: Fleet | str | None = field(default=None, compare=False)
+    rate: float | None = None
+    maximize_rate: bool = False
+    prompt_tokens: int | None = None
+    decode_tokens: int = 1000
+    max_num_batched_tokens: int | None = None
+
+    def __post_init__(self):
+        _positive(self.rate, "rate")
+        for name in ("prompt_tokens", "decode_tokens", "max_num_batched_tokens"):
+            _positive(getattr(self, name), name, integer=True)
+        if self.maximize_rate and self.rate is not None:
+            raise InvalidSpec(ARGUMENT, "rate", "give a rate or ask for the most the fleet serves, not both")
+
+    def replace(self, **changes) -> Pools:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        doc = asdict(replace(self, prefill_fleet=None))     # a Fleet is named, not copied
+        pf = self.prefill_fleet
+        doc["prefill_fleet"] = pf if pf is None or isinstance(pf, str) else pf.name
+        return doc
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What the plan must satisfy and what it optimises, in four parts: ``placement`` (how a
+    replica is laid out: :class:`Placement`), ``targets`` (speed floor, TTFT, objectives:
+    :class:`Targets`), ``speculation`` (:class:`SpecDecoding`, None: none) and ``pools`` (a
+    disaggregated plan's :class:`Pools`, None: one pool that prefills and decodes). Each part checks
+    its own fields when made; this class refuses the combinations of parts no planner honours,
+    naming the field. ``Requirements(placement=Placement(mode="contiguous"))``,
+    ``Requirements(targets=Targets(min_user_tps=20))``.
+    """
+
+    placement: Placement = Placement()
+    targets: Targets = Targets()
+    speculation: SpecDecoding | None = None
+    pools: Pools | None = None
+
+    def __post_init__(self):
+        if self.speculation is not None and not self.speculation.tokens:
+            object.__setattr__(self, "speculation", None)       # SpecDecoding(tokens=0): none
+        p, t = self.placement, self.targets
+        if self.pools is not None:
+            if t.max_ttft_ms is None:
+                raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a disaggregated plan needs a TTFT target (--max-ttft-ms)")
+            if not t.has_speed_floor:
+                raise InvalidSpec(ARGUMENT, "max_itl_ms", "a disaggregated plan needs a TPOT target "
+                                                          "(--max-itl-ms or --min-user-tps)")
+            if p.per_stage_degrees:
+                raise InvalidSpec(ARGUMENT, "per_stage_tp", "per-stage degrees are not planned in disaggregated pools")
+            if p.mode not in (None, "contiguous"):
+                raise InvalidSpec(ARGUMENT, "mode", "disaggregated pools place contiguous stages")
+        if t.max_ttft_ms is not None and not t.has_speed_floor:
+            raise InvalidSpec(ARGUMENT, "max_ttft_ms", "a TTFT target is planned beside a speed floor "
+                                                       "(--min-user-tps or --max-itl-ms)")
+        if self.speculation is not None and p.per_stage_degrees:
+            raise InvalidSpec(ARGUMENT, "per_stage_tp", "speculative decoding places its drafter with the LM head, "
+                                                        "which per-stage degrees do not model; solve at one degree")
+        if t.has_speed_floor:
+            if p.per_stage_degrees:
+                raise InvalidSpec(ARGUMENT, "per_stage_tp", "a speed floor cannot be combined with per-stage degrees")
+            if p.pins:
+                raise InvalidSpec(ARGUMENT, "pins", "pins cannot be combined with a speed floor")
+
+    def mode_for(self, method: str) -> str:
+        """The mode placed in: the asked one, else contiguous for speed floors, per-stage degrees and
+        a runtime's plans, else ``method``'s own (contiguous for CP-SAT, free for typepack and ffd)."""
+        p = self.placement
+        if p.mode is not None:
+            return p.mode
+        if self.targets.has_speed_floor or p.per_stage_degrees or p.runtime is not None:
+            return "contiguous"
+        from placer.algorithms import default_mode
+
+        return default_mode(method)
 
     def replace(self, **changes) -> Requirements:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        doc = asdict(replace(self, draft_model=None, prefill_fleet=None))    # a LayerGraph or Fleet is named, not copied
-        doc["reserve"] = None if self.reserve is None else self.reserve.to_dict()
-        doc["speed_floor_tokens_per_s"] = self.speed_floor
-        doc["draft_model"] = None if self.draft_model is None else self.draft_model.name
-        pf = self.prefill_fleet
-        doc["prefill_fleet"] = pf if pf is None or isinstance(pf, str) else pf.name
-        doc.pop("extra")
-        return doc
+        return dict(placement=self.placement.to_dict(), targets=self.targets.to_dict(),
+                    speculation=None if self.speculation is None else self.speculation.to_dict(),
+                    pools=None if self.pools is None else self.pools.to_dict())
 
 
 @dataclass(frozen=True)

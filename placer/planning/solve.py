@@ -33,13 +33,16 @@ __all__ = ["Solved", "DegreeSearch", "build_instance", "place_instance", "search
 
 @dataclass(frozen=True)
 class Solved:
-    """One placement step: the instance, the result with device figures in devices (a stage of
-    degree ``g`` counts ``g``), the method's own result (``raw``: the instance's devices are groups)
-    and, when it placed, the stage mapping (built on first use)."""
+    """One placement step: the instance, the ``result`` with device figures in devices (a stage of
+    degree ``g`` counts ``g``), the method's own result ``per_group`` (the instance's devices are
+    groups of ``g`` devices; its assignment names groups, as the simulator and the mapping read it),
+    ``stages`` (the stages of the placement, None when nothing placed) and, when it placed, the
+    stage mapping (built on first use)."""
 
     instance: Instance | None
     result: Result
-    raw: Result | None = None
+    per_group: Result | None = None
+    stages: int | None = None
 
     @cached_property
     def mapping(self) -> dict | None:
@@ -58,24 +61,25 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     the mode :meth:`Requirements.mode_for` gives for ``method``; ``concurrency`` replaces the
     workload's live requests."""
     mode = requirements.mode_for(method)
+    placement = requirements.placement
     if concurrency is not None:
         workload = workload.replace(concurrency=concurrency)
     model, speculation = speculative_model(model, requirements)
-    require = requirements.constraints_for(model)
+    require = placement.constraints_for(model)
     if any(is_draft_node(x) for x in model.layers) and "mtp-with-head" not in require:
         # the runtimes build the drafter on the last pipeline rank (placer.specs.speculative)
         require = (*require, "mtp-with-head")
-    inst = make_instance(model, fleet, workload, mode=mode, granularity=requirements.granularity_of(mode),
-                         pins=requirements.pins, require=require,
-                         layout=Layout(tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp))
+    inst = make_instance(model, fleet, workload, mode=mode, granularity=placement.granularity_of(mode),
+                         pins=placement.pins, require=require,
+                         layout=Layout(tp=tp, ep=ep, reserve=placement.reserve, attention_dp=attention_dp))
     if mode != "free" and _drafter_embedding_placed(inst, requirements):
         inst = make_instance(with_draft_embedding(model), fleet, workload, mode=mode,
-                             granularity=requirements.granularity_of(mode), pins=requirements.pins, require=require,
-                             layout=Layout(tp=tp, ep=ep, reserve=requirements.reserve, attention_dp=attention_dp))
+                             granularity=placement.granularity_of(mode), pins=placement.pins, require=require,
+                             layout=Layout(tp=tp, ep=ep, reserve=placement.reserve, attention_dp=attention_dp))
     if speculation is not None:
         inst = replace(inst, speculation=speculation)
-    if requirements.cached_prompt_tokens:
-        inst = replace(inst, cached_prompt_tokens=requirements.cached_prompt_tokens)
+    if requirements.targets.cached_prompt_tokens:
+        inst = replace(inst, cached_prompt_tokens=requirements.targets.cached_prompt_tokens)
     return inst
 
 
@@ -88,21 +92,21 @@ def _drafter_embedding_placed(inst: Instance, requirements: Requirements) -> boo
         return False
     from placer.algorithms.objectives import parse_objective
 
-    first = parse_objective(requirements.cpsat_objective)[0]
+    first = parse_objective(requirements.targets.cpsat_objective)[0]
     return not (sum(inst.demand_bytes) <= max(inst.capacity_bytes) and first == "devices")
 
 
 def speculative_model(model: LayerGraph, requirements: Requirements):
     """(the graph placed, the :class:`~placer.specs.speculative.Speculation` or None): ``model`` with the
     draft model's nodes beside its own when the requirements name one."""
-    if not requirements.spec_tokens:
+    spec = requirements.speculation
+    if spec is None:
         return model, None
     from placer.specs.speculative import speculation_for, with_draft
 
-    draft = requirements.draft_model
-    speculation = speculation_for(model, requirements.spec_tokens, method=requirements.spec_method, draft=draft,
-                                  accept=requirements.spec_accept)
-    if speculation.accept is None and (requirements.has_speed_floor or requirements.disagg):
+    draft = spec.draft_model
+    speculation = speculation_for(model, spec.tokens, method=spec.method, draft=draft, accept=spec.accept)
+    if speculation.accept is None and (requirements.targets.has_speed_floor or requirements.pools is not None):
         check_accept(speculation)
     return (model if draft is None else with_draft(model, draft)), speculation
 
@@ -133,7 +137,7 @@ def place_instance(instance: Instance, solver: SolverSettings, *, method: str | 
                      max_concurrency=exc.max_concurrency)
     if raw.interrupted and not keep_interrupted:
         raise KeyboardInterrupt
-    return Solved(instance, per_device(raw, instance), raw)
+    return Solved(instance, per_device(raw, instance), raw, raw.devices_used if raw.feasible else None)
 
 
 @dataclass(frozen=True)
@@ -181,22 +185,23 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     no layout runs.
 
     Attention-data-parallel layouts (:attr:`Layouts.attention_dp`) are solved after the others:
-    always when ``requirements.attention_dp`` is True (then alone), and when it is None only if
+    always when ``requirements.placement.attention_dp`` is True (then alone), and when it is None only if
     no other layout placed (where tensor parallelism cannot hold the requests)."""
     method = solver.method or "cpsat"
+    placement = requirements.placement
     if layouts is None:
-        layouts = device_layouts(model, fleet, degrees=requirements.layout_degrees,
-                                 ep=bool(requirements.expert_parallel), mode=requirements.mode_for(method),
-                                 workload=workload, attention_dp=requirements.attention_dp)
-    refused = layouts.refused_degrees(bool(requirements.expert_parallel))
+        layouts = device_layouts(model, fleet, degrees=placement.layout_degrees,
+                                 ep=bool(placement.expert_parallel), mode=requirements.mode_for(method),
+                                 workload=workload, attention_dp=placement.attention_dp)
+    refused = layouts.refused_degrees(bool(placement.expert_parallel))
     dp_refused = {f"{tp} attention-dp" if tp > 0 else "attention-dp": why
                   for (tp, e), why in layouts.refused.items() if e == "dp"}
-    if requirements.attention_dp:
+    if placement.attention_dp:
         refused.update(dp_refused)
     layouts.require_some(model)
     out: list[Solved] = []
     skipped: list[int] = []
-    objective = requirements.cpsat_objective if method == "cpsat" else None
+    objective = requirements.targets.cpsat_objective if method == "cpsat" else None
     with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
         for tp, ep in layouts.allowed:
             if out and (out[-1].result.interrupted or interrupted()):
@@ -209,8 +214,8 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
             out.append(solved)
             if after is not None:
                 after(tp, ep, solved)
-        if layouts.attention_dp and (requirements.attention_dp or not any(s.result.feasible for s in out)):
-            if requirements.attention_dp is None:
+        if layouts.attention_dp and (placement.attention_dp or not any(s.result.feasible for s in out)):
+            if placement.attention_dp is None:
                 refused.update(dp_refused)
             for tp in layouts.attention_dp:
                 if out and (out[-1].result.interrupted or interrupted()):

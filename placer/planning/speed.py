@@ -1,7 +1,7 @@
 """Plans for a speed: placements whose simulated per-user speed meets a floor.
 
 A pipeline's per-user speed falls as it serves more requests at once, so a speed floor caps the
-live requests one placement can hold at that speed. :func:`plan_for_speed` answers "serve ``C``
+live requests one placement can hold at that speed. :func:`speed_search` answers "serve ``C``
 live requests at no less than ``X`` tokens/s each, on this fleet, with the fewest devices (or the
 least power, or the most tokens/s per MW)":
 
@@ -34,20 +34,17 @@ from dataclasses import dataclass, field
 
 from placer.algorithms.search import largest_true
 from placer.planning.layouts import device_layouts, has_experts, layout_label
-from placer.planning.requirements import SPEED_OBJECTIVES, Requirements, SolverSettings, floor_from
+from placer.planning.requirements import Requirements, SolverSettings, floor_from
 from placer.planning.solve import Solved, build_instance, place_instance
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
-from placer.specs.reserve import Reserve
 from placer.specs.workload import Workload
 
-__all__ = ["OBJECTIVES", "Shape", "Candidate", "SpeedPlan", "concurrency_at_speed", "plan_for_speed",
+__all__ = ["Shape", "Candidate", "SpeedPlan", "concurrency_at_speed",
            "speed_search", "floor_from", "layouts", "has_experts"]
-
-OBJECTIVES = SPEED_OBJECTIVES
 
 
 def layouts(model: LayerGraph, fleet: Fleet, degrees=None, ep: bool | None = None, mode: str = "contiguous",
@@ -231,7 +228,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
     """A placement and the live requests it holds at ``floor`` (every figure simulated)."""
     from placer.simulate import segments_of
 
-    inst, r = solved.instance, solved.raw
+    inst, r = solved.instance, solved.per_group
     segs = segments_of(inst, r.assignment)
     spec = getattr(inst, "speculation", None)
     one = None
@@ -258,25 +255,6 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
     return shape
 
 
-def plan_for_speed(model: LayerGraph, fleet: Fleet, workload: Workload, *, min_user_tps: float,
-                   objective: str = "devices", mode: str = "contiguous", granularity: str | None = None,
-                   method: str | None = None, output_tokens: int = 16, max_concurrency: int | None = None,
-                   progress: Callable[[str], None] | None = None, degrees=None, ep: bool | None = None,
-                   reserve: Reserve | None = None, require=(), time_limit: float = 30.0, seed: int = 0,
-                   threads: int = 2) -> SpeedPlan:
-    """Serve ``workload.concurrency`` live requests at ``>= min_user_tps`` tokens/s each: the keyword
-    form of :func:`speed_search` (``objective`` is the speed objective; ``require`` the constraints
-    of :data:`placer.problem.instance.REQUIREMENTS`; ``time_limit``, ``seed``, ``threads``: CP-SAT's)."""
-    if objective not in OBJECTIVES:
-        raise InvalidSpec(ARGUMENT, "objective", f"unknown objective {objective!r} "
-                                                 f"(choose from {', '.join(OBJECTIVES)})")
-    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       constraints=tuple(require), min_user_tps=min_user_tps, speed_objective=objective,
-                       output_tokens=output_tokens)
-    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads)
-    return speed_search(model, fleet, workload, req, solver, log=progress, max_concurrency=max_concurrency)
-
-
 def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
                  solver: SolverSettings, *, log: Callable[[str], None] | None = None,
                  max_concurrency: int | None = None) -> SpeedPlan:
@@ -292,16 +270,17 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     requirements) placed by :func:`~placer.planning.solve.place_instance`. ``log(line)`` hears of
     every shape tried. Every candidate's figures come from a discrete-event run.
     """
-    floor = requirements.speed_floor
-    max_ttft_us = None if requirements.max_ttft_ms is None else requirements.max_ttft_ms * 1e3
-    objective = requirements.speed_objective
-    output_tokens = requirements.output_tokens
+    targets, placement = requirements.targets, requirements.placement
+    floor = targets.speed_floor
+    max_ttft_us = None if targets.max_ttft_ms is None else targets.max_ttft_ms * 1e3
+    objective = targets.speed_objective
+    output_tokens = targets.output_tokens
     total = workload.concurrency
     if total < 1:
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
     mode = requirements.mode_for(solver.method or "cpsat")
-    found = device_layouts(model, fleet, degrees=requirements.layout_degrees, ep=requirements.expert_parallel, mode=mode,
-                           workload=workload, attention_dp=requirements.attention_dp).require_some(model)
+    found = device_layouts(model, fleet, degrees=placement.layout_degrees, ep=placement.expert_parallel, mode=mode,
+                           workload=workload, attention_dp=placement.attention_dp).require_some(model)
     refused = found.refused_by_label()
     top = max_concurrency if max_concurrency is not None else 4 * total
     say = log or (lambda _msg: None)
@@ -313,7 +292,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
         # targets are a rank's live requests under attention data parallelism (the group holds tp times)
         for t in _targets(-(-total // base.requests_factor), -(-top // base.requests_factor)):
             solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
-            r = solved.raw
+            r = solved.per_group
             if not r.feasible:
                 say(f"{tag}, target {t} live requests: no placement ({r.status})")
                 break                               # more live requests only need more room

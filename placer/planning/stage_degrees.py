@@ -25,6 +25,7 @@ from placer.algorithms.deadline import interrupt_scope
 from placer.algorithms.registry import parse_objective
 from placer.algorithms.stage_degrees import FleetNode, PerStageProblem, solve_problem
 from placer.planning.layouts import device_layouts
+from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import Solved
 from placer.problem.instance import REQUIREMENTS, Instance, Layout, per_stage_instance
 from placer.problem.parallel import shard_model
@@ -133,14 +134,17 @@ def _refuse(model: LayerGraph, fleet: Fleet, mode, pins, objective):
     return order
 
 
-def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
-                    reserve: Reserve | None = None, require=(), mode: str | None = None, pins=(),
-                    objective: str = "devices,concurrency,latency", time_limit: float = 30.0, seed: int = 0,
-                    threads: int = 2, progress=None, deadline=None) -> PerStageSolved:
-    """Place ``model`` on ``fleet`` with a degree per stage chosen from ``degrees`` (default
-    :func:`per_stage_degrees`): fewest devices, then (in ``objective``'s order) the highest
-    guaranteed concurrency and the least hop latency. Raises :class:`InvalidSpec` for what
-    per-stage degrees do not support (see the module docstring)."""
+def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
+                    solver: SolverSettings) -> PerStageSolved:
+    """Place ``model`` on ``fleet`` with a degree per stage chosen from the requirements' degrees
+    (default :func:`per_stage_degrees`): fewest devices, then (in the CP-SAT objective's order) the
+    highest guaranteed concurrency and the least hop latency; experts spread whole when the
+    requirements' ``expert_parallel`` is True. Raises :class:`InvalidSpec` for what per-stage
+    degrees do not support (see the module docstring)."""
+    p = requirements.placement
+    mode, pins, degrees, ep, reserve = p.mode, p.pins, p.degrees, bool(p.expert_parallel), p.reserve
+    require = p.constraints_for(model)
+    objective = requirements.targets.cpsat_objective
     order = _refuse(model, fleet, mode, pins, objective)
     for r in require:
         if r not in REQUIREMENTS:
@@ -150,8 +154,8 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
     allowed, refused = found.degrees, found.refused_degrees(bool(ep))
     prob = per_stage_problem(model, fleet, workload, allowed, ep=ep, reserve=reserve, require=require)
     with interrupt_scope():     # the solve owns its Ctrl-C unless a caller's scope does
-        out = solve_problem(prob, order=order, time_limit=time_limit, seed=seed, threads=threads, progress=progress,
-                     deadline=deadline)
+        out = solve_problem(prob, order=order, time_limit=solver.time_limit, seed=solver.seed, threads=solver.threads,
+                            progress=solver.progress, deadline=solver.deadline)
     stats = dict(out.stats, degrees=list(allowed))
     if not out.feasible:
         devices = next((lv for lv in out.levels if lv.name == "devices"), None)
@@ -167,7 +171,7 @@ def solve_per_stage(model: LayerGraph, fleet: Fleet, workload: Workload, *, degr
             degree_of_node[i], assignment[i] = s.degree, k
     inst = per_stage_instance(model, fleet, workload, groups, degree_of_node, ep=ep, reserve=reserve, require=require)
     result = _result(inst, assignment, out, stats)
-    return PerStageSolved(inst, result, problem=prob, refused=refused)
+    return PerStageSolved(inst, result, stages=len(out.stages), problem=prob, refused=refused)
 
 
 def _result(inst: Instance, assignment, out, stats) -> Result:
@@ -189,7 +193,6 @@ def _result(inst: Instance, assignment, out, stats) -> Result:
                            f"{r.concurrency_ceiling}")
     dev = levels.get("devices")
     bound = None if dev is None else dev.bound
-    stats = dict(stats, groups_used=len(order))
     proven = out.status == Status.OPTIMAL and not out.interrupted
     return r.replace(devices_used=gpus, lower_bound_devices=bound, objective=float(gpus),
                      bound=None if bound is None else float(bound), proven_optimal=proven,

@@ -4,8 +4,9 @@
 rule and first-fit decreasing in free mode, greedy, pathwalk and the exact DP in contiguous mode,
 CP-SAT in all three modes, and the lower bounds) and returns one row per method and mode with the
 field names of ``docs/mapping-format.md``; :func:`compare_degrees` solves every device layout
-(tensor-parallel degree, expert parallelism) and simulates each. :func:`solve` and
-:func:`solve_degrees` are the keyword forms of :mod:`placer.planning.solve`'s placement step.
+(tensor-parallel degree, expert parallelism) and simulates each. Both take the model, the fleet,
+the workload, the :class:`~placer.planning.requirements.Requirements` and the
+:class:`~placer.planning.requirements.SolverSettings`, as :func:`placer.plan` does.
 """
 
 from __future__ import annotations
@@ -14,23 +15,16 @@ from time import perf_counter
 
 from placer.algorithms.deadline import interrupt_scope, interrupted
 from placer.planning.layouts import Layouts, attention_dp_layouts, device_layouts
-from placer.planning.requirements import (
-    DEFAULT_OBJECTIVE,
-    SPLIT_GRANULARITY,
-    Requirements,
-    SolverSettings,
-    granularity_for,
-)
-from placer.planning.solve import DegreeSearch, Solved, build_instance, place_instance, search_layouts
+from placer.planning.requirements import SPLIT_GRANULARITY, Requirements, SolverSettings, granularity_for
+from placer.planning.solve import Solved, build_instance, place_instance, search_layouts
 from placer.planning.speed import ttft_within
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, levels_doc
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
-from placer.specs.reserve import Reserve
 from placer.specs.workload import Workload
 
-__all__ = ["Solved", "DegreeSearch", "solve", "solve_degrees", "compare", "compare_degrees", "degree_row",
+__all__ = ["compare", "compare_degrees", "degree_row",
            "COMPARE_ROWS", "DEGREE_FIELDS", "row_of", "solution_path", "node_ranges",
            "SPLIT_GRANULARITY", "granularity_for"]
 
@@ -53,48 +47,6 @@ ROW_FIELDS = ("method", "mode", "devices_used", "hops", "hop_latency_us", "concu
               "lower_bound_devices", "proven_optimal", "status", "seconds")
 
 
-def solve(model: LayerGraph, fleet: Fleet, workload: Workload, *, mode: str | None = None,
-          granularity: str | None = None, method: str = "cpsat", pins=(), require=(), tp: int = 1,
-          ep: bool = False, reserve: Reserve | None = None, objective: str | None = None, **options) -> Solved:
-    """One placement step at degree ``tp`` with keyword arguments (:func:`placer.planning.solve.place_instance`
-    on :func:`~placer.planning.solve.build_instance`): ``mode`` defaults to the method's own
-    (contiguous, or free for typepack and ffd); ``granularity`` applies to split mode (default
-    ``shards:4``); ``require``: constraints of :data:`placer.problem.instance.REQUIREMENTS`; ``ep``: experts
-    spread whole; ``reserve`` overrides the device types' reserves; ``options``: the solver's
-    (time_limit, seed, threads, progress, deadline); ``objective``: CP-SAT's levels (default
-    devices, then hop latency). Device figures of the result count devices (groups x tp)."""
-    req = Requirements(mode=mode, granularity=granularity, pins=tuple(pins), constraints=tuple(require),
-                       reserve=reserve)
-    solver = _settings(method, options)
-    inst = build_instance(model, fleet, workload, req, method=method, tp=tp, ep=ep)
-    return place_instance(inst, solver, method=method, objective=objective)
-
-
-def _settings(method: str, options: dict) -> SolverSettings:
-    known = {"time_limit", "seed", "threads", "progress", "deadline"}
-    if set(options) - known:
-        raise TypeError(f"unknown solver options: {', '.join(sorted(set(options) - known))}")
-    return SolverSettings(method=method, time_limit=options.get("time_limit", 30.0), seed=options.get("seed", 0),
-                          threads=options.get("threads", 2), progress=options.get("progress"),
-                          deadline=options.get("deadline"))
-
-
-def solve_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool = False,
-                  reserve: Reserve | None = None, on_degree=None, before_degree=None, mode: str | None = None,
-                  granularity: str | None = None, method: str = "cpsat", pins=(), require=(),
-                  objective: str | None = None, **options) -> DegreeSearch:
-    """:func:`solve` at each degree of ``degrees`` the model and the fleet allow (default: every
-    one, :func:`placer.planning.layouts.device_layouts`), through
-    :func:`placer.planning.solve.search_layouts`; ``before_degree(tp)`` is called before each
-    solve and ``on_degree(tp, solved)`` after it. Raises :class:`InvalidSpec` (``tp``) when the
-    model runs at none of them."""
-    req = Requirements(mode=mode, granularity=granularity, degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       pins=tuple(pins), constraints=tuple(require), attention_dp=False)
-    return search_layouts(model, fleet, workload, req.replace(objective=objective or "lex"), _settings(method, options),
-                          before=None if before_degree is None else (lambda tp, _ep: before_degree(tp)),
-                          after=None if on_degree is None else (lambda tp, _ep, solved: on_degree(tp, solved)))
-
-
 def devices_proven(result: Result) -> bool:
     """Whether the device count is proven minimal (:attr:`placer.problem.placement.Result.devices_proven`)."""
     return result.devices_proven
@@ -113,18 +65,19 @@ def row_of(result: Result, **extra) -> dict:
     return row
 
 
-def compare(model: LayerGraph, fleet: Fleet, workload: Workload, *, time_limit: float = 30.0, seed: int = 0,
-            threads: int = 2, granularity: str | None = None, rows=COMPARE_ROWS, progress=None) -> dict:
-    """``{"rows": [...]}``: one row per (method, mode) of ``rows``. ``granularity`` is split mode's
-    (default ``shards:4``). ``progress(method, mode)`` is called before each row is solved. After
-    Ctrl-C the rows so far come back with ``"interrupted": True``."""
+def compare(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements | None = None,
+            solver: SolverSettings | None = None, *, rows=COMPARE_ROWS, progress=None) -> dict:
+    """``{"rows": [...]}``: one row per (method, mode) of ``rows``, each placed under
+    ``requirements`` (split mode at its placement's granularity, default ``shards:4``; the mode
+    is each row's) with ``solver``'s time limit, seed and threads (the method is each row's).
+    ``progress(method, mode)`` is called before each row is solved. After Ctrl-C the rows so far
+    come back with ``"interrupted": True``."""
     with interrupt_scope():     # a Ctrl-C noted in one row stays set until the loop has seen it
-        return _compare(model, fleet, workload, time_limit, seed, threads, granularity, rows, progress)
+        return _compare(model, fleet, workload, requirements or Requirements(), solver or SolverSettings(), rows,
+                        progress)
 
 
-def _compare(model, fleet, workload, time_limit, seed, threads, granularity, rows, progress) -> dict:
-    req = Requirements()
-    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
+def _compare(model, fleet, workload, req: Requirements, solver: SolverSettings, rows, progress) -> dict:
     out = []
     instances: dict[str, Instance] = {}
     for method, mode in rows:
@@ -132,14 +85,15 @@ def _compare(model, fleet, workload, time_limit, seed, threads, granularity, row
             if interrupted():
                 return {"rows": out, "interrupted": True}
             if mode not in instances:
-                instances[mode] = build_instance(model, fleet, workload,
-                                                 req.replace(mode=mode, granularity=granularity if mode == "split" else None))
+                placement = req.placement.replace(mode=mode, granularity=req.placement.granularity if mode == "split"
+                                                  else None)
+                instances[mode] = build_instance(model, fleet, workload, req.replace(placement=placement))
             if progress is not None:
                 progress(method, mode)
             if interrupted():       # noted while the row was announced: start no search
                 return {"rows": out, "interrupted": True}
             t0 = perf_counter()
-            result = place_instance(instances[mode], solver, method=method, reports=False).raw
+            result = place_instance(instances[mode], solver, method=method, reports=False).per_group
         except KeyboardInterrupt:   # Ctrl-C outside the solver's search: the rows so far
             return {"rows": out, "interrupted": True}
         result = result.replace(seconds=max(result.seconds, perf_counter() - t0))
@@ -168,7 +122,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
     r, inst = solved.result, solved.instance
     row = dict.fromkeys(DEGREE_FIELDS)
     row.update(tp=inst.tp, ep=inst.tp if inst.ep else 1, devices_used=r.devices_used,
-               stages=r.stats.get("groups_used", r.devices_used) if r.feasible else None,
+               stages=solved.stages,
                devices_proven=devices_proven(r), concurrency_ceiling=r.concurrency_ceiling,
                hop_latency_us=r.hop_latency_us, proven_optimal=r.proven_optimal, status=str(r.status),
                seconds=round(float(r.seconds), 3), message=r.message, levels=levels_doc(r))
@@ -192,36 +146,36 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
     return row
 
 
-def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, *, degrees=None, ep: bool | None = None,
-                    reserve: Reserve | None = None, time_limit: float = 30.0, seed: int = 0, threads: int = 2,
-                    output_tokens: int = 32, objective: str | None = None, progress=None, require=(),
-                    runtime: str | None = None, max_ttft_ms: float | None = None,
-                    attention_dp: bool = False) -> dict:
+def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
+                    solver: SolverSettings, *, output_tokens: int = 32, max_ttft_ms: float | None = None,
+                    progress=None) -> dict:
     """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
-    (:func:`placer.planning.layouts.device_layouts` of ``degrees``, default every degree the model
-    and the nodes allow), the proven fewest devices, the guaranteed concurrency and the simulated
-    speed (:func:`degree_row`), in contiguous mode, CP-SAT with ``objective`` (default ``placer
-    solve``'s levels: devices, concurrency, hop latency with the groups' collectives).
+    (:func:`placer.planning.layouts.device_layouts` of the requirements' degrees, default every
+    degree the model and the nodes allow), the proven fewest devices, the guaranteed concurrency
+    and the simulated speed (:func:`degree_row`), in contiguous mode, CP-SAT with the
+    requirements' objective (default ``placer solve``'s levels: devices, concurrency, hop latency
+    with the groups' collectives), their reserve, constraints and runtime.
 
-    ``ep``: None lists tensor-split experts and, for degrees above 1, expert parallelism on an MoE
-    model (tensor split only on a dense one); True or False lists only that one. Rows come
-    tensor-split first; with ``max_ttft_ms`` each row says whether its p99 time to first token at
-    the loaded run meets it (``meets_ttft``). ``attention_dp`` adds the attention-data-parallel layouts after them (rows
-    with ``"attention_dp": True``, ``ep`` the degree; :mod:`placer.problem.reductions.attention_dp`; refusals with
-    ``ep`` ``"attention-dp"``). ``progress(tp, ep)`` is called before each layout is solved. After Ctrl-C
-    the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec` (``tp``)
-    when no degree asked runs.
+    The requirements' ``expert_parallel``: None lists tensor-split experts and, for degrees above
+    1, expert parallelism on an MoE model (tensor split only on a dense one); True or False lists
+    only that one. Rows come tensor-split first; with ``max_ttft_ms`` each row says whether its
+    p99 time to first token at the loaded run meets it (``meets_ttft``). Their ``attention_dp``
+    True adds the attention-data-parallel layouts after them (rows with ``"attention_dp": True``,
+    ``ep`` the degree; :mod:`placer.problem.reductions.attention_dp`; refusals with ``ep``
+    ``"attention-dp"``). ``progress(tp, ep)`` is called before each layout is solved. After
+    Ctrl-C the rows so far come back with ``"interrupted": True``. Raises :class:`InvalidSpec`
+    (``tp``) when no degree asked runs.
     """
-    req = Requirements(mode="contiguous", degrees=degrees, expert_parallel=ep, reserve=reserve,
-                       objective=objective or DEFAULT_OBJECTIVE, constraints=tuple(require), runtime=runtime,
-                       attention_dp=attention_dp or False)
-    found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode="contiguous", workload=workload)
-    dp = (attention_dp_layouts(model, fleet, degrees=req.layout_degrees, workload=workload) if attention_dp
+    placement = requirements.placement
+    attention_dp = bool(placement.attention_dp)
+    req = requirements.replace(placement=placement.replace(mode="contiguous", attention_dp=attention_dp))
+    degrees, ep = req.placement.layout_degrees, placement.expert_parallel
+    found = device_layouts(model, fleet, degrees=degrees, ep=ep, mode="contiguous", workload=workload)
+    dp = (attention_dp_layouts(model, fleet, degrees=degrees, workload=workload) if attention_dp
           else Layouts(()))
     ordered = Layouts(tuple(sorted(found.allowed, key=lambda x: (x[1], x[0]))), found.refused, dp.attention_dp)
     refused = [{"tp": tp, "ep": e, "reason": why} for (tp, e), why in found.refused.items() if tp > 0]
     refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
-    solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
     rows: list[dict] = []
 
     def out(stopped: bool = False) -> dict:

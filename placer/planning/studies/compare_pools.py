@@ -46,7 +46,7 @@ def compare_pools(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requ
             if progress is not None:
                 progress(pool, method)
             t0 = perf_counter()
-            raw = place_instance(inst, solver, method=method, reports=False, keep_interrupted=False).raw
+            raw = place_instance(inst, solver, method=method, reports=False, keep_interrupted=False).per_group
             raw = raw.replace(seconds=max(raw.seconds, perf_counter() - t0))
             row = row_of(raw, pool=pool, replicas=replicas, tp=inst.tp, layout=_layout(inst))
             used = None if not raw.feasible else raw.devices_used * inst.tp

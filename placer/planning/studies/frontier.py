@@ -29,16 +29,15 @@ from placer.planning.layouts import device_layouts, layout_label
 from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import build_instance, check_accept, place_instance
 from placer.planning.speed import ttft_within
-from placer.planning.studies.sweep import check_backend, run_tasks
+from placer.planning.studies.tasks import check_backend, run_tasks
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
-from placer.specs.reserve import Reserve
 from placer.specs.spec_io import atomic_write_text
 from placer.specs.units import plural
 from placer.specs.workload import Workload
 
-__all__ = ["COLUMNS", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
+__all__ = ["COLUMNS", "FrontierGrid", "FrontierReport", "speed_frontier", "pareto", "compare_at_speeds", "write_csv"]
 
 COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replicas", "target", "live_per_replica", "live_total",
            "per_user_tokens_per_s", "aggregate_per_live_tokens_per_s", "itl_p50_us", "aggregate_tokens_per_s", "power_w",
@@ -92,91 +91,57 @@ def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_pe
     return out
 
 
-def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload, *,
-                   speeds: Sequence[float] = (), mode: str = "contiguous", granularity: str | None = None,
-                   method: str | None = None, output_tokens: int = 16, jobs: int | None = None,
-                   progress: Callable[[int, int], None] | None = None, degrees=None, ep: bool | None = None,
-                   reserve: Reserve | None = None, max_target: int | None = None, backend: str = "process",
-                   address: str | None = None, require=(), runtime: str | None = None, time_limit: float = 30.0,
-                   seed: int = 0, threads: int = 2, max_ttft_ms: float | None = None,
-                   requirements: Requirements | None = None, disagg: bool = False,
-                   prefill_fleet: Fleet | None = None) -> FrontierReport:
+@dataclass(frozen=True)
+class FrontierGrid:
+    """What a frontier sweeps beside the requirements: the per-user ``speeds`` its answers are
+    for; ``output_tokens`` each simulated request generates (the rest of the context is its
+    prompt); ``max_target``: the largest per-replica concurrency target placed (default: up to
+    what the fleet holds); ``max_ttft_ms``: points whose p99 time to first token exceeds it are off
+    the Pareto sets and the answers (``meets_ttft`` False); ``disagg``: also, per fleet and per
+    speed, the disaggregated plan serving the most requests/s under that TPOT and ``max_ttft_ms``
+    (required then), its prefill pool on the same fleet and, when given, on ``prefill_fleet``
+    (:mod:`placer.planning.studies.frontier_disagg`); those rows are platforms of their own
+    (``wse-3t disagg``, ``wse-3t decode + b200 prefill``)."""
+
+    speeds: tuple[float, ...] = ()
+    output_tokens: int = 16
+    max_target: int | None = None
+    max_ttft_ms: float | None = None
+    disagg: bool = False
+    prefill_fleet: Fleet | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "speeds", tuple(self.speeds))
+        if self.disagg and self.max_ttft_ms is None:
+            raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
+        if self.prefill_fleet is not None and not self.disagg:
+            raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated points: add --disagg")
+
+
+def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload, requirements: Requirements,
+                   solver: SolverSettings, grid: FrontierGrid = FrontierGrid(), *, jobs: int | None = None,
+                   backend: str = "process", address: str | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> FrontierReport:
     """The points and Pareto sets of ``model`` on each of ``fleets`` at ``workload``'s context.
 
-    ``degrees`` and ``ep`` choose the device layouts of each GPU fleet (:func:`placer.planning.speed.layouts`;
-    default: every degree the model and the nodes allow, expert parallelism both ways for MoE
-    models); ``reserve`` overrides the device types' runtime reserve; ``max_target`` caps the
-    per-replica concurrency targets (default: up to what the fleet holds). ``jobs`` worker
-    processes simulate the points (default: the machine's cores; 1 runs them in this process), or
-    with ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
-    :func:`placer.planning.studies.sweep.run_tasks`);
-    ``progress(done, total)`` is called after each point. ``require``: constraints of
-    :data:`placer.problem.instance.REQUIREMENTS` on every placement, ``runtime``: a runtime's rules too;
-    ``max_ttft_ms``: points whose p99 time to first token exceeds it are off the Pareto sets and the
-    answers (``meets_ttft`` False); ``time_limit``, ``seed``, ``threads``:
-    CP-SAT's. Every placement is an instance of :func:`placer.planning.solve.build_instance`
-    placed by :func:`~placer.planning.solve.place_instance`.
-
-    ``requirements``: instead of ``mode`` ... ``runtime``, the whole :class:`Requirements` every
-    placement is made under, speculative decoding (its drafter placed, every point simulated with
-    it) and the prefix cache included; it holds no speed floor (the frontier sweeps the loads).
-    ``disagg``: also, per fleet and per speed of ``speeds``, the disaggregated plan serving the most
-    requests/s under that TPOT and ``max_ttft_ms`` (required then), its prefill pool on the same
-    fleet and, when given, on ``prefill_fleet`` (:mod:`placer.planning.studies.frontier_disagg`); those
-    rows are platforms of their own (``wse-3t disagg``, ``wse-3t decode + b200 prefill``).
+    Every placement is an instance of :func:`placer.planning.solve.build_instance` under
+    ``requirements`` (the layouts of its placement: degrees, expert parallelism, reserve,
+    constraints, a runtime's rules; speculative decoding, its drafter placed and every point
+    simulated with it; the prefix cache) placed by :func:`~placer.planning.solve.place_instance`
+    with ``solver``; the requirements hold no speed floor and no pools (the frontier sweeps the
+    loads; ``grid.disagg`` adds the disaggregated points), and their mode is contiguous unless
+    they say otherwise. ``grid``: what is swept (:class:`FrontierGrid`). ``jobs`` worker processes
+    simulate the points (default: the machine's cores; 1 runs them in this process), or with
+    ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
+    :func:`placer.planning.studies.tasks.run_tasks`); ``progress(done, total)`` is called after
+    each point.
     """
-    from placer.mapping.validate import validate_mapping
-
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
-    req = _requirements(requirements, dict(mode=mode, granularity=granularity, degrees=degrees, ep=ep,
-                                           reserve=reserve, require=tuple(require), runtime=runtime))
-    mode, ep = req.mode or "contiguous", req.expert_parallel
-    if disagg and max_ttft_ms is None:
-        raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
-    if prefill_fleet is not None and not disagg:
-        raise InvalidSpec(ARGUMENT, "prefill_hardware", "applies to disaggregated points: add --disagg")
-    solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads)
+    req = _frontier_requirements(requirements)
     tasks: list[tuple] = []
     notes: list[str] = []
     for fleet in fleets:
-        found = device_layouts(model, fleet, degrees=req.layout_degrees, ep=ep, mode=req.mode or mode, workload=workload,
-                               attention_dp=req.attention_dp)
-        refused = found.refused_by_label()
-        if refused:
-            notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
-        for tp, spread, adp in found.every():
-            base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
-            check_accept(base.speculation)      # every point is simulated with it
-            n_groups = len(base.devices)
-            tag = layout_label(tp, spread, adp)
-            seen: set[tuple] = set()
-            target = 1
-            while target <= (max_target or 2**30):
-                inst = base.with_concurrency(target)
-                solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
-                r = solved.raw
-                if not r.feasible:
-                    if target == 1:
-                        notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
-                    break
-                top = int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target))
-                key = tuple(r.assignment)
-                if key not in seen:
-                    seen.add(key)
-                    doc = solved.mapping
-                    violations = validate_mapping(doc, model=model, fleet=fleet)
-                    meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread, attention_dp=adp,
-                                devices=r.devices_used * tp, proven=bool(r.proven_optimal),
-                                replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
-                                valid=not violations, context_tokens=workload.context_tokens,
-                                route=" ".join(doc["route"]))
-                    if violations:
-                        notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
-                                     f"({violations[0].message}); its points are kept and marked invalid")
-                    for live in doubling_ladder(top):
-                        tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
-                                      output_tokens, meta))
-                target *= 2             # until the fleet holds no placement for that many
+        tasks += _fleet_tasks(model, fleet, workload, req, solver, grid, notes)
     rows: list[dict] = []
 
     def finished(task, row: dict) -> None:
@@ -188,16 +153,15 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
               address=address)
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["attention_dp"], r["devices"], r["target"],
                              r["live_per_replica"]))
-    limit = None if max_ttft_ms is None else max_ttft_ms * 1e3
+    limit = None if grid.max_ttft_ms is None else grid.max_ttft_ms * 1e3
     for r in rows:      # a TTFT target: points over it stay listed, off the Pareto set and the answers
         r["meets_ttft"] = ttft_within(r.get("ttft_p99_us"), limit)
         r["pareto"] = False
     platforms = [f.name for f in fleets]
-    if disagg:
+    if grid.disagg:
         from placer.planning.studies.frontier_disagg import disagg_points
 
-        more, why = disagg_points(model, fleets, workload, req, solver, speeds=speeds, output_tokens=output_tokens,
-                                  max_ttft_ms=max_ttft_ms, prefill_fleet=prefill_fleet)
+        more, why = disagg_points(model, fleets, workload, req, solver, grid)
         rows += more
         notes += why
         platforms += list(dict.fromkeys(r["platform"] for r in more))
@@ -206,31 +170,73 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
         for r, p in zip(mine, pareto(mine)):
             r["pareto"] = p
     report = FrontierReport(model=model.name, context_tokens=workload.context_tokens,
-                            platforms=platforms, rows=rows, speeds=tuple(speeds), notes=notes)
-    report.sentences = compare_at_speeds(report, speeds)
+                            platforms=platforms, rows=rows, speeds=grid.speeds, notes=notes)
+    report.sentences = compare_at_speeds(report, grid.speeds)
     return report
 
 
-_KEYWORD_DEFAULTS = dict(mode="contiguous", granularity=None, degrees=None, ep=None, reserve=None, require=(),
-                        runtime=None)
+def _fleet_tasks(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requirements, solver: SolverSettings,
+                 grid: FrontierGrid, notes: list[str]) -> list[tuple]:
+    """The points of one fleet to simulate: per device layout (:func:`placer.planning.layouts.device_layouts`)
+    and per-replica concurrency target 1, 2, 4, ... until the fleet holds no placement, each
+    distinct placement validated (:func:`placer.mapping.validate.validate_mapping`, code that
+    shares nothing with the solver) and simulated at live loads 1, 2, 4, ... up to its ceiling.
+    What was not searched, or fails validation, is said in ``notes``."""
+    from placer.mapping.validate import validate_mapping
+
+    placement = req.placement
+    found = device_layouts(model, fleet, degrees=placement.layout_degrees, ep=placement.expert_parallel,
+                           mode=placement.mode, workload=workload, attention_dp=placement.attention_dp)
+    refused = found.refused_by_label()
+    if refused:
+        notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
+    tasks: list[tuple] = []
+    for tp, spread, adp in found.every():
+        base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
+        check_accept(base.speculation)      # every point is simulated with it
+        n_groups = len(base.devices)
+        tag = layout_label(tp, spread, adp)
+        seen: set[tuple] = set()
+        target = 1
+        while target <= (grid.max_target or 2**30):
+            inst = base.with_concurrency(target)
+            solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
+            r = solved.per_group
+            if not r.feasible:
+                if target == 1:
+                    notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
+                break
+            top = int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target))
+            key = tuple(r.assignment)
+            if key not in seen:
+                seen.add(key)
+                doc = solved.mapping
+                violations = validate_mapping(doc, model=model, fleet=fleet)
+                meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread, attention_dp=adp,
+                            devices=r.devices_used * tp, proven=bool(r.proven_optimal),
+                            replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
+                            valid=not violations, context_tokens=workload.context_tokens,
+                            route=" ".join(doc["route"]))
+                if violations:
+                    notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
+                                 f"({violations[0].message}); its points are kept and marked invalid")
+                for live in doubling_ladder(top):
+                    tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
+                                  grid.output_tokens, meta))
+            target *= 2             # until the fleet holds no placement for that many
+    return tasks
 
 
-def _requirements(requirements: Requirements | None, keywords: dict) -> Requirements:
-    """The requirements every placement of the frontier is made under: ``requirements`` as given
-    (then none of the keyword forms may be), else the keyword forms'."""
-    if requirements is None:
-        k = keywords
-        return Requirements(mode=k["mode"], granularity=k["granularity"], degrees=k["degrees"],
-                            expert_parallel=k["ep"], reserve=k["reserve"], constraints=k["require"],
-                            runtime=k["runtime"])
-    given = [k for k, v in keywords.items() if v != _KEYWORD_DEFAULTS[k]]
-    if given:
-        raise TypeError(f"speed_frontier: give {given[0]} inside requirements, not beside it")
-    if requirements.has_speed_floor or requirements.disagg:
+def _frontier_requirements(requirements: Requirements) -> Requirements:
+    """The requirements every placement of the frontier is made under: contiguous unless they say
+    otherwise, whatever the method; refused with a speed floor or pools (the frontier sweeps the
+    loads; :attr:`FrontierGrid.disagg` adds the disaggregated points)."""
+    if requirements.targets.has_speed_floor or requirements.pools is not None:
         raise InvalidSpec(ARGUMENT, "requirements", "a frontier sweeps the loads: no speed floor or disaggregation "
-                                                    "in its requirements (disagg=True adds those points)")
-    # a frontier places pipelines unless told otherwise, whatever the method
-    return requirements if requirements.mode is not None else requirements.replace(mode="contiguous")
+                                                    "in its requirements (FrontierGrid(disagg=True) adds those points)")
+    if requirements.placement.mode is not None:
+        return requirements
+    return requirements.replace(placement=requirements.placement.replace(mode="contiguous"))
 
 
 def _best_at(rows: Sequence[dict], platform: str, speed: float) -> dict | None:

@@ -18,13 +18,16 @@ validated (:mod:`placer.mapping.validate_pools`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.requirements import Pools, Requirements, SolverSettings
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.units import plural
 from placer.specs.workload import Workload
+
+if TYPE_CHECKING:
+    from placer.planning.studies.frontier import FrontierGrid
 
 __all__ = ["disagg_label", "disagg_points"]
 
@@ -38,14 +41,15 @@ def disagg_label(decode: Fleet, prefill: Fleet | None) -> str:
 
 
 def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload, req: Requirements,
-                  solver: SolverSettings, *, speeds: Sequence[float], output_tokens: int, max_ttft_ms: float,
-                  prefill_fleet: Fleet | None = None, progress=None) -> tuple[list[dict], list[str]]:
+                  solver: SolverSettings, grid: FrontierGrid) -> tuple[list[dict], list[str]]:
     """(rows, notes): per fleet of ``fleets`` (the decode pool's), per prefill fleet (the same
-    fleet, and ``prefill_fleet`` when it is another one) and per speed of ``speeds``, the
-    disaggregated plan with the most requests/s (``maximize_rate``). ``req`` carries the rest of
-    what every pool is planned under (speculation, the prefix cache, a runtime's rules, degrees)."""
+    fleet, and ``grid.prefill_fleet`` when it is another one) and per speed of ``grid.speeds``,
+    the disaggregated plan with the most requests/s (``maximize_rate``) under ``grid.max_ttft_ms``,
+    generating ``grid.output_tokens`` per request. ``req`` carries the rest of what every pool is
+    planned under (speculation, the prefix cache, a runtime's rules, degrees)."""
     from placer.mapping.validate import validate_mapping
 
+    output_tokens, max_ttft_ms, prefill_fleet = grid.output_tokens, grid.max_ttft_ms, grid.prefill_fleet
     prompt = workload.context_tokens - output_tokens
     if prompt < 1:
         from placer.specs.errors import ARGUMENT, InvalidSpec
@@ -58,13 +62,12 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
         pairs = [None] + ([prefill_fleet] if prefill_fleet is not None and prefill_fleet.name != fleet.name else [])
         for pf in pairs:
             label = disagg_label(fleet, pf)
-            for floor in speeds:
-                want = replace(req, disagg=True, maximize_rate=True, min_user_tps=float(floor),
-                               max_ttft_ms=max_ttft_ms, prefill_fleet=pf, prompt_tokens=prompt,
-                               decode_tokens=output_tokens, output_tokens=min(req.output_tokens, output_tokens))
+            for floor in grid.speeds:
+                targets = req.targets.replace(min_user_tps=float(floor), max_ttft_ms=max_ttft_ms,
+                                              output_tokens=min(req.targets.output_tokens, output_tokens))
+                want = req.replace(targets=targets, pools=Pools(prefill_fleet=pf, maximize_rate=True,
+                                                                prompt_tokens=prompt, decode_tokens=output_tokens))
                 dp, budget = _plan_for_p99(model, fleet, workload, want, solver, max_ttft_ms)
-                if progress:
-                    progress(label, floor)
                 c = dp.chosen
                 if c is None:
                     notes.append(f"{label} at {floor:,.0f} tokens/s per user: {dp.message}")
@@ -78,8 +81,9 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
                 if problems:
                     notes.append(f"{label} at {floor:,.0f} tokens/s per user: the two-pool mapping fails validation "
                                  f"({problems[0].message}); its point is kept and marked invalid")
-                rows.append(_row(label, fleet, dp, c, output_tokens, floor, valid=not problems, workload=workload,
-                                 p99=p99, meets_ttft=p99 is None or p99 <= max_ttft_ms * 1e3, budget=budget))
+                verdict = dict(valid=not problems, ttft_p99_us=p99, meets_ttft=p99 is None or p99 <= max_ttft_ms * 1e3,
+                               ttft_budget_ms=budget)
+                rows.append(_row(label, fleet, dp, floor, workload, output_tokens, verdict))
     return rows, notes
 
 
@@ -100,15 +104,18 @@ def _plan_for_p99(model, fleet, workload, want: Requirements, solver, max_ttft_m
         if p99 is None or p99 <= max_ttft_ms * 1e3:
             break
         tighter = budget * max_ttft_ms * 1e3 / p99 * 0.98
-        again = plan_disagg(model, fleet, workload, replace(want, max_ttft_ms=tighter), solver)
+        again = plan_disagg(model, fleet, workload, want.replace(targets=want.targets.replace(max_ttft_ms=tighter)),
+                            solver)
         if again.chosen is None:
             break                     # no tighter plan: keep the last one (its point is off the answers)
         dp, budget = again, tighter
     return dp, budget
 
 
-def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, valid: bool, workload: Workload,
-         p99: float | None, meets_ttft: bool, budget: float) -> dict:
+def _row(label: str, fleet: Fleet, dp, floor: float, workload: Workload, output_tokens: int, verdict: dict) -> dict:
+    """The frontier row of the plan ``dp`` (its chosen candidate) at ``floor``; ``verdict``: its
+    validity, simulated p99 TTFT, whether that meets the target and the mean target it was made for."""
+    c = dp.chosen
     tokens_per_s = c.rate * output_tokens
     power = c.power_w
     decode = dp.decode_solved or c.decode.solved
@@ -119,10 +126,10 @@ def _row(label: str, fleet: Fleet, dp, c, output_tokens: int, floor: float, *, v
                 power_w=power, tokens_per_s_per_mw=None if not power else tokens_per_s / power * 1e6,
                 tokens_per_s_per_device=tokens_per_s / c.devices,
                 joules_per_token=None if not power else power / tokens_per_s,
-                hop_latency_us=decode.result.hop_latency_us, valid=valid, schedule="continuous",
+                hop_latency_us=decode.result.hop_latency_us, valid=verdict["valid"], schedule="continuous",
                 context_tokens=workload.context_tokens, route=" ".join(decode.mapping["route"]),
-                ttft_p99_us=p99, ttft_model_us=c.ttft_us, meets_ttft=meets_ttft, ttft_budget_ms=budget, floor=floor,
-                rate_per_s=c.rate,
+                ttft_p99_us=verdict["ttft_p99_us"], ttft_model_us=c.ttft_us, meets_ttft=verdict["meets_ttft"],
+                ttft_budget_ms=verdict["ttft_budget_ms"], floor=floor, rate_per_s=c.rate,
                 prefill_layout=f"{c.x} x {c.prefill.layout} ({dp.prefill_fleet.name}, {plural(c.prefill.devices, 'device')})",
                 decode_layout=f"{c.y} x {c.decode.layout} ({fleet.name}, {plural(c.decode.devices, 'device')})",
                 proven=dp.proven, spec_tokens=getattr(inst.speculation, "tokens", 0),

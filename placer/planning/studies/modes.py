@@ -22,34 +22,45 @@ from placer.specs.workload import Workload
 __all__ = ["compare_modes", "FALLBACK_METHOD"]
 
 
-def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, *, modes=MODES, method: str = "cpsat",
-                  granularity: str | None = None, time_limit: float = 30.0, seed: int = 0,
-                  output_tokens: int = 16, **sim) -> dict:
+def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements | None = None,
+                  solver: SolverSettings | None = None, *, modes=MODES, output_tokens: int = 16, **sim) -> dict:
     """Place and simulate ``model`` on ``fleet`` in each of ``modes``; one row per mode.
 
-    ``granularity`` refines the model for ``split`` mode (default
-    :data:`placer.planning.requirements.SPLIT_GRANULARITY`); a mode the method does not place in
-    uses :data:`~placer.planning.requirements.FALLBACK_METHOD`; ``sim`` goes to :func:`simulate` for the
-    loaded run (``micro_batch``, ``context_dist``, ``max_live``, ...). A mode with no placement
-    gets a row with its status and the reason. After Ctrl-C the rows so far come back (the
-    interrupted mode's with its best placement so far) with ``"interrupted": True``.
+    Split mode refines the model at the requirements' granularity (default
+    :data:`placer.planning.requirements.SPLIT_GRANULARITY`); the mode is each row's. ``solver``:
+    the method (a mode it does not place in uses
+    :data:`~placer.planning.requirements.FALLBACK_METHOD`), time limit and seed (the simulations'
+    too); ``sim`` goes to :func:`simulate` for the loaded run (``micro_batch``, ``context_dist``,
+    ``max_live``, ...). A mode with no placement gets a row with its status and the reason. After
+    Ctrl-C the rows so far come back (the interrupted mode's with its best placement so far) with
+    ``"interrupted": True``.
     """
     with interrupt_scope():     # a Ctrl-C in one mode's solve stays set until the loop has seen it
-        return _compare_modes(model, fleet, workload, modes, method, granularity, time_limit, seed, output_tokens,
-                              sim)
+        return _compare_modes(model, fleet, workload, requirements or Requirements(), solver or SolverSettings(),
+                              modes, output_tokens, sim)
 
 
-def _compare_modes(model, fleet, workload, modes, method, granularity, time_limit, seed, output_tokens, sim) -> dict:
+# the loaded run's figures a row reports
+LOADED_FIGURES = ("segments", "live_requests", "per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us",
+                  "itl_p99_us", "ttft_p50_us", "ttft_p99_us", "bubble_fraction", "pipeline_bound_tokens_per_s",
+                  "power_w", "tokens_per_s_per_mw", "joules_per_token", "schedule", "batch_mean")
+
+
+def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSettings, modes, output_tokens,
+                   sim) -> dict:
     rows = []
     stopped = False
+    method, seed = solver.method or "cpsat", solver.seed
     for mode in modes:
         if interrupted():
             stopped = True
             break
         m = method if mode in MODES_OF.get(method, ()) else FALLBACK_METHOD[mode]
-        split_only = granularity if mode == "split" else None      # the refinement applies to split mode
-        inst = build_instance(model, fleet, workload, Requirements(mode=mode, granularity=split_only), method=m)
-        res = place_instance(inst, SolverSettings(method=m, time_limit=time_limit, seed=seed), reports=False).raw
+        # the refinement applies to split mode
+        placement = req.placement.replace(mode=mode,
+                                          granularity=req.placement.granularity if mode == "split" else None)
+        inst = build_instance(model, fleet, workload, req.replace(placement=placement), method=m)
+        res = place_instance(inst, solver.replace(method=m), reports=False).per_group
         row = dict(mode=mode, method=m, status=str(res.status), devices_used=res.devices_used, hops=res.hops,
                    hop_latency_us=res.hop_latency_us, concurrency_ceiling=res.concurrency_ceiling,
                    proven_optimal=res.proven_optimal, granularity=inst.model.granularity)
@@ -65,21 +76,11 @@ def _compare_modes(model, fleet, workload, modes, method, granularity, time_limi
             **{k: sim[k] for k in ("micro_batch", "schedule", "max_batch", "runtime", "decode_only",
                                    "max_num_batched_tokens") if k in sim}))
         loaded = simulate(inst, res.assignment, *split_options(output_tokens=output_tokens, seed=seed, **sim))
-        row.update(
-            single_user_tokens_per_s=alone.per_user_tokens_per_s,
-            unloaded_token_latency_us=alone.unloaded_token_latency_us,
-            segments=loaded.segments,
-            live_requests=loaded.live_requests,
-            per_user_tokens_per_s=loaded.per_user_tokens_per_s,
-            aggregate_tokens_per_s=loaded.aggregate_tokens_per_s,
-            itl_p50_us=loaded.itl_p50_us, itl_p99_us=loaded.itl_p99_us,
-            ttft_p50_us=loaded.ttft_p50_us, ttft_p99_us=loaded.ttft_p99_us,
-            bubble_fraction=loaded.bubble_fraction,
-            pipeline_bound_tokens_per_s=loaded.pipeline_bound_tokens_per_s,
-            power_w=loaded.power_w, tokens_per_s_per_mw=loaded.tokens_per_s_per_mw,
-            joules_per_token=loaded.joules_per_token, schedule=loaded.schedule, batch_mean=loaded.batch_mean,
-            single_user_tokens_per_s_per_mw=(alone.aggregate_tokens_per_s / (alone.power_w / 1e6)
-                                             if alone.power_w else None))
+        row.update(single_user_tokens_per_s=alone.per_user_tokens_per_s,
+                   unloaded_token_latency_us=alone.unloaded_token_latency_us)
+        row.update({k: getattr(loaded, k) for k in LOADED_FIGURES})
+        row["single_user_tokens_per_s_per_mw"] = (alone.aggregate_tokens_per_s / (alone.power_w / 1e6)
+                                                  if alone.power_w else None)
         rows.append(row)
         if res.interrupted:
             stopped = True

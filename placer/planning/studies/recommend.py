@@ -18,17 +18,22 @@ import math
 from dataclasses import dataclass
 
 from placer.planning.layouts import layout_label
-from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.planner import Plan, plan
+from placer.planning.requirements import Placement, Requirements, SolverSettings, Targets
 
 __all__ = ["Recommendation", "recommend"]
 
 
 @dataclass
 class Recommendation:
+    """Both answers at ``rate``: the aggregated plan (a speed-floor :class:`Plan` holding
+    ``live_aggregated`` requests) judged against ``max_ttft_ms``, and the disaggregated plan."""
+
     rate: float
-    aggregated: object              # a Plan (speed floor) or None
-    disaggregated: object           # a Plan (disagg)
+    aggregated: Plan | None
+    disaggregated: Plan
     live_aggregated: int
+    max_ttft_ms: float
 
     def rows(self) -> list[dict]:
         out = []
@@ -37,8 +42,7 @@ class Recommendation:
             sim = a.simulation
             ttft = None if sim is None or getattr(sim, "ttft_p50_us", None) is None else sim.ttft_p50_us / 1e3
             tpot = None if sim is None or not sim.per_user_tokens_per_s else 1e3 / sim.per_user_tokens_per_s
-            req = a.requirements
-            meets = a.feasible and ttft is not None and ttft <= req.extra.get("max_ttft_ms", math.inf)
+            meets = a.feasible and ttft is not None and ttft <= self.max_ttft_ms
             out.append(dict(serving="aggregated", feasible=a.feasible, devices=a.devices, replicas=a.replicas,
                             layout=None if not a.feasible else layout_label(a.instance.tp, a.instance.ep),
                             live_requests=self.live_aggregated, ttft_ms=ttft, tpot_ms=tpot,
@@ -62,21 +66,24 @@ class Recommendation:
 
 def recommend(model, fleet, workload, req: Requirements, solver: SolverSettings | None = None, *,
               log=None) -> Recommendation:
-    """Both answers at ``req.rate`` under ``req.max_ttft_ms`` and the TPOT floor (see the module docstring)."""
-    from placer.planning.planner import plan
+    """Both answers at ``req.pools.rate`` under ``req.targets.max_ttft_ms`` and the TPOT floor (see
+    the module docstring); the disaggregated plan is ``req``'s, the aggregated one keeps its
+    placement's mode, degrees, expert parallelism, reserve and constraints."""
     from placer.specs.errors import ARGUMENT, InvalidSpec
 
-    if req.rate is None:
+    pools, targets, placement = req.pools, req.targets, req.placement
+    if pools is None or pools.rate is None:
         raise InvalidSpec(ARGUMENT, "rate", "a recommendation is for a request rate (--rate)")
     solver = solver or SolverSettings(method=None)
-    disagg = plan(model, fleet, workload, req.replace(disagg=True), solver, log=log)
-    isl = req.prompt_tokens if req.prompt_tokens is not None else workload.context_tokens
-    tpot_s = 1.0 / req.speed_floor
-    live = max(1, math.ceil(req.rate * (req.max_ttft_ms / 1e3 + req.decode_tokens * tpot_s) - 1e-9))
-    agg_req = Requirements(mode=req.mode, degrees=req.degrees, expert_parallel=req.expert_parallel,
-                           reserve=req.reserve, constraints=req.constraints, min_user_tps=req.min_user_tps,
-                           max_itl_ms=req.max_itl_ms, speed_objective=req.speed_objective,
-                           output_tokens=req.decode_tokens, extra={"max_ttft_ms": req.max_ttft_ms})
-    agg_wl = workload.replace(context_tokens=isl + req.decode_tokens, concurrency=live)
+    disagg = plan(model, fleet, workload, req, solver, log=log)
+    isl = pools.prompt_tokens if pools.prompt_tokens is not None else workload.context_tokens
+    tpot_s = 1.0 / targets.speed_floor
+    live = max(1, math.ceil(pools.rate * (targets.max_ttft_ms / 1e3 + pools.decode_tokens * tpot_s) - 1e-9))
+    agg_req = Requirements(Placement(mode=placement.mode, degrees=placement.degrees,
+                                     expert_parallel=placement.expert_parallel, reserve=placement.reserve,
+                                     constraints=placement.constraints),
+                           Targets(min_user_tps=targets.min_user_tps, max_itl_ms=targets.max_itl_ms,
+                                   speed_objective=targets.speed_objective, output_tokens=pools.decode_tokens))
+    agg_wl = workload.replace(context_tokens=isl + pools.decode_tokens, concurrency=live)
     aggregated = plan(model, fleet, agg_wl, agg_req, solver, log=log)
-    return Recommendation(req.rate, aggregated, disagg, live)
+    return Recommendation(pools.rate, aggregated, disagg, live, targets.max_ttft_ms)

@@ -4,8 +4,8 @@ A grid is the product of modes, tensor-parallel degrees, contexts, weight and KV
 (one solve per point: the minimum devices) or device budgets (one bisection per point: the
 largest concurrency that fits, :func:`placer.planning.budget.largest_concurrency`). Points run in worker
 processes (``backend="process"``), in this process (``jobs=1``), or as Ray tasks
-(``backend="ray"``); :func:`run_tasks` is that machinery for any list of tasks (the speed
-frontier's points use it too). Every finished point is appended to the CSV at once (flushed and synced), so
+(``backend="ray"``), by :func:`placer.planning.studies.tasks.run_tasks`. Every finished point is
+appended to the CSV at once (flushed and synced), so
 an interrupted sweep loses nothing; a re-run with the same file solves only the points it lacks.
 When the sweep ends the file is rewritten in grid order with the Pareto-optimal points marked.
 """
@@ -20,11 +20,9 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from placer.algorithms.deadline import interrupted
 from placer.planning.budget import (
     EXACT_METHODS,
     default_method,
@@ -32,8 +30,9 @@ from placer.planning.budget import (
     largest_concurrency,
     plan_replicas,
 )
-from placer.planning.requirements import Requirements, SolverSettings, granularity_for
+from placer.planning.requirements import Placement, Requirements, SolverSettings, granularity_for
 from placer.planning.solve import build_instance, place_instance
+from placer.planning.studies.tasks import check_backend, run_tasks
 from placer.problem.instance import MODES
 from placer.problem.placement import Result, Status
 from placer.problem.reductions.tensor_parallel import per_device
@@ -51,9 +50,6 @@ __all__ = [
     "SweepReport",
     "solve_point",
     "run_sweep",
-    "run_tasks",
-    "check_backend",
-    "BACKENDS",
     "read_rows",
     "pareto_mask",
     "mark_pareto",
@@ -150,6 +146,7 @@ class SweepSettings:
     replicas: bool = False
     concurrency_cap: int | None = None
     base_workload: Workload | None = None
+    retry_failed: bool = False          # solve again the points a results file holds as error or unknown
 
     def method_for(self, mode: str) -> str:
         return self.method or default_method(mode)
@@ -160,8 +157,8 @@ class SweepSettings:
 
     def requirements(self, mode: str) -> Requirements:
         """The requirements of a point in ``mode`` (the refinement applies to split points only)."""
-        return Requirements(mode=mode, granularity=self.granularity if mode == "split" else None,
-                            constraints=self.constraints, runtime=self.runtime)
+        return Requirements(Placement(mode=mode, granularity=self.granularity if mode == "split" else None,
+                                      constraints=self.constraints, runtime=self.runtime))
 
     def solver(self) -> SolverSettings:
         return SolverSettings(method=self.method, time_limit=30.0 if self.time_limit is None else self.time_limit,
@@ -447,57 +444,6 @@ class SweepReport:
     jobs: int
 
 
-BACKENDS = ("process", "ray")
-
-_WORKER_INPUTS: tuple | None = None
-
-
-def _init_worker(fn, shared):
-    global _WORKER_INPUTS
-    _WORKER_INPUTS = (fn, shared)
-
-
-def _call_in_worker(item):
-    fn, shared = _WORKER_INPUTS
-    return fn(*shared, item)
-
-
-def check_backend(backend: str) -> None:
-    """Raise :class:`InvalidSpec` (``--backend``) for an unknown backend, or ``ray`` without Ray
-    installed (before any work starts)."""
-    if backend not in BACKENDS:
-        raise InvalidSpec(ARGUMENT, "backend", f"unknown backend {backend!r} (use process or ray)")
-    if backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise InvalidSpec(ARGUMENT, "backend", "Ray is not installed; install the extra with "
-                                                      "pip install 'placer[ray]' or use --backend process") from None
-
-
-def run_tasks(fn: Callable, shared: tuple, items: Sequence, finished: Callable, *, backend: str = "process",
-              jobs: int = 1, address: str | None = None, failed: Callable | None = None) -> None:
-    """``fn(*shared, item)`` for every item of ``items``; ``finished(item, value)`` as each returns.
-
-    ``backend`` ``"process"``: ``jobs`` spawned processes (``shared`` sent once to each; 1 runs
-    in this process, stopping at a noted Ctrl-C), ``"ray"``: one Ray task per item (``address``
-    of a cluster, default a local one; ``shared`` put in the object store once). ``fn`` must be a
-    module-level function. ``failed(item, message)`` is called when a worker or task dies (None:
-    the error is raised). On Ctrl-C the queued items are cancelled and the workers stopped.
-    Raises :class:`InvalidSpec` (``--backend``) for an unknown backend or Ray not installed.
-    """
-    check_backend(backend)
-    if backend == "ray":
-        _run_ray(fn, shared, items, finished, failed, address)
-    elif jobs <= 1 or len(items) <= 1:
-        for item in items:
-            finished(item, fn(*shared, item))
-            if interrupted():       # Ctrl-C stopped that item's search: keep what finished, stop here
-                raise KeyboardInterrupt
-    else:
-        _run_processes(fn, shared, items, finished, failed, jobs)
-
-
 def _error_row(model, fleet, settings, point, setup, message) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update(setup=setup, model=model.name, hardware=fleet.name, fleet_devices=len(fleet.available),
@@ -510,14 +456,13 @@ def _error_row(model, fleet, settings, point, setup, message) -> dict:
 
 def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettings | None = None, *,
               out: str | os.PathLike | None = None, jobs: int | None = None, backend: str = "process",
-              address: str | None = None, retry_failed: bool = False,
-              progress: Callable[[dict, int, int], None] | None = None,
+              address: str | None = None, progress: Callable[[dict, int, int], None] | None = None,
               on_start: Callable[[int, int], None] | None = None) -> SweepReport:
     """Solve every point of ``grid`` not already in ``out`` and return the grid's rows.
 
     ``jobs``: processes (default: the machine's cores; 1 solves in this process). ``backend``
     ``"ray"`` submits one Ray task per point (``address`` of a cluster, default a local one).
-    Rows already in ``out`` with the same setup and grid values are reused; with
+    Rows already in ``out`` with the same setup and grid values are reused; with the settings'
     ``retry_failed`` rows whose status is ``error`` or ``unknown`` are solved again (the newer row
     wins). ``on_start(todo, reused)`` is called once before solving, ``progress(row, done, todo)``
     after each point.
@@ -539,7 +484,7 @@ def run_sweep(model: LayerGraph, fleet: Fleet, grid: Grid, settings: SweepSettin
         raise InvalidSpec(str(path), "setup", f"holds a sweep of another model, fleet or fixed workload "
                                               f"(setup {sorted(other)[0]}, this one {setup}); choose another -o")
     latest = {row_key(r): r for r in existing}
-    retry = _RETRY if retry_failed else set()
+    retry = _RETRY if settings.retry_failed else set()
     todo = [p for p in points if (k := point_key(setup, settings.method_for(p.mode), p)) not in latest
             or latest[k]["status"] in retry]
     reused = len(points) - len(todo)
@@ -600,64 +545,3 @@ def _sweep_point(model, fleet, settings, setup, point: Point) -> dict:
     return solve_point(model, fleet, settings, point, setup)
 
 
-def _run_processes(fn, shared, items, finished, failed, n_jobs) -> None:
-    import multiprocessing as mp
-
-    # spawn, not fork: forking a process that has run OR-Tools threads can deadlock the child
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker, initargs=(fn, shared)) as pool:
-        futures = {pool.submit(_call_in_worker, item): item for item in items}
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    _deliver(f.result, futures[f], finished, failed, "worker")
-        except BaseException:
-            # Ctrl-C: stop now rather than let the workers finish the items already queued to them.
-            # ProcessPoolExecutor has no public way to stop running workers; _processes is the
-            # documented-by-use handle (CPython 3.8+).
-            workers = list(getattr(pool, "_processes", {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in workers:
-                proc.terminate()
-            raise
-
-
-def _deliver(get, item, finished, failed, what: str) -> None:
-    """``finished(item, get())``; a failure of the work (not Ctrl-C) goes to ``failed`` when given."""
-    try:
-        value = get()
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        if failed is None:
-            raise
-        failed(item, f"{what} failed: {type(exc).__name__}: {exc}")
-        return
-    finished(item, value)
-
-
-def _run_ray(fn, shared, items, finished, failed, address) -> None:
-    import ray  # check_backend has made sure it is installed
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    try:
-        remote = ray.remote(num_cpus=1)(fn)
-        args = [ray.put(x) for x in shared]
-        refs = {remote.remote(*args, item): item for item in items}
-        pending = list(refs)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    _deliver(lambda ref=ref: ray.get(ref), refs[ref], finished, failed, "task")
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
-    finally:
-        if started:
-            ray.shutdown()
