@@ -16,6 +16,7 @@ marks a block the tests run only without ``-m "not slow"``.
 
     python tools/docs.py            # rewrite every block from the tool (all pages, atomically)
     python tools/docs.py --check    # exit 1 naming each page and block that differs; 0 when all agree
+    python tools/docs.py --check --fast   # the same without the blocks tagged slow
     python tools/docs.py --list     # the blocks, one line each
 
 Wall-clock timings (``status optimal (proven), 592.5 ms``, a table's ``time`` column) are kept as
@@ -126,10 +127,10 @@ def _shims(folder: Path) -> dict[str, str]:
     return env
 
 
-def run(block: Block, env: dict[str, str] | None = None) -> str:
+def run(block: Block) -> str:
     """What the block's command prints on stdout now; RuntimeError when it fails."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = env or _shims(Path(tmp))
+        env = _shims(Path(tmp))
         if block.code is not None:
             argv = [sys.executable, "-c", block.code]
         else:
@@ -167,7 +168,9 @@ def normalized(output: str) -> str:
 
 
 # ----------------------------------------------------------------------------- prose numbers
-NUMBER = re.compile(r"(?<![\w.,/#-])\d+(?:[.,]\d+)*(?![\w/-])")
+# a number standing alone, or with a unit suffix glued on ("1.5x", "128k", "70B", "19%"): the
+# number is what is compared; digits inside names ("H100", "llama-3.1-70b", "WSE-3T") are not numbers
+NUMBER = re.compile(r"(?<![\w.,/#-])(\d+(?:[.,]\d+)*)(?:[xkKMBT%])?(?![\w/-])")
 
 
 def prose(text: str) -> list[tuple[int, str]]:
@@ -230,9 +233,10 @@ def differences(block: Block, output: str) -> list[str]:
     return list(difflib.unified_diff(shown.splitlines(), now.splitlines(), "page", "tool", lineterm="", n=1))
 
 
-def check(paths: list[Path], jobs: int = 1) -> list[str]:
-    """Every problem in ``paths``: blocks that differ from the tool, commands that fail, prose numbers."""
-    found = [b for page in paths for b in blocks(page)]
+def check(paths: list[Path], jobs: int = 1, fast: bool = False) -> list[str]:
+    """Every problem in ``paths``: blocks that differ from the tool, commands that fail, prose numbers
+    (``fast``: the blocks tagged slow are not run)."""
+    found = [b for page in paths for b in blocks(page) if not (fast and b.slow)]
     problems = []
     for block, output in zip(found, _outputs(found, jobs)):
         if isinstance(output, Exception):
@@ -283,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pages", nargs="*", type=Path, help="pages to treat (default: README.md and docs/*.md)")
     parser.add_argument("--check", action="store_true", help="compare instead of rewriting; exit 1 on a difference")
     parser.add_argument("--list", action="store_true", help="list the blocks")
+    parser.add_argument("--fast", action="store_true", help="leave out the blocks tagged slow")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="commands run at once (default 2)")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.pages] or pages()
@@ -292,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.monotonic()
     if args.check:
-        problems = check(paths, args.jobs)
+        problems = check(paths, args.jobs, args.fast)
         for p in problems:
             print(p)
         n = sum(len(blocks(p)) for p in paths)

@@ -97,8 +97,9 @@ def test_a_result_stated_in_prose_is_caught(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# A page\n\n<!-- placer-docs: placer hardware -->\n```text\nwse-3t 96 32\n```\n"
                     "<!-- /placer-docs -->\n\nThe fleet has 96 wafers (`--racks 32`), in October 2024,\n"
-                    "and the plan needs 71 wafers at 2.3 tokens/s.\n", encoding="utf-8")
-    assert docs.unbacked_numbers(page) == [f"{page}:10: 71", f"{page}:10: 2.3"]
+                    "and the plan needs 71 wafers at 2.3 tokens/s, 1.5x faster, on H100 and llama-3.1-70b.\n",
+                    encoding="utf-8")
+    assert docs.unbacked_numbers(page) == [f"{page}:10: 71", f"{page}:10: 2.3", f"{page}:10: 1.5"]
 
 
 def test_check_exits_1_naming_the_page_and_block(tmp_path):
