@@ -300,9 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(paths, args.jobs, args.fast)
         for p in problems:
             print(p)
-        n = sum(len(blocks(p)) for p in paths)
-        print(f"{len(problems)} problem(s) in {len(paths)} page(s), {n} block(s); {time.monotonic() - start:.1f} s",
-              file=sys.stderr)
+        n = sum(1 for p in paths for b in blocks(p) if not (args.fast and b.slow))
+        print(f"{len(problems)} problem(s) in {len(paths)} page(s), {n} block(s) run; "
+              f"{time.monotonic() - start:.1f} s", file=sys.stderr)
         return 1 if problems else 0
     messages = regenerate(paths, args.jobs)
     for m in messages:
