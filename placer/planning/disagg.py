@@ -3,7 +3,7 @@ the same machinery as a one-pool plan, and the ratio of their replicas chosen fo
 
 What is modelled, per request of ``prompt_tokens`` (ISL) in and ``decode_tokens`` (OSL) out:
 
-* **Prefill pool** (its own fleet: ``Requirements.prefill_fleet``, a device type of a mixed fleet,
+* **Prefill pool** (its own fleet: ``Pools.prefill_fleet``, a device type of a mixed fleet,
   or the decode fleet): a placement of the model whose workload holds, for each of the ``P``
   requests in flight in prefill, the prompt's KV cache (and recurrent state) being built
   (``context_tokens = ISL``, ``concurrency = P``), plus the activations of one chunk of
@@ -19,8 +19,7 @@ What is modelled, per request of ``prompt_tokens`` (ISL) in and ``decode_tokens`
 * **TTFT** = queueing + ``t_prefill`` + transfer. Queueing: arrivals at ``R / x`` per prefill
   replica (Poisson), served one every ``s`` us: the M/D/1 mean wait ``rho s / (2 (1 - rho))``,
   ``rho = R s / x``. The fewest ``x`` meeting the target: ``rho <= 2B / (s + 2B)`` with ``B`` the
-  target less prefill and transfer. Batching several prompts into one step is not credited (a
-  runtime that does so waits less).
+  target less prefill and transfer. Batching prompts into one step is not credited.
 * **Decode pool**: placements holding ``target`` live requests at ``ISL + OSL`` tokens of KV each
   (the reserve at the request's last token), for targets 1, 2, 4, ...; each shape's *held*
   requests are the most whose decode-only simulated per-user speed meets ``1 / TPOT``

@@ -51,7 +51,7 @@ class Layouts:
     allowed: tuple[tuple[int, bool], ...]
     refused: dict[tuple[int, bool], str] = field(default_factory=dict)
     # degrees of the attention-data-parallel layouts (experts spread whole), tried as
-    # Requirements.attention_dp says (placer.planning.solve.search_layouts)
+    # Placement.attention_dp says (placer.planning.solve.search_layouts)
     attention_dp: tuple[int, ...] = ()
 
     @property
