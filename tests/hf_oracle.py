@@ -39,7 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
+from dirs import FIXTURES
+
+CORPUS = FIXTURES / "hf_corpus"
 COUNTS_FILE = CORPUS / "meta_counts.json"
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
 

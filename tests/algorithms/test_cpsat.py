@@ -1,5 +1,5 @@
 """CP-SAT placement against independent oracles: brute force, the chain DP, pins (the known-optimum
-battery, run by every exact method, is tests/test_exact_battery.py)."""
+battery, run by every exact method, is tests/algorithms/test_exact_battery.py)."""
 
 from __future__ import annotations
 

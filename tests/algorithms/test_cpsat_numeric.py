@@ -122,7 +122,7 @@ def test_kimi_free_latency_is_proven_from_its_bound():
     """Free mode: the device count (59) and the hop latency are both proven, the latter by the
     rack-run bound: 160 us = 69 device changes at 2 us plus 22 rack changes at 1 us more (a run
     of layers inside one rack packs into its three wafers, so holds at most one MLA layer). The
-    unproven case is tests/test_determinism.py's, cut by deterministic work."""
+    unproven case is tests/algorithms/test_determinism.py's, cut by deterministic work."""
     inst = _kimi("free")
     r = cpsat(inst, time_limit=30)
     assert r.devices_used == 59 and r.level("devices").proven

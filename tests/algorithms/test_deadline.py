@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from dirs import BENCHMARKS, OK_INPUTS, ROOT
 
 from placer.algorithms import place
 from placer.algorithms.deadline import (
@@ -26,7 +26,7 @@ from placer.algorithms.entry import largest_feasible_concurrency
 from placer.planning.studies.explain import diagnose
 from placer.problem.placement import Status
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 from generators import sparse_ring_instance  # noqa: E402
 
 
@@ -131,7 +131,7 @@ def test_a_child_process_is_younger_than_the_wait_for_it():
             "s = process_started()\nprint(-1 if s is None else time.monotonic() - s)")
     before = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1]).stdout
+                         cwd=ROOT).stdout
     waited = time.monotonic() - before
     age = float(out)
     if age >= 0:
@@ -168,7 +168,7 @@ def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
         seen["code"] = code
         raise SystemExit(code)
 
-    ok = Path(__file__).parent / "bad_inputs" / "ok"
+    ok = OK_INPUTS
     monkeypatch.setattr(dl, "process_started", lambda: 500.0)
     monkeypatch.setattr(solve_cmd, "plan", spy)
     monkeypatch.setattr(cli, "_leave", leave)
@@ -188,15 +188,15 @@ def test_the_fast_exit_flushes_everything_through_a_pipe(tmp_path):
     import json
     import subprocess
 
-    ok = Path(__file__).parent / "bad_inputs" / "ok"
+    ok = OK_INPUTS
     out = tmp_path / "m.json"
     proc = subprocess.run([sys.executable, "-c", "from placer.cli import main; main()", "solve", str(ok / "tiny.yaml"),
                            "-H", str(ok / "tinyhw.yaml"), "--json", "--quiet", "-o", str(out)],
-                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(out.read_text())
     assert proc.stderr == f"wrote {out}\n"
     bad = subprocess.run([sys.executable, "-c", "from placer.cli import main; main()", "solve", "no-such-model",
                           "-H", str(ok / "tinyhw.yaml")], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=ROOT)
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith("error: no-such-model: model: ")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
+from dirs import BENCHMARKS, OK_INPUTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
@@ -30,10 +30,10 @@ from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 from generators import sparse_ring_instance  # noqa: E402
 
-OK = Path(__file__).parent / "bad_inputs" / "ok"
+OK = OK_INPUTS
 
 
 def signature(r):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import BENCHMARKS
 
 from placer.algorithms import place, registry
 from placer.algorithms.check import check_placement
@@ -23,7 +23,7 @@ from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 from generators import sparse_ring_instance  # noqa: E402
 
 

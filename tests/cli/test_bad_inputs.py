@@ -13,11 +13,12 @@ import re
 from pathlib import Path
 
 import pytest
+from dirs import BAD_INPUTS
 
 from placer.specs.catalog import project_root
 from placer.specs.spec_io import MAX_SPEC_BYTES
 
-GALLERY = Path(__file__).parent / "bad_inputs"
+GALLERY = BAD_INPUTS
 ONE_LINE_FORMAT = re.compile(r"^error: \S[^:]*(?::\d+)?: (\(whole file\)|[^\s:][^:]*): \S.*$")
 OK_MODEL = GALLERY / "ok" / "tiny.yaml"
 OK_HARDWARE = GALLERY / "ok" / "tinyhw.yaml"
@@ -312,7 +313,7 @@ def test_companion_specs_are_valid(run_cli, tmp_path, monkeypatch):
 def regenerate_mapping_gallery() -> None:
     """Rewrite the ``map_*.json`` files from a fresh DP placement of the companions.
 
-    Run ``python tests/test_bad_inputs.py`` when the mapping format or the spec hash changes: every
+    Run ``PYTHONPATH=tests python tests/cli/test_bad_inputs.py`` when the mapping format or the spec hash changes: every
     mapping starts as the valid mapping of ``ok/tiny.yaml`` on ``ok/tinyhw.yaml`` and gets one defect.
     """
     import copy

@@ -10,11 +10,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import BAD_INPUTS
 
-ROOT_BAD_INPUTS = Path(__file__).resolve().parent / "bad_inputs"
+ROOT_BAD_INPUTS = BAD_INPUTS
 
 GOOD_MODEL = "name: t\nlayers:\n  - {kind: attention, params: 1000, kv_bytes_per_token: 4}\n"
 GOOD_HARDWARE = "name: hw\ndevice: {memory: 44 GB}\nfleet: {racks: 1, per_rack: 2}\n"

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from dirs import FIXTURES as FIXTURES_DIR
+from dirs import ROOT, SOLUTIONS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hf_corpus"
+FIXTURES = FIXTURES_DIR / "hf_corpus"
 
 
 @pytest.fixture
@@ -176,7 +177,7 @@ def test_export_of_a_checkpoint_config_serves_its_directory(run_cli, tmp_path):
 
 
 def test_a_wafer_plan_exported_to_a_gpu_runtime_says_so(run_cli):
-    path = Path(__file__).parent.parent / "solutions" / "llama-3.1-70b__wse-3t__contiguous.json"
+    path = SOLUTIONS / "llama-3.1-70b__wse-3t__contiguous.json"
     for fmt, runtime in (("vllm", "vLLM"), ("sglang", "SGLang")):
         code, out, err = run_cli(["export", path, "--format", fmt])
         assert code == 0, err
@@ -218,7 +219,7 @@ def test_smallest_fleet_advice_counts_tensor_parallelism(run_cli):
 # ----------------------------------------------------------------------------- 7: files only where a flag says
 def test_frontier_writes_no_file_unasked(run_cli, tmp_path, monkeypatch):
     import yaml
-    from test_frontier import FAST, MODEL
+    from frontier_toys import FAST, MODEL
 
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
     (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
@@ -244,7 +245,7 @@ def test_a_mistyped_format_names_the_flag(run_cli, tmp_path):
     assert err == "error: --format: format: 'vlm' is not one of 'vllm', 'sglang', 'megatron', 'torch', 'json'.\n"
 
 
-SOLUTION_8B = Path(__file__).parent.parent / "solutions" / "llama-3.1-8b__wse-3t__contiguous.json"
+SOLUTION_8B = SOLUTIONS / "llama-3.1-8b__wse-3t__contiguous.json"
 
 
 def test_one_of_a_thing_is_singular(run_cli):
@@ -323,7 +324,7 @@ def test_quiet_quiets_the_speed_floor(run_cli):
 # ----------------------------------------------------------------------------- 9: which per-user figure
 def test_frontier_names_its_per_user_figure_and_gives_the_one_that_adds_up(run_cli, tmp_path):
     import yaml
-    from test_frontier import FAST, MODEL
+    from frontier_toys import FAST, MODEL
 
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
     (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
@@ -350,7 +351,7 @@ def test_frontier_csv_has_both_per_user_columns(run_cli, tmp_path):
     import csv
 
     import yaml
-    from test_frontier import FAST, MODEL
+    from frontier_toys import FAST, MODEL
 
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
     (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
@@ -372,7 +373,7 @@ def test_readme_and_help_say_how_to_get_the_cpu_torch_before_the_hf_extra(run_cl
     import re
     import tomllib
 
-    root = Path(__file__).parent.parent
+    root = ROOT
     readme = (root / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
     steps = [b.strip().splitlines() for b in blocks if "placer[hf]" in b]

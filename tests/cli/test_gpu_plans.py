@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import VENDORED
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "vendored"))
+sys.path.insert(0, str(VENDORED))
 
 import vllm_0_33_0_pp  # noqa: E402
 

@@ -11,14 +11,12 @@ import json
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import ROOT
 
 from placer.algorithms import place
 from placer.mapping.validate import validate_file
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run_and_interrupt(args: list[str], ready) -> tuple[int, str, str]:

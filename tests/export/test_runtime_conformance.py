@@ -16,22 +16,20 @@ import ast
 import json
 import shlex
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from dirs import SOLUTIONS, VENDORED
 from mapping_toys import spec_mapping, toy_hybrid_spec
 
 from placer.export import ExportOptions, ExportRefused, export_mapping
 from placer.mapping import read_mapping
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "vendored"))
+sys.path.insert(0, str(VENDORED))
 
 import sglang_0_5_23_pp  # noqa: E402
 import vllm_0_33_0_pp  # noqa: E402
 
-SOLUTIONS = HERE.parent / "solutions"
 CONTIGUOUS = sorted(SOLUTIONS.glob("*__contiguous.json"))
 needs_files = pytest.mark.skipif(not CONTIGUOUS, reason="solutions/ is empty: run `python tools/regenerate_solutions.py`")
 BARE = ExportOptions(bare=True, force=True)

@@ -13,21 +13,21 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import FIXTURES, VENDORED
+from dirs import SOLUTIONS as SOLUTIONS_DIR
 
 from placer.export import ExportOptions, export_mapping
 from placer.mapping import read_mapping
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "vendored"))
+sys.path.insert(0, str(VENDORED))
 
 import sglang_0_5_23_cli as sglang_cli  # noqa: E402
 import vllm_0_33_0_cli as vllm_cli  # noqa: E402
 import vllm_0_33_0_spec  # noqa: E402
 
-SOLUTIONS = sorted((HERE.parent / "solutions").glob("*__contiguous.json"))
+SOLUTIONS = sorted((SOLUTIONS_DIR).glob("*__contiguous.json"))
 
 VLLM_FLAGS = set(vllm_cli.ENGINE_FLAGS) | set(vllm_cli.FRONTEND_FLAGS)
 SGLANG_FLAGS = {flag: info for info in sglang_cli.FIELDS.values() if not info["no_cli"] for flag in info["flags"]}
@@ -110,14 +110,14 @@ def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
     from placer.specs.workload import Workload, workload_for
 
     # speculative: DeepSeek-V3's MTP layer, 3 drafts
-    ds = load_model(HERE / "fixtures" / "hf" / "deepseek-v3.json", mtp=True)
+    ds = load_model(FIXTURES / "hf" / "deepseek-v3.json", mtp=True)
     spec = plan(ds, load_fleet("h200"), Workload(concurrency=8, context_tokens=4096, weight_bits=8),
                 Requirements(degrees=(1,), spec_tokens=3), SolverSettings(method="dp"))
     # attention data parallelism at tp 8
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=5, concurrency=256, context="128k")
     dp = plan(m, fleet, wl, Requirements(attention_dp=True, degrees=(8,)), SolverSettings(method="dp"))
     # two pools on a mixed fleet
-    from test_disagg import MIXED, MODEL
+    from disagg_toys import MIXED, MODEL
 
     (tmp_path / "m.yaml").write_text(MODEL)
     (tmp_path / "f.yaml").write_text(MIXED)

@@ -9,6 +9,7 @@ import copy
 from pathlib import Path
 
 import pytest
+from dirs import FIXTURES, ROOT
 
 from placer.mapping import ranks as V
 from placer.mapping.validate import validate_mapping
@@ -19,7 +20,7 @@ from placer.specs.fleet import fleet_from_dict, load_fleet
 from placer.specs.model import load_model, model_from_dict
 from placer.specs.workload import Workload, workload_for
 
-PLACER = Path(__file__).resolve().parent.parent / "placer"
+PLACER = ROOT / "placer"
 
 
 def _layer(m, name):
@@ -263,7 +264,7 @@ def test_the_validator_shares_no_code_with_the_solver_path():
         assert not [i for i in found if i.startswith(solver)], (name, found)
 
 
-CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
+CORPUS = FIXTURES / "hf_corpus"
 STORED = ["deepseek-ai--DeepSeek-V3", "moonshotai--Kimi-K2.5", "nvidia--Qwen3-235B-A22B-NVFP4",
           "nvidia--MiniMax-M2.5-NVFP4", "nvidia--Llama-3.1-70B-Instruct-FP8", "openai--gpt-oss-120b",
           "zai-org--GLM-4.5-Air", "Qwen--Qwen3-32B-FP8"]

@@ -12,14 +12,14 @@ import ast
 from pathlib import Path
 
 import pytest
+from dirs import OK_INPUTS, ROOT
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
 from placer.problem.instance import Pin
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
-ROOT = Path(__file__).resolve().parents[1]
-OK = Path(__file__).parent / "bad_inputs" / "ok"
+OK = OK_INPUTS
 
 
 def _flag_sources(root: Path = ROOT) -> list[str]:

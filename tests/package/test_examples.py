@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from dirs import ROOT
 
 
 def _run(name: str, *args) -> str:

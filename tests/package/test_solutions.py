@@ -6,9 +6,9 @@ import json
 import re
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
+from dirs import SOLUTIONS, TOOLS
 
 from placer.export import ExportOptions, ExportRefused, export_mapping
 from placer.export.megatron import parse_layout
@@ -20,10 +20,9 @@ from placer.problem.runtime_rules import runtime_requirements
 from placer.specs.catalog import list_models
 from placer.specs.model import load_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+sys.path.insert(0, str(TOOLS))
 from regenerate_solutions import EXPORTED_TO, MODES, natural_hardware  # noqa: E402
 
-SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 FILES = sorted(SOLUTIONS.glob("*.json"))
 needs_files = pytest.mark.skipif(not FILES, reason="solutions/ is empty: run `python tools/regenerate_solutions.py`")
 

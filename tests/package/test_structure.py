@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+from dirs import TESTS
 
 import placer
 from placer.algorithms import registry
@@ -143,13 +144,16 @@ def test_registry_rows_resolve():
 def test_tests_do_not_import_the_tests_directory_as_a_package():
     """CI runs the README's plain ``pytest``, which does not put the checkout on ``sys.path``, so
     ``from tests.x import y`` works under ``python -m pytest`` only; helpers come from conftest
-    fixtures or from modules imported by their own name (the tests directory is on the path)."""
+    fixtures or from modules imported by their own name (the tests directory is on the path).
+    Every folder of tests is walked (the vendored runtime code aside, which is not placer's)."""
+    paths = sorted(p for p in TESTS.rglob("*.py") if "vendored" not in p.relative_to(TESTS).parts)
+    assert TESTS / "package" / "test_structure.py" in paths and TESTS / "conftest.py" in paths
     offenders = []
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            offenders += [f"{path.name}:{node.lineno}" for n in names if n == "tests" or n.startswith("tests.")]
+            offenders += [f"{path.relative_to(TESTS)}:{node.lineno}" for n in names if n == "tests" or n.startswith("tests.")]
     assert not offenders, offenders
 
 

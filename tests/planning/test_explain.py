@@ -16,16 +16,15 @@ request costs 1,024,000 B in an attention layer.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from dirs import OK_INPUTS
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.planning.studies.explain import diagnose, explain_infeasible, largest_feasible
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 
-OK = Path(__file__).parent / "bad_inputs" / "ok"
+OK = OK_INPUTS
 TINY = OK / "tiny.yaml"
 TINYHW = OK / "tinyhw.yaml"
 

@@ -8,6 +8,7 @@ import csv
 
 import pytest
 import yaml
+from frontier_toys import FAST, MODEL, SLOW
 
 from placer.mapping.validate import validate_mapping
 from placer.planning.studies.frontier import COLUMNS, compare_at_speeds, pareto, speed_frontier
@@ -16,24 +17,6 @@ from placer.simulate import simulate
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
-
-MODEL = {"name": "small", "layers": [
-    {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
-    {"kind": "linear_attention", "weight_bytes": 2_000_000, "state_bytes_per_request": 10_000},
-    {"kind": "attention", "weight_bytes": 3_000_000, "kv_bytes_per_token": 100},
-    {"kind": "linear_attention", "weight_bytes": 2_000_000, "state_bytes_per_request": 10_000},
-]}
-
-
-def _hw(name, bw, power, overhead):
-    return {"name": name, "device": {"memory": "8 MB", "memory_bandwidth": bw, "compute": "100 TFLOPS",
-                                     "power": power, "kind": "gpu",
-                                     "perf": {"fixed_overhead_us_per_layer": overhead, "bandwidth_efficiency": 0.5,
-                                              "compute_efficiency": 0.5}},
-            "fleet": {"racks": 2, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 4}}
-
-
-FAST, SLOW = _hw("fast", "10 TB/s", "20 kW", 1.0), _hw("slow", "1 TB/s", "1 kW", 10.0)
 
 
 @pytest.fixture(scope="module")

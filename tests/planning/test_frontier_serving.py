@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_disagg import GPUS, MODEL, WAFERS
+from disagg_toys import GPUS, MODEL, WAFERS
 
 from placer.mapping.validate_pools import validate_document
 from placer.planning import Requirements, SolverSettings, plan
@@ -155,7 +155,7 @@ def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli
     from the plan's replica counts (an independent plan() call)."""
     import json
 
-    from test_disagg import MIXED
+    from disagg_toys import MIXED
 
     (tmp_path / "mixed.yaml").write_text(MIXED)
     args = ["compare", specs / "model.yaml", "-H", tmp_path / "mixed.yaml", "--context", ISL, "--disagg",

@@ -17,6 +17,7 @@ parameter, KV 16-bit) at 128k context:
 from __future__ import annotations
 
 import pytest
+from dirs import FIXTURES
 
 from placer import plan
 from placer.cli.common import load_inputs
@@ -286,14 +287,13 @@ def test_formats_without_attention_dp_refuse_such_a_plan(dp_plan, fmt):
 
 def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
     import json
-    from pathlib import Path
 
     from placer.mapping.dp_ranks import dp_rank_refusal
     from placer.specs.hf import spec_from_hf_config
     from placer.specs.model import model_from_dict
     from placer.specs.workload import workload_for
 
-    cfg = json.loads((Path(__file__).parent / "fixtures" / "hf" / "deepseek-v3.json").read_text())
+    cfg = json.loads((FIXTURES / "hf" / "deepseek-v3.json").read_text())
     m = model_from_dict(spec_from_hf_config(cfg, "config.json"))
     stored = workload_for(m)
     assert stored.weights_as_stored

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dirs import BENCHMARKS
 
 from placer import load_fleet
 from placer.problem.instance import make_instance
@@ -20,8 +21,7 @@ from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 import calibrate_simulator as cal  # noqa: E402
 
 PERF = {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,

@@ -178,7 +178,7 @@ def test_catalog_device_figures(name, bandwidth, flops, chip, system, intra_us, 
     assert f.link_latency_us(a, b) == intra_us and f.link_latency_us(a, other_rack) == inter_us
     if t.kind == "gpu" and name in ("h100", "h200", "b200"):
         # fitted to measured serving speeds (benchmarks/calibrate_simulator.py on
-        # benchmarks/data/calibration.yaml; tests/test_cost_model.py checks the specs hold that
+        # benchmarks/data/calibration.yaml; tests/simulate/test_cost_model.py checks the specs hold that
         # fit): dense and expert reads at a fraction of HBM bandwidth, a fixed time per collective
         # and per MoE layer
         assert 0.5 <= t.bandwidth_efficiency <= 1 and 0.5 <= t.expert_bandwidth_efficiency <= 1

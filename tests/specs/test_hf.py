@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
+from dirs import FIXTURES as FIXTURES_DIR
+from dirs import MODELS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from placer.specs.errors import InvalidSpec
 from placer.specs.hf import compress_pattern, spec_from_hf_config
 from placer.specs.model import load_model, model_from_dict, parse_pattern
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+FIXTURES = FIXTURES_DIR / "hf"
 # fixture stem = catalog name; published totals from model_facts.md §0 (vendor figures; Kimi's
 # rounded "1T" / "48B" are checked against the derived totals the table cross-checks)
 PUBLISHED = {
@@ -76,7 +77,7 @@ def test_fixture_matches_catalog(stem):
 def test_imported_pattern_is_readable_and_matches_catalog(stem, pattern):
     spec = _spec(_config(stem))
     assert spec["pattern"] == pattern
-    catalog = yaml.safe_load((Path(__file__).parent.parent / "models" / f"{stem}.yaml").read_text())
+    catalog = yaml.safe_load((MODELS / f"{stem}.yaml").read_text())
     mine = [(spec["layer_types"][x]["mixer"], spec["layer_types"][x].get("ffn")) for x in parse_pattern(spec["pattern"])]
     theirs = [(catalog["layer_types"][x]["mixer"], catalog["layer_types"][x].get("ffn"))
               for x in parse_pattern(catalog["pattern"])]

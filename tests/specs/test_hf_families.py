@@ -5,9 +5,9 @@ constants, and families the interpreter does not list."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from dirs import FIXTURES as FIXTURES_DIR
 
 from placer.problem import memory
 from placer.specs.errors import InvalidSpec
@@ -16,8 +16,8 @@ from placer.specs.hf.quirks import FAMILIES
 from placer.specs.model import load_model, model_from_dict
 from placer.specs.workload import Workload
 
-CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
-FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+CORPUS = FIXTURES_DIR / "hf_corpus"
+FIXTURES = FIXTURES_DIR / "hf"
 BF16 = Workload(context_tokens=8192, kv_bits=16, state_bits=16, conv_state_bits=16)
 CONFIGS = sorted(p for p in CORPUS.glob("*.json")
                  if not p.name.endswith(".hf_quant_config.json") and p.name != "meta_counts.json")
@@ -191,7 +191,7 @@ def test_unknown_family_is_read_from_the_meta_device_module_tree():
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=[f.model_types[0] for f in FAMILIES])
 def test_every_quirk_row_has_a_fixture_that_imports_as_its_family(fam):
-    path = Path(__file__).parent / "fixtures" / f"{fam.fixture}.json"
+    path = FIXTURES_DIR / f"{fam.fixture}.json"
     data = json.loads(path.read_text())
     text = data.get("text_config") or data
     assert (text.get("model_type") or data.get("model_type")) in fam.model_types

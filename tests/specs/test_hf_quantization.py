@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dirs import FIXTURES as FIXTURES_DIR
+
 from placer.problem import memory
 from placer.problem.reductions.refine import refine
 from placer.specs.hf import spec_from_hf_config
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload, workload_for
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+FIXTURES = FIXTURES_DIR / "hf"
 
 
 def _config(stem: str) -> dict:
@@ -75,7 +77,7 @@ def test_weights_as_stored_is_recorded_in_the_workload():
 
 
 # ----------------------------------------------------------------------------- more formats, by hand
-CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
+CORPUS = FIXTURES_DIR / "hf_corpus"
 
 
 def _corpus(name: str):

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import hf_oracle
 import pytest
+from dirs import FIXTURES
 
 from placer.problem import memory
 from placer.specs.model import load_model
 from placer.specs.workload import Workload, workload_for
 
-RELEASED = Path(__file__).parent / "fixtures" / "hf_released"
-CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
+RELEASED = FIXTURES / "hf_released"
+CORPUS = FIXTURES / "hf_corpus"
 TEXT = ("embedding", "attention", "linear_attention", "ffn", "lm_head")
 STEMS = ["Qwen3.6-35B-A3B-NVFP4", "Nemotron-3.5-30B-A3B-NVFP4", "GLM-5.2-NVFP4", "DeepSeek-V4-Flash-FP8",
          "MiniMax-M3-NVFP4", "Step-3.7-Flash"]

@@ -12,10 +12,10 @@ import shlex
 import sys
 from dataclasses import replace
 from fractions import Fraction
-from pathlib import Path
 from typing import get_args
 
 import pytest
+from dirs import FIXTURES, VENDORED
 from oracle import solve as oracle_solve
 
 from placer.algorithms import place
@@ -31,13 +31,12 @@ from placer.specs.model import load_model, model_from_dict
 from placer.specs.speculative import accept_table, default_accept, with_draft
 from placer.specs.workload import Workload
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "vendored"))
+sys.path.insert(0, str(VENDORED))
 
 import sglang_0_5_23_spec  # noqa: E402
 import vllm_0_33_0_spec  # noqa: E402
 
-DEEPSEEK = HERE / "fixtures" / "hf" / "deepseek-v3.json"
+DEEPSEEK = FIXTURES / "hf" / "deepseek-v3.json"
 
 
 def _flat(literal) -> set[str]:
