@@ -43,6 +43,7 @@ def _latency_level_reported(line: str) -> bool:
     return line.startswith("cpsat") and "latency" in line
 
 
+@pytest.mark.signals
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_prints_and_writes_the_best_placement(tmp_path):
     """jamba-1.5-large on wse-3t, free mode: the device level (23 wafers, proven) is
@@ -66,6 +67,7 @@ def test_sigint_prints_and_writes_the_best_placement(tmp_path):
     assert validate_file(str(out_file)) == []
 
 
+@pytest.mark.signals
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_json_still_prints_the_mapping(tmp_path):
     """With --json the mapping goes to stdout (parseable), the interruption to stderr, exit 130."""
@@ -92,6 +94,7 @@ def _table_rows(out: str) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.signals
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_in_compare_keeps_the_rows_so_far():
     """Ctrl-C while compare works on the free-mode CP-SAT row: the rows before it are printed, no

@@ -1,8 +1,8 @@
 """The Ray backend: one actor per stage gives the same tokens as the local threads and the reference.
 
-Ray is an optional extra; the tests run on the session's local Ray (``local_ray`` in conftest,
-skipped without Ray unless ``PLACER_REQUIRE_RAY=1``), and asking for the backend without Ray is a
-clear error rather than a traceback.
+Ray is an optional extra; the tests run on the session's local Ray (``local_ray`` in conftest; they
+are marked ``ray``, skipped without Ray unless ``PLACER_REQUIRE_EXTRAS`` names it), and asking for the
+backend without Ray is a clear error rather than a traceback.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def test_ray_backend_without_ray_is_a_clear_error(spec, monkeypatch):
         execute(spec, REQUESTS[:2], backend="ray")
 
 
+@pytest.mark.ray
 def test_ray_backend_matches_reference_and_local(spec, local_ray):
     assert len(set(spec.devices)) < sum(1 for i, n in enumerate(spec.nodes)
                                         if i == 0 or spec.nodes[i - 1].device != n.device)   # revisits

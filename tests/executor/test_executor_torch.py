@@ -30,6 +30,7 @@ def test_tiny_config_follows_the_mappings_layer_kinds():
         tiny_hf_config(load_model("kimi-k3"))
 
 
+@pytest.mark.runtimes
 @pytest.mark.parametrize("family, stages", [
     ("llama", [[0, 1], [2, 3]]),                 # dense GQA
     ("qwen3_moe", [[0, 1], [2, 3]]),             # MoE

@@ -142,6 +142,7 @@ def _megatron_config(kwargs: dict, mla: bool):
     return cls(**{**base, **kwargs})
 
 
+@pytest.mark.runtimes
 @needs_files
 @pytest.mark.parametrize("path", CONTIGUOUS, ids=[p.stem for p in CONTIGUOUS])
 def test_megatron_core_parses_and_validates_every_gpt_export(path):
@@ -183,6 +184,7 @@ class _Group:
         return self._size
 
 
+@pytest.mark.runtimes
 @pytest.mark.parametrize("assignment, stages", [
     ([0, 0, 0, 0, 1, 1, 1, 1], [[0, 1, 2], [3, 4, 5]]),           # even: 6 + 6 symbols
     ([0, 0, 0, 1, 1, 1, 1, 1], [[0, 1], [2, 3, 4, 5]]),           # first stage 4 symbols, last 8
@@ -212,6 +214,7 @@ def test_megatron_0_16_builds_each_rank_of_a_hybrid_export(tmp_path, assignment,
     _megatron_config({k: v for k, v in kwargs.items() if k != "pipeline_model_parallel_layout"}, False)
 
 
+@pytest.mark.runtimes
 def test_megatron_0_16_refuses_the_later_pipe_separator(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is the runtimes extra (pip install -e '.[runtimes]')")
     from megatron.core.ssm.mamba_hybrid_layer_allocation import allocate_layers
@@ -226,6 +229,7 @@ def test_megatron_0_16_refuses_the_later_pipe_separator(tmp_path):
 
 
 # ----------------------------------------------------------------------------- Megatron 0.19 (vendored)
+@pytest.mark.runtimes
 @pytest.mark.parametrize("version", ["0.17.0", "0.19.0", "main"])
 def test_megatron_0_19_selects_each_rank_of_every_hybrid_export(version):
     pytest.importorskip("torch", reason="the vendored Megatron module imports torch (the runtimes extra)")
@@ -265,6 +269,7 @@ def test_megatron_0_19_selects_each_rank_of_every_hybrid_export(version):
         assert checked == {"qwen3-next-80b", "jamba-1.5-large"}
 
 
+@pytest.mark.runtimes
 def test_vendored_0_19_parser_refuses_mixing_attention_and_mla():
     pytest.importorskip("torch", reason="the vendored Megatron module imports torch (the runtimes extra)")
     import megatron_hybrid_0_19_0 as hybrid

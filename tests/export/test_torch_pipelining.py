@@ -22,6 +22,7 @@ from placer.export import ExportOptions, export_mapping
 
 torch = pytest.importorskip("torch", reason="torch is the runtimes extra (pip install torch==2.13.0 -e '.[runtimes]')")
 pytest.importorskip("transformers", reason="transformers is the runtimes extra (pip install -e '.[runtimes]')")
+pytestmark = pytest.mark.runtimes
 
 STAGES = [[0], [1, 2], [3]]          # decoder layers per stage: embedding + L0 | L1 L2 | L3 + head
 

@@ -114,6 +114,7 @@ def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
     assert two.sentences == rep.sentences
 
 
+@pytest.mark.ray
 def test_frontier_ray_backend_gives_the_same_rows(report, local_ray):
     model, fleets, rep = report
     ray_rep = speed_frontier(model, fleets, Workload(context_tokens=1000), speeds=(20_000, 2_000), method="dp",

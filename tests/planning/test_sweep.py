@@ -218,6 +218,7 @@ def test_parallel_processes_give_the_same_rows(tmp_path):
     assert same(read_rows(tmp_path / "p.csv")) == same(serial.rows)
 
 
+@pytest.mark.ray
 def test_ray_backend_gives_the_same_rows(tmp_path, local_ray):
     serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, jobs=1)
     ray_rows = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, backend="ray", out=tmp_path / "ray.csv")

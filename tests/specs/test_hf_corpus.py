@@ -41,7 +41,8 @@ def _config(stem: str) -> dict:
 
 
 def _marks(stem: str):
-    return [pytest.mark.xfail(strict=True, reason=NOT_YET_REASON)] if stem in NOT_YET_IMPORTED else []
+    marks = [pytest.mark.hf] if stem in hf_oracle.META_ONLY else []
+    return marks + ([pytest.mark.xfail(strict=True, reason=NOT_YET_REASON)] if stem in NOT_YET_IMPORTED else [])
 
 
 def _cases(stems):
@@ -143,6 +144,24 @@ def test_recorded_counts_are_consistent():
 
 
 # ----------------------------------------------------------------------------- the importer
+def test_meta_only_configs_are_the_ones_refused_without_the_extra(monkeypatch):
+    """Without transformers and torch, the importer refuses exactly the META_ONLY configs, each in one
+    line naming its family and the hf extra (so the list their tests are marked ``hf`` by is right)."""
+    from placer.specs.errors import InvalidSpec
+    from placer.specs.hf import meta
+
+    monkeypatch.setattr(meta, "meta_available", lambda: False)
+    refused = {}
+    for stem in STEMS:
+        try:
+            load_model(CORPUS / f"{stem}.json")
+        except InvalidSpec as exc:
+            refused[stem] = exc.message
+    assert set(refused) == hf_oracle.META_ONLY
+    for stem, message in refused.items():
+        assert "is not one the interpreter lists" in message and "pip install 'placer[hf]'" in message, stem
+
+
 @pytest.mark.parametrize("stem", _cases(STEMS))
 def test_importer_reads_the_config(stem):
     model = load_model(CORPUS / f"{stem}.json")
@@ -191,6 +210,7 @@ _NUMBERS = ("status", "model_class", "total", "embedding", "lm_head", "tied_embe
             "decoder_layers", "extra_layers", "rest", "persistent_buffers", "full_class", "full_total")
 
 
+@pytest.mark.hf
 @pytest.mark.parametrize("stem", _live_stems())
 def test_recorded_count_is_what_transformers_builds_now(stem):
     pytest.importorskip("torch")

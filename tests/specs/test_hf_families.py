@@ -8,6 +8,7 @@ import json
 
 import pytest
 from dirs import FIXTURES as FIXTURES_DIR
+from hf_oracle import META_ONLY
 
 from placer.problem import memory
 from placer.specs.errors import InvalidSpec
@@ -171,6 +172,7 @@ def test_unknown_family_without_the_extra_is_refused_naming_it(monkeypatch):
     assert "placer[hf]" in info.value.message
 
 
+@pytest.mark.hf
 def test_unknown_family_is_read_from_the_meta_device_module_tree():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -197,9 +199,19 @@ def test_every_quirk_row_has_a_fixture_that_imports_as_its_family(fam):
     assert (text.get("model_type") or data.get("model_type")) in fam.model_types
     m = load_model(path)
     assert "families interpreter" in m.description
-    if not path.parent.name == "hf_families":
-        return
-    # transformers' default config of the family: its meta-device count is the oracle
+
+
+_DEFAULT_CONFIG_FAMILIES = [f for f in FAMILIES if (FIXTURES_DIR / f"{f.fixture}.json").parent.name == "hf_families"]
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("fam", _DEFAULT_CONFIG_FAMILIES, ids=[f.model_types[0] for f in _DEFAULT_CONFIG_FAMILIES])
+def test_a_default_config_family_counts_what_transformers_builds(fam):
+    """The quirk rows whose fixture is transformers' default config of the family (tests/fixtures/
+    hf_families): transformers' meta-device count of that config is the oracle."""
+    path = FIXTURES_DIR / f"{fam.fixture}.json"
+    data = json.loads(path.read_text())
+    m = load_model(path)
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     cfg = transformers.AutoConfig.for_model(data["model_type"], **{k: v for k, v in data.items() if k != "model_type"})
@@ -210,7 +222,8 @@ def test_every_quirk_row_has_a_fixture_that_imports_as_its_family(fam):
 
 
 # ----------------------------------------------------------------------------- every corpus file
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.hf] if p.stem in META_ONLY else [])
+                                  for p in CONFIGS])
 def test_every_corpus_file_imports_and_reloads(path, tmp_path):
     from placer.specs.hf.spec_file import import_hf
     try:

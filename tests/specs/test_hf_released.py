@@ -44,6 +44,7 @@ def test_every_released_fixture_is_listed_in_the_readme():
         assert f"`{p.name}`" in listed, p.name
 
 
+@pytest.mark.hf
 @pytest.mark.parametrize("stem", STEMS)
 def test_released_family_matches_transformers(stem):
     """Within 0.5% of transformers' count of the text model (0 here: exact), and the wrapper's
@@ -60,8 +61,10 @@ def test_released_family_matches_transformers(stem):
         assert abs(model.total_params - oracle["full_total"]) <= TOLERANCE * oracle["full_total"]
 
 
+@pytest.mark.hf
 def test_step_3_7_mtp_entries_are_not_decoder_layers():
-    """Its per-layer lists carry the 3 MTP layers after the 45 decoder layers, as legacy hub configs do."""
+    """Its per-layer lists carry the 3 MTP layers after the 45 decoder layers, as legacy hub configs do
+    (Step-3.7's family is read from transformers' module tree: the hf extra)."""
     cfg = json.loads((RELEASED / "Step-3.7-Flash.json").read_text())["text_config"]
     assert len(cfg["layer_types"]) == 48 and cfg["num_hidden_layers"] == 45
     assert load_model(RELEASED / "Step-3.7-Flash.json").num_hidden_layers == 45
@@ -170,6 +173,7 @@ def test_the_safetensors_index_decides_which_modules_are_quantized(tmp_path):
     assert not any("self_attn.o_proj.weight" in g.tensors and g.format == "bf16" for g in second.weight_groups)
 
 
+@pytest.mark.hf
 def test_meta_path_quantized_checkpoint_warns():
     """DeepSeek-V4 FP8 through transformers' module tree: the count is exact, the formats are not read."""
     m = load_model(RELEASED / "DeepSeek-V4-Flash-FP8.json")
