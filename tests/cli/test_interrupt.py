@@ -20,21 +20,26 @@ from placer.mapping.validate import validate_file
 
 
 def _run_and_interrupt(args: list[str], ready) -> tuple[int, str, str]:
-    """Run ``placer ARGS``, send SIGINT when a stderr line satisfies ``ready``, then wait."""
+    """Run ``placer ARGS``, send SIGINT when a stderr line satisfies ``ready``, then wait.
+
+    Nothing here waits for a time: the signal follows the line, and a process that ends without
+    printing it fails the test with what it printed (the signal was never sent)."""
     proc = subprocess.Popen([sys.executable, "-c", "from placer.cli import main; main()", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
+    seen, sent = [], False
     try:
         for line in proc.stderr:
             seen.append(line)
             if ready(line):
                 proc.send_signal(signal.SIGINT)
+                sent = True
                 break
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    assert sent, f"the process ended (exit {proc.returncode}) before the line to interrupt at:\n{''.join(seen)}"
     return proc.returncode, out, "".join(seen) + err
 
 
