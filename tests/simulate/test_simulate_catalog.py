@@ -11,7 +11,9 @@ from mapping_toys import kimi_mapping
 
 from placer import load_fleet, load_model, make_instance, workload_for
 from placer.algorithms import place
+from placer.cli.simulate_cmd import simulate_command
 from placer.mapping import instance_from_mapping, write_mapping
+from placer.problem.instance import MODES
 from placer.simulate import segments_of, simulate, simulate_mapping
 
 DESIGN_FIELDS = {"per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us", "itl_p99_us", "live_requests",
@@ -114,26 +116,39 @@ def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
     assert code == 2 and err.startswith("error: --context-dist: context_dist:")
 
 
-def test_simulate_compare_every_mode(run_cli):
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_simulate_compare_every_mode(run_cli, mode):
+    """One mode of ``simulate --compare`` per case (rows are placed and simulated one mode at a time,
+    and each takes tens of seconds: split, they run side by side under xdist)."""
     code, out, err = run_cli(["simulate", "--compare", "kimi-k3", "--hardware", "wse-3t", "--method", "dp",
-                              "--output-tokens", 2, "--json"])
+                              "--output-tokens", 2, "--modes", mode, "--json"])
     assert code == 0, err
-    doc = json.loads(out)
-    rows = {r["mode"]: r for r in doc["rows"]}
-    assert set(rows) == {"contiguous", "free", "split"}
-    assert rows["free"]["method"] == "ffd"              # dp does not place in free mode
-    assert rows["contiguous"]["devices_used"] == 70 and rows["contiguous"]["hops"] == 69
-    assert rows["free"]["devices_used"] < rows["contiguous"]["devices_used"]
-    for r in rows.values():
-        assert r["concurrency_ceiling"] == r["live_requests"] == 184
-        assert r["tokens_per_s_per_mw"] == pytest.approx(r["aggregate_tokens_per_s"] / (r["power_w"] / 1e6))
-        assert r["single_user_tokens_per_s"] > r["per_user_tokens_per_s"] > 0
+    (r,) = json.loads(out)["rows"]
+    assert r["mode"] == mode
+    if mode == "contiguous":
+        assert r["devices_used"] == 70 and r["hops"] == 69
+    if mode == "free":
+        assert r["method"] == "ffd"              # dp does not place in free mode
+        assert r["devices_used"] < 70            # the contiguous row's devices
+    assert r["concurrency_ceiling"] == r["live_requests"] == 184
+    assert r["tokens_per_s_per_mw"] == pytest.approx(r["aggregate_tokens_per_s"] / (r["power_w"] / 1e6))
+    assert r["single_user_tokens_per_s"] > r["per_user_tokens_per_s"] > 0
+
+
+def test_simulate_compare_takes_every_mode_by_default(run_cli):
+    modes = next(p for p in simulate_command.params if p.name == "modes")
+    assert modes.default == ",".join(MODES) == "contiguous,free,split"
+    code, out, err = run_cli(["simulate", "--compare", "kimi-k3"])
+    assert code == 2 and "--hardware" in err
+
+
+@pytest.mark.slow
+def test_simulate_all_modes_prints_the_comparison(run_cli):
     code, out, err = run_cli(["simulate", "kimi-k3", "--all-modes", "-H", "wse-3t", "--method", "dp",
                               "--modes", "contiguous", "--output-tokens", 2])
     assert code == 0, err
     assert "tok/s/MW" in out and "contiguous" in out
-    code, out, err = run_cli(["simulate", "--compare", "kimi-k3"])
-    assert code == 2 and "--hardware" in err
 
 
 def test_gpu_constants_are_one_fit_and_reproduce_a_published_point():
