@@ -286,6 +286,7 @@ def test_a_hint_from_another_method_is_used_and_the_answer_unchanged():
     assert (plain.devices_used, plain.hop_latency_us) == brute_contiguous(inst)
 
 
+@pytest.mark.slow
 def test_third_level_bottleneck_matches_brute_force():
     """objective="lex3": devices, then hop latency, then the largest weight bytes on one device."""
     for weights, groups in [([5, 7, 3, 8, 2, 6], [(10, 2, 2), (13, 1, 2)]), ([4, 4, 4, 4, 4], [(9, 1, 4)])]:

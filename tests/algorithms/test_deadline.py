@@ -182,6 +182,7 @@ def test_placer_solve_counts_its_limit_from_the_process_start(monkeypatch):
     assert seen["deadline"].end == 530.0 and seen["code"] == 0
 
 
+@pytest.mark.slow
 def test_the_fast_exit_flushes_everything_through_a_pipe(tmp_path):
     """`placer solve --json -o FILE` as a process: the whole JSON arrives through the pipe, the file
     is written and the exit code is the command's, although the process skips the teardown."""

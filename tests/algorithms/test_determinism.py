@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from dirs import BENCHMARKS, OK_INPUTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -109,6 +110,7 @@ def test_cli_same_seed_same_mapping(run_cli, tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- honest status
+@pytest.mark.slow
 def test_time_limited_solve_reports_bound_and_gap_not_optimality():
     """jamba-1.5-large free mode on wse-3t: the device count (23) is proven by the arc-flow model;
     the hop latency (60 us from the starts, bound 59) needs a search that a tiny deterministic
@@ -141,6 +143,7 @@ def _triplets(n_bins: int, seed: int = 1):
     return sizes
 
 
+@pytest.mark.slow
 def test_time_limits_never_overstate_a_bin_packing_result():
     """Free mode on 60 items whose optimum is 20 devices by construction. Whatever a short limit
     allows, a claim of optimality must be true and a bound must be valid."""

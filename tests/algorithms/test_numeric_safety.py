@@ -173,6 +173,7 @@ def test_zero_slack_packing_is_never_overstated():
 
 
 # ----------------------------------------------------------------------------- thousands of devices
+@pytest.mark.slow
 def test_two_thousand_device_ring():
     """A ring of 2,000 racks of one 1 PB device; 12 layers of 300-377 TB with KV for 1,000 requests of
     1M tokens. Five devices (the DP's proven count); every result validated in exact bytes."""

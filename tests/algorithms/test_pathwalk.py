@@ -131,6 +131,7 @@ def test_never_below_the_oracle_and_exact_on_rings(seed):
         assert r.devices_used == best
 
 
+@pytest.mark.slow
 def test_sparse_ring_gets_a_first_placement_and_cpsat_starts_from_it():
     """The issue's family: 150 layers on a ring of 78 single-device racks with chords. The walk
     finds a placement; CP-SAT takes it as its start (recorded) and never returns a worse one."""

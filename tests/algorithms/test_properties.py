@@ -11,6 +11,7 @@ method's own proven lower bound (``Result.bound``); the DP and CP-SAT set it tha
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import fleets, models, workloads
@@ -38,6 +39,7 @@ def assert_valid(instance, result, model, fleet, wl):
     assert violations == [], [v.to_dict() for v in violations]
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(model=models(), fleet=fleets(), wl=workloads,
        mode=st.sampled_from(["contiguous", "free", "split"]))
@@ -87,6 +89,7 @@ def test_dp_and_cpsat_agree_on_chains_with_identical_devices(model, fleet, wl):
         assert exact.feasible and exact.devices_used == dp.devices_used
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(model=models(max_size=8), fleet=fleets(), wl=workloads,
        mode=st.sampled_from(["contiguous", "free"]), data=st.data())

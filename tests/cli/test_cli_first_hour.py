@@ -305,6 +305,7 @@ def _overlapping_labels(ax, which: str) -> list[tuple[str, str]]:
 
 # matplotlib's own labels overlap on 1.2 to 1.5 decades (3x10^4 against 4x10^4) and on narrow spans
 # of large values (2.2x10^5 against 2.4x10^5)
+@pytest.mark.slow
 @pytest.mark.parametrize("span", [(150.0, 150.0 * 10**1.4), (33_000.0, 33_000.0 * 10**1.3),
                                   (120_000.0, 120_000.0 * 10**0.2), (20.0, 90_000.0), (1.0, 3e7)])
 def test_frontier_log_axis_labels_do_not_overlap(span, run_cli, tmp_path):

@@ -48,6 +48,7 @@ def _latency_level_reported(line: str) -> bool:
     return line.startswith("cpsat") and "latency" in line
 
 
+@pytest.mark.slow
 @pytest.mark.signals
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_prints_and_writes_the_best_placement(tmp_path):
@@ -72,6 +73,7 @@ def test_sigint_prints_and_writes_the_best_placement(tmp_path):
     assert validate_file(str(out_file)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.signals
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_json_still_prints_the_mapping(tmp_path):
@@ -216,6 +218,7 @@ def test_place_reports_a_ctrl_c_no_method_result_carries(monkeypatch):
         min_devices(inst, "ffd")
 
 
+@pytest.mark.slow
 def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
     """simulate --compare: a Ctrl-C during one mode's solve ends the loop with the modes so far."""
     from placer.algorithms.deadline import note_interrupt

@@ -43,6 +43,7 @@ def reference(mappings):
     return reference_run(specs[0], REQUESTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["contiguous", "free"])
 def test_kimi_k3_mapping_runs_token_exact(mappings, reference, mode):
     doc = mappings[mode]

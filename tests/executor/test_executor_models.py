@@ -24,6 +24,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,mode,granularity,method,mixers", CASES,
                          ids=[f"{c[0]}-{c[2]}" for c in CASES])
 def test_catalog_model_runs_token_exact(name, mode, granularity, method, mixers):

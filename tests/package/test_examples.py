@@ -50,6 +50,7 @@ def test_speed_floor_meets_its_floor_for_every_request():
     assert gpus == replicas * each and replicas * load >= 16 and speed >= 20.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["vllm"])
 def test_export_prints_a_partition_of_every_layer(fmt):
     out = _run("export_to_vllm.py", "llama-3.1-70b", "h100", fmt)

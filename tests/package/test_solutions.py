@@ -115,6 +115,7 @@ def test_every_catalog_model_has_a_contiguous_solution():
     assert {p.stem.split("__")[2] for p in FILES} <= set(MODES)
 
 
+@pytest.mark.slow
 def test_regenerate_writes_valid_mappings_and_keeps_current_ones(tmp_path):
     from regenerate_solutions import regenerate
 

@@ -250,6 +250,7 @@ def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_pa
     assert code == 2 and "--disagg" in err
 
 
+@pytest.mark.slow
 def test_cli_plan_rate_sets_both_answers_side_by_side(specs, run_cli, mixed_plan):
     code, text, err = run_cli(["plan", specs / "model.yaml", "-H", specs / "mixed.yaml", "--context", ISL,
                                "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--osl", OSL,

@@ -82,6 +82,7 @@ def test_sentences_name_the_leader_and_the_ratio(report):
     assert compare_at_speeds(rep, (1e12,))[0].startswith("At 1,000,000,000,000 tokens/s per user no platform")
 
 
+@pytest.mark.slow
 def test_frontier_command_writes_the_chart_and_the_table(tmp_path, run_cli):
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
     for hw in (FAST, SLOW):
@@ -105,6 +106,7 @@ def _same(rows):
     return sorted(tuple((k, r[k]) for k in sorted(r)) for r in rows)
 
 
+@pytest.mark.slow
 def test_frontier_points_run_in_worker_processes_with_the_same_rows(report):
     """--jobs 2 (sweep's process backend, spawned threads) gives exactly the serial rows."""
     model, fleets, rep = report

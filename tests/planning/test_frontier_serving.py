@@ -43,6 +43,7 @@ def disagg_report(specs):
     return m, wafers, gpus, wl, rep
 
 
+@pytest.mark.slow
 def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
     m, wafers, gpus, wl, rep = disagg_report
     assert rep.platforms == ["pdwafers", "pdwafers disagg", "pdwafers decode + pdgpus prefill"]
@@ -71,6 +72,7 @@ def test_disaggregated_points_are_the_plans_plan_makes(disagg_report):
         assert row["proven"] == p.pools.proven
 
 
+@pytest.mark.slow
 def test_the_comparison_ranks_aggregated_and_disaggregated_points_together(disagg_report):
     *_, rep = disagg_report
     best = {}
@@ -219,6 +221,7 @@ def test_a_drafters_kv_moves_with_the_prompt(specs, tmp_path):
     assert validate_document(p.mapping, model=m) == []
 
 
+@pytest.mark.slow
 def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     import json
 

@@ -154,6 +154,7 @@ def _mixed(draw):
     return spec, spec_fleet, fleet, c, context
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mixed())
 def test_per_stage_cpsat_equals_brute_force(case):

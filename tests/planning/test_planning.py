@@ -201,6 +201,7 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     assert exc.value.field == "max_ttft_ms"
 
 
+@pytest.mark.slow
 def test_ttft_targets_in_compare_and_frontier(run_cli, tmp_path):
     base = ["llama-3.1-8b", "-H", "h100", "--context", "2048", "--concurrency", "4", "--tp", "1", "--json", "-q"]
     rows = {}

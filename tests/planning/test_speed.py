@@ -34,6 +34,7 @@ def _sim(doc, live):
     return simulate_mapping(doc, requests=live, max_live=live, output_tokens=16).per_user_tokens_per_s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, hw, ctx, live, floor, degrees", CASES)
 def test_plan_meets_the_floor_and_a_device_fewer_does_not(name, hw, ctx, live, floor, degrees):
     plan, fleet = _plan(name, hw, ctx, live, floor, degrees=degrees)
@@ -97,6 +98,7 @@ def test_a_floor_out_of_reach_names_the_fastest_placement():
         plan.fastest.alone_tokens_per_s * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_objectives_pick_their_candidate():
     plans = {o: plan_for_speed(load_model("llama-3.1-70b"), load_fleet("h200"),
                                workload_for(load_model("llama-3.1-70b"), context="8k", concurrency=64),
@@ -114,6 +116,7 @@ def test_floor_arguments():
             floor_from(**kw)
 
 
+@pytest.mark.slow
 def test_solve_command_with_a_floor(run_cli, tmp_path):
     plan, _ = _plan("llama-3.1-70b", "h200", "8k", 64, 1.0)
     out = tmp_path / "plan.json"
@@ -128,6 +131,7 @@ def test_solve_command_with_a_floor(run_cli, tmp_path):
     assert json.loads(text)["speed_target"]["feasible"] is False
 
 
+@pytest.mark.slow
 def test_solve_command_with_a_floor_degrees_experts_and_a_reserve(run_cli, tmp_path):
     """--tp, --ep and --reserve apply to the speed search: every shape is an expert-parallel
     layout of the degrees asked for, and the mapping written keeps the reserve on every device."""

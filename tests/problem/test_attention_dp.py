@@ -156,6 +156,7 @@ def test_the_simulator_costs_dispatch_and_combine_only(dp_plan):
     assert kinds == {"all_reduce", "all_to_all"}          # TP keeps its all-reduces
 
 
+@pytest.mark.slow
 def test_deepseek_v3_1024_requests_of_128k_on_1024_h200():
     """13 stages of 8: a stage holds at most 5 MoE layers (6 x 20,969,636,096 B > 123,399,971,328 B),
     a stage with a dense layer at most 4 more (19,910,836,224 + 5 x 20,969,636,096 > capacity) and

@@ -73,6 +73,7 @@ def test_check_runtime_request_passes_what_the_runtime_runs():
     assert check_runtime_request("torch", mode="contiguous", degrees=[1]).degrees == (1,)
 
 
+@pytest.mark.slow
 def test_kimi_k3_hf_under_vllm_rules_is_proven_and_runs_in_vllm(kimi, monkeypatch):
     """At the catalog's 182 live requests the last MLA layer and its KV reserve leave 23 MB on a
     wafer, so the 2.35 GB LM head takes a wafer of its own, which vLLM cannot build. Under vLLM's

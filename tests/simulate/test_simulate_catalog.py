@@ -86,6 +86,7 @@ def test_kimi_k3_mapping_figures(kimi, mode):
     assert res.per_user_tokens_per_s < 1e6 / res.unloaded_token_latency_us
 
 
+@pytest.mark.slow
 def test_simulate_command_json_and_gantt(kimi, tmp_path, run_cli):
     path = tmp_path / "k3.json"
     write_mapping(path, kimi["contiguous"])
