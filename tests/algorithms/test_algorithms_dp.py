@@ -168,6 +168,7 @@ def long_chain():
     return make_instance(model, fl, wl)
 
 
+@pytest.mark.slow
 def test_dp_places_a_100k_node_chain(long_chain):
     assert long_chain.n_nodes == 100_002 and long_chain.capacity_bytes[0] == 100_020
     r = place(long_chain, "dp")

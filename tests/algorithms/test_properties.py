@@ -109,6 +109,7 @@ def test_adding_a_device_never_increases_the_optimum(model, fleet, wl, mode, dat
         assert small.status == Status.INFEASIBLE
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(model=models(max_size=8), fleet=fleets(), wl=workloads, extra=st.integers(1, 200),
        mode=st.sampled_from(["contiguous", "free"]))

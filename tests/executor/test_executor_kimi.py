@@ -75,6 +75,7 @@ def test_kimi_k3_mapping_runs_token_exact(mappings, reference, mode):
         assert any(st.batches > result.passes for st in result.stages)
 
 
+@pytest.mark.slow
 def test_placer_run_command_on_a_mapping_file(mappings, tmp_path, run_cli):
     path = tmp_path / "k3-free.json"
     write_mapping(path, mappings["free"])

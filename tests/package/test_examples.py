@@ -22,6 +22,7 @@ def test_every_example_is_tested():
     assert {p.name for p in (ROOT / "examples").glob("*.py")} == tested
 
 
+@pytest.mark.slow
 def test_plan_a_model_writes_the_proven_70_wafers(tmp_path):
     """(K K | K | M) x 23 + M = 70 contiguous wafers for Kimi K3 at 256k, each MLA wafer holding
     floor(27,870,967,742 / 150,994,944) = 184 live requests (README's worked example, by hand)."""
@@ -34,6 +35,7 @@ def test_plan_a_model_writes_the_proven_70_wafers(tmp_path):
     assert doc["summary"]["devices_used"] == 70 and len(doc["stages"]) == 70
 
 
+@pytest.mark.slow
 def test_compare_methods_shows_the_published_count_beside_the_pipeline():
     out = _run("compare_methods.py")
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines()[1:]}
@@ -42,6 +44,7 @@ def test_compare_methods_shows_the_published_count_beside_the_pipeline():
     assert rows[("cpsat", "contiguous")] == ["70", "70", "yes"]
 
 
+@pytest.mark.slow
 def test_speed_floor_meets_its_floor_for_every_request():
     out = _run("speed_floor.py", 20, 16)
     m = re.search(r"(\d+) GPUs: (\d+) replica\(s\) of (\d+), (\d+) live requests each, ([\d.]+) tokens/s", out)

@@ -210,6 +210,7 @@ def test_pareto_on_a_hand_made_table():
     assert pareto_mask(rows) == [False, False, False, False, True, False, True, True]
 
 
+@pytest.mark.slow
 def test_parallel_processes_give_the_same_rows(tmp_path):
     serial = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, jobs=1)
     parallel = run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, out=tmp_path / "p.csv", jobs=2)

@@ -10,6 +10,7 @@ with ``PLACER_HF_ORACLE_ALL=1``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,6 +39,12 @@ LIVE_ALL = os.environ.get("PLACER_HF_ORACLE_ALL") == "1"
 
 def _config(stem: str) -> dict:
     return json.loads((CORPUS / f"{stem}.json").read_text())
+
+
+@functools.cache
+def _model(stem: str):
+    """The corpus config as placer reads it, once for the tests below (they only read it)."""
+    return load_model(CORPUS / f"{stem}.json")
 
 
 def _marks(stem: str):
@@ -160,7 +167,7 @@ def test_a_meta_only_config_is_refused_without_the_extra(stem, monkeypatch):
 
 @pytest.mark.parametrize("stem", _cases(STEMS))
 def test_importer_reads_the_config(stem):
-    model = load_model(CORPUS / f"{stem}.json")
+    model = _model(stem)
     # read by the families interpreter, or (META_ONLY, marked hf) from transformers' module tree
     assert ("families interpreter" in model.description) == (stem not in hf_oracle.META_ONLY), model.description
     text = _config(stem).get("text_config", _config(stem))
@@ -175,7 +182,7 @@ _TEXT_KINDS = ("embedding", "attention", "linear_attention", "ffn", "lm_head")  
 def test_total_parameters_match_transformers(stem):
     """Within 0.1% of transformers' count of the causal LM (a vision / audio tower node, if the
     importer adds one, is compared with the whole wrapper's count instead)."""
-    model = load_model(CORPUS / f"{stem}.json")
+    model = _model(stem)
     expected, what = _expected_total(stem)
     towers = sum(x.params for x in model.layers if x.kind not in _TEXT_KINDS)
     text = model.total_params - towers

@@ -195,6 +195,7 @@ def test_workload_line_says_weights_as_stored(command, run_cli):
     assert "weights 8-bit" in next(x for x in out.splitlines() if x.startswith("workload:"))
 
 
+@pytest.mark.slow
 def test_a_large_index_is_read_and_a_broken_one_is_said(tmp_path):
     """An index beyond a spec file's 8 MiB (Qwen3-235B's experts alone: 144,000 tensors) is read; an unreadable
     one is named in a warning and the configs alone decide."""
