@@ -218,9 +218,9 @@ def test_place_reports_a_ctrl_c_no_method_result_carries(monkeypatch):
         min_devices(inst, "ffd")
 
 
-@pytest.mark.slow
 def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
-    """simulate --compare: a Ctrl-C during one mode's solve ends the loop with the modes so far."""
+    """simulate --compare: a Ctrl-C during one mode's solve ends the loop with the modes so far (the
+    loaded run serves 4 requests: the loop, not the simulation, is under test)."""
     from placer.algorithms.deadline import note_interrupt
     from placer.planning.studies import modes as sim_modes
     from placer.specs.fleet import load_fleet
@@ -240,6 +240,6 @@ def test_simulate_compare_stops_after_an_interrupted_mode(monkeypatch):
     monkeypatch.setattr(algorithms, "place", place_then_ctrl_c)   # the planners' one placement step calls it
     model = load_model("kimi-k3")
     doc = sim_modes.compare_modes(model, load_fleet("wse-3t"), workload_for(model), method="dp",
-                                  modes=("contiguous", "free"), output_tokens=2)
+                                  modes=("contiguous", "free"), output_tokens=2, requests=4)
     assert calls == ["contiguous"] and doc["interrupted"] is True
     assert [r["mode"] for r in doc["rows"]] == ["contiguous"] and doc["rows"][0]["devices_used"] == 70
