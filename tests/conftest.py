@@ -47,19 +47,50 @@ def write(tmp_path):
     return _write
 
 
+# The optional extras (pyproject's [project.optional-dependencies]): the modules each brings, and how to
+# install it. A test that needs one carries its marker (@pytest.mark.hf, .runtimes, .ray) and is skipped
+# with this reason when a module is missing, unless PLACER_REQUIRE_EXTRAS names the extra (.ci/run sets
+# "hf,runtimes,ray"): then it fails, so CI cannot skip a path by accident.
+EXTRAS = {
+    "hf": (("torch", "transformers"), "pip install -e '.[hf]'"),
+    "runtimes": (("torch", "transformers", "megatron.core"), "pip install torch==2.13.0 -e '.[runtimes]'"),
+    "ray": (("ray",), "pip install -e '.[ray]'"),
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:          # a parent package missing (megatron for megatron.core)
+        return False
+
+
+def require_extra(name: str) -> None:
+    """Skip the running test (or fail it, under PLACER_REQUIRE_EXTRAS) when extra ``name`` is missing."""
+    modules, install = EXTRAS[name]
+    missing = [m for m in modules if not _installed(m)]
+    if not missing:
+        return
+    reason = f"needs the {name} extra ({', '.join(missing)} not installed): {install}"
+    if name in os.environ.get("PLACER_REQUIRE_EXTRAS", "").split(","):
+        pytest.fail(f"PLACER_REQUIRE_EXTRAS names {name}, but it {reason}")
+    pytest.skip(reason)
+
+
+def pytest_runtest_setup(item):
+    for name in EXTRAS:
+        if item.get_closest_marker(name) is not None:
+            require_extra(name)
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local Ray instance for every Ray test (2 CPUs, no dashboard), shut down when the session ends.
 
     The backends join an instance that is already running and leave it up, so each test pays for
-    tasks, not for starting Ray. Without Ray the tests that ask for it are skipped, unless
-    ``PLACER_REQUIRE_RAY=1`` (set by ``.ci/run``): then a missing Ray fails them, so CI cannot skip
-    the distributed path by accident.
+    tasks, not for starting Ray. A test that asks for it is marked ``ray`` (skipped without Ray).
     """
-    if importlib.util.find_spec("ray") is None:
-        if os.environ.get("PLACER_REQUIRE_RAY") == "1":
-            pytest.fail("PLACER_REQUIRE_RAY=1 but Ray is not installed (pip install -e '.[ray]')")
-        pytest.skip("Ray is an optional extra (pip install 'placer[ray]')")
+    require_extra("ray")
     import ray
 
     if ray.is_initialized():       # started by a caller of the test session: use it, leave it running

@@ -42,6 +42,11 @@ from pathlib import Path
 CORPUS = Path(__file__).parent / "fixtures" / "hf_corpus"
 COUNTS_FILE = CORPUS / "meta_counts.json"
 WRAPPER_KEYS = ("text_config", "language_config", "llm_config")
+# corpus configs of families placer's interpreter does not list: it reads them from transformers' module
+# tree on the meta device, which needs the hf extra (tests/specs/test_hf_corpus.py checks this list)
+META_ONLY = {"Qwen--Qwen3-VL-30B-A3B-Instruct", "Qwen--Qwen3-VL-32B-Instruct", "XiaomiMiMo--MiMo-V2-Flash",
+             "deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Pro", "google--gemma-4-26B-A4B",
+             "nvidia--Gemma-4-31B-IT-NVFP4"}
 
 
 class Unavailable(Exception):

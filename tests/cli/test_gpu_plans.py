@@ -1,0 +1,73 @@
+"""issue 14's GPU plans end to end through the CLI: Llama-3.1-70B on H100 at 128k x 32, tp 8 and 4:
+solved, accepted by the validator, the reserve left free on every GPU, and a vLLM command a user
+can paste (its partition fed to vLLM's own get_pp_indices, vendored in tests/vendored)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import pytest
+from dirs import VENDORED
+
+sys.path.insert(0, str(VENDORED))
+
+import vllm_0_33_0_pp  # noqa: E402
+
+MODEL_ID = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+@pytest.mark.parametrize("tp", [8, 4])
+def test_llama_70b_h100_plan_validates_and_exports_a_pasteable_vllm_command(tp, run_cli, tmp_path, monkeypatch):
+    plan = tmp_path / "plan.json"
+    code, out, err = run_cli(["solve", "llama-3.1-70b", "-H", "h100", "--context", "128k", "--concurrency", "32",
+                              "--tp", str(tp), "--threads", "1", "--quiet", "-o", plan])
+    assert code == 0, err
+    code, out, err = run_cli(["validate", plan, "--json"])
+    report = json.loads(out)
+    assert code == 0 and report["valid"] and report["violations"] == [], out
+    doc = json.loads(plan.read_text())
+    for st in doc["stages"]:
+        b = st["bytes"]
+        # the reserve, 0.1 x 80 GB + 3.5 GB, is left free on every GPU of every group
+        assert b["reserve"] == 11_500_000_000
+        assert b["weights"] + b["kv_reserve"] + b["state"] + b["activations"] <= 80 * 10**9 - b["reserve"]
+        assert len(st["group"]["devices"]) == tp
+    code, out, err = run_cli(["export", plan, "--format", "vllm", "--served-model", MODEL_ID])
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if not x.startswith("#")]
+    words = shlex.split(line)
+    env, argv = words[0], words[1:]
+    name, partition = env.split("=")
+    assert name == "VLLM_PP_LAYER_PARTITION"
+    assert argv[:3] == ["vllm", "serve", MODEL_ID]
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    stages = doc["stages"]
+    nodes = {st["rack"] for st in stages}
+    assert len(nodes) == 3          # 24 GPUs: three nodes of 8, so vLLM runs on a Ray cluster
+    assert flags == {"--pipeline-parallel-size": str(len(stages)), "--tensor-parallel-size": str(tp),
+                     "--max-num-seqs": str(doc["summary"]["concurrency_ceiling"]), "--max-model-len": "131072",
+                     "--kv-cache-dtype": "bfloat16", "--distributed-executor-backend": "ray"}
+    assert "ray start --head --port=6379" in out
+    assert len(stages) * tp == 24
+    monkeypatch.setenv(name, partition)
+    want = [[int(n.split(".")[1]) for n in st["layers"] if n.startswith("layers.")] for st in stages]
+    for rank in range(len(stages)):
+        start, end = vllm_0_33_0_pp.get_pp_indices(80, rank, len(stages))
+        assert list(range(start, end)) == want[rank]
+
+
+def test_an_explicit_reserve_becomes_vllms_memory_utilization(run_cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    code, _, err = run_cli(["solve", "llama-3.1-70b", "-H", "h100", "--context", "128k", "--concurrency", "32",
+                            "--tp", "8", "--reserve", "0.05+4GB", "--threads", "1", "--quiet", "-o", plan])
+    assert code == 0, err
+    code, out, err = run_cli(["export", plan, "--format", "vllm"])
+    assert code == 0, err
+    assert "put the checkpoint's Hugging Face id or local path in its place" in out
+    (line,) = [x for x in out.splitlines() if not x.startswith("#")]
+    words = shlex.split(line)
+    assert words[words.index("--gpu-memory-utilization") + 1] == "0.95"
+    doc = json.loads(plan.read_text())
+    assert all(st["bytes"]["reserve"] == 4_000_000_000 + 4_000_000_000 for st in doc["stages"])
