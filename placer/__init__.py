@@ -11,7 +11,7 @@ Public API (heavier parts load on first use)::
     from placer import make_instance, place
     result = place(make_instance(model, load_fleet("wse-3t"), workload_for(model)), method="cpsat")
 
-Packages, one folder per layer, in dependency order (``tests/test_structure.py`` ranks them):
+Packages, one folder per layer, in dependency order (``tests/package/test_structure.py`` ranks them):
 ``specs`` (model, fleet, workload, units, Hugging Face import), ``problem`` (instance, memory,
 placement result, per-rank bytes, reductions), ``algorithms`` (placement methods, proofs),
 ``mapping`` (the document, its schema, the independent validator), ``simulate``, ``planning``

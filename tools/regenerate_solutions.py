@@ -49,7 +49,7 @@ MODES = ("contiguous", "free", "split")
 SPLIT_GRANULARITY = "shards:4"
 
 
-# the runtimes each mode's solutions are exported to (tests/test_solutions.py exports them)
+# the runtimes each mode's solutions are exported to (tests/package/test_solutions.py exports them)
 EXPORTED_TO = {"contiguous": RUNTIMES}
 
 
