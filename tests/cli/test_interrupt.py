@@ -25,7 +25,11 @@ def _run_and_interrupt(args: list[str], ready) -> tuple[int, str, str]:
 
     Nothing here waits for a time: the signal follows the line, and a process that ends without
     printing it fails the test with what it printed (the signal was never sent)."""
-    proc = subprocess.Popen([sys.executable, "-c", "from placer.cli import main; main()", *args],
+    # Ctrl-C as a terminal delivers it: a process started from a background job inherits SIGINT
+    # ignored (POSIX), and then no Ctrl-C reaches it, so the child restores Python's handler first
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from placer.cli import main; main()")
+    proc = subprocess.Popen([sys.executable, "-c", code, *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, sent = [], False
     try:

@@ -225,7 +225,7 @@ def per_device(result, instance):
     in devices, not groups (and, under attention data parallelism, its concurrency figures in live
     requests of a group, :func:`placer.problem.reductions.attention_dp.per_group`):
     devices used, lower bound, objective, bound and the devices level, each times the degree
-    (``stats["groups_used"]`` keeps the stage count); and, given the instance, its hop latency
+    (the planning step keeps the stage count, ``Solved.stages``); and, given the instance, its hop latency
     with the intra-group links costed (:func:`group_latency_us`; the latency level's bound adds
     the cheapest group's term, so the level stays proven exactly when its value meets the bound).
     ``instance`` may be the degree alone (device figures only)."""
@@ -240,7 +240,6 @@ def per_device(result, instance):
     levels = tuple(replace(lv, value=times(lv.value), bound=times(lv.bound)) if lv.name == "devices" else lv
                    for lv in result.levels)
     stats = dict(result.stats)
-    stats["groups_used"] = result.devices_used
     changes = dict(devices_used=times(result.devices_used), lower_bound_devices=times(result.lower_bound_devices),
                    objective=times(result.objective), bound=times(result.bound), stats=stats)
     if not isinstance(instance, int) and result.assignment is not None:
