@@ -14,7 +14,7 @@ from placer.specs.model import LayerGraph, load_model
 from placer.specs.units import format_tokens, parse_tokens
 from placer.specs.workload import Workload, workload_for
 
-__all__ = ["workload_options", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
+__all__ = ["workload_options", "text_only_option", "kv_cache_note", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
@@ -104,12 +104,16 @@ def workload_options(f):
         click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet."),
         click.option("--mtp", is_flag=True, default=False,
                      help="Include the model's multi-token-prediction layers (off by default)."),
-        click.option("--text-only", is_flag=True, default=False,
-                     help="Drop a multimodal model's vision/audio tower."),
+        text_only_option(),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def text_only_option(help: str = "Drop a multimodal model's vision/audio tower (plan the text model alone)."):
+    """``--text-only``: every command that loads a model accepts it (:func:`placer.specs.model.load_model`)."""
+    return click.option("--text-only", is_flag=True, default=False, help=help)
 
 
 def method_option(default: str | None = None, help: str = "Placement method (default: dp for contiguous, cpsat "
@@ -259,6 +263,9 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
                       micro_batch=kw.get("micro_batch"), weight_group_size=kw.get("weight_group_size"))
     for note in workload_notes(model, wl):
         warn(note)
+    kv_note = kv_cache_note(model, wl, kw.get("kv_bits"))
+    if kv_note:
+        click.echo(f"note: {model.name}: {kv_note}", err=True)
     for note in model.notes:
         # what the model's spec says about itself (an import's workload defaults, a tower, MTP layers)
         if note.startswith("warning: "):
@@ -286,6 +293,19 @@ def workload_notes(model: LayerGraph, wl: Workload) -> list[str]:
         notes.append(f"--context: context: {wl.context_tokens:,} tokens is beyond {model.name}'s "
                      f"{limit:,}-token window (max_position_embeddings); the memory is planned as asked")
     return notes
+
+
+def kv_cache_note(model: LayerGraph, wl: Workload, kv_bits: int | None) -> str:
+    """One line on the KV cache's precision when the checkpoint states its KV format (an import
+    records it as ``kv_cache_format``): planned at that format's bits, or ``--kv-bits`` overriding it.
+    Empty when the spec states no format or the model keeps no KV cache."""
+    fmt = getattr(model, "kv_cache_format", "")
+    if not fmt or not any(x.has_kv for x in model.layers):
+        return ""
+    stated = (model.default_workload or {}).get("kv_bits")
+    if kv_bits is not None and kv_bits != stated:
+        return f"KV cache at {wl.kv_bits} bits (--kv-bits {kv_bits}), not the checkpoint's {stated}-bit format {fmt}"
+    return f"KV cache at {wl.kv_bits} bits, the checkpoint's format: {fmt}; --kv-bits overrides"
 
 
 def workload_doc(wl: Workload) -> dict:

@@ -11,6 +11,7 @@ from placer.cli.common import (
     echo_json,
     granularity_option,
     jobs_option,
+    kv_cache_note,
     load_fleet_chosen,
     method_option,
     output_file,
@@ -23,6 +24,7 @@ from placer.cli.common import (
     runtime_option,
     spec_decoding,
     speculative_options,
+    text_only_option,
     time_limit_option,
     warn,
     workload_doc,
@@ -54,7 +56,7 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--context", type=context_type, default=None, help="Tokens per request (default: the model's).")
 @click.option("--weight-bits", type=click.IntRange(1, 64), default=None,
               help="Every weight at this many bits (default: as the spec or checkpoint stores them).")
-@click.option("--text-only", is_flag=True, default=False, help="Drop the model's vision/audio tower.")
+@text_only_option()
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--speeds", default="1000,500,100", show_default=True,
               help="Per-user speed floors (tokens/s) to compare the platforms at.")
@@ -124,6 +126,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
     for note in workload_notes(m, wl):
         warn(note)
+    if kv_cache_note(m, wl, kv_bits):
+        click.echo(f"note: {m.name}: {kv_cache_note(m, wl, kv_bits)}", err=True)
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
 

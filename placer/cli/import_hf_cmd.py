@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from placer.cli.common import output_file
+from placer.cli.common import output_file, text_only_option
 from placer.specs.hf.spec_file import import_hf
 
 
@@ -10,8 +10,7 @@ from placer.specs.hf.spec_file import import_hf
 @click.argument("config")
 @click.option("-o", "--output", default=None, metavar="PATH", type=output_file,
               help="Write the model spec here (atomically) instead of printing it.")
-@click.option("--text-only", is_flag=True, default=False,
-              help="Leave the vision/audio tower of a multimodal config out of the spec (the text model alone).")
+@text_only_option("Leave the vision/audio tower of a multimodal config out of the spec (the text model alone).")
 def import_hf_command(config, output, text_only):
     """Turn a Hugging Face CONFIG.json (or a snapshot directory holding one) into a placer model spec (YAML).
 

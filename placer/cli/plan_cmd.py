@@ -11,6 +11,7 @@ from placer.cli.common import (
     load_inputs,
     method_option,
     quiet_option,
+    text_only_option,
     time_limit_option,
     workload_doc,
     workload_text,
@@ -45,16 +46,17 @@ from placer.specs.units import plural
 @click.option("--weight-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
+@text_only_option()
 @click.option("--json", "as_json", is_flag=True)
 @quiet_option
 def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl,
                  prefill_hardware, context, mode, granularity, method, time_limit, weight_bits, kv_bits, racks,
-                 as_json, quiet):
+                 text_only, as_json, quiet):
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k;
     with --rate, the fewest devices meeting TTFT and TPOT targets at that request rate, aggregated
     and disaggregated side by side."""
     m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
-                               racks=racks)
+                               racks=racks, text_only=text_only)
     if rate is not None:
         from placer.cli.plan_rate import print_recommendation
         from placer.cli.solve_disagg import _prefill_fleet

@@ -13,6 +13,7 @@ from placer.cli.common import (
     method_option,
     power_choice,
     stopped,
+    text_only_option,
     time_limit_option,
     warn,
     workload_notes,
@@ -85,10 +86,11 @@ def _f(v, fmt="{:,.1f}"):
               help="A mapping planned for speculative decoding: simulate it with and without its drafts at live "
                    "loads 1, 2, 4, ... up to its KV ceiling (--requests caps them) and say where speculation "
                    "stops paying.")
+@text_only_option("With --compare: drop a multimodal model's vision/audio tower (a mapping records its own).")
 def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
                      schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, decode_only,
                      max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
-                     as_json, cached_prompt=None, spec_gain=False):
+                     as_json, cached_prompt=None, spec_gain=False, text_only=False):
     """Simulate serving the stage mapping TARGET at full size (tokens/s per user and aggregate,
     inter-token latency, time to first token, stage utilisation, live requests, power, tokens/s per
     MW, J/token at the --power boundary), or, with --compare MODEL / --all-modes, every mode's
@@ -103,6 +105,9 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                                                                                 "--decode-only has none")
     if cached_prompt is not None and decode_only:
         raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to prefill; --decode-only has none")
+    if text_only and not (compare_model or all_modes):
+        raise InvalidSpec("--text-only", "text_only", "applies to --compare MODEL; a mapping records whether "
+                                                      "its tower was left out")
     if compare_model or all_modes:
         return _compare_command(compare_model or target, hardware, modes, context, micro_batch, output_tokens,
                                 SolverSettings(method=method, time_limit=time_limit, seed=seed),
@@ -110,7 +115,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
                                 dict(micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
                                      decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
                                      schedule=schedule, max_batch=max_batch, runtime=runtime,
-                                     **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt})))
+                                     **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt})),
+                                text_only=text_only)
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
     mapping = read_mapping(target)
@@ -146,7 +152,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
 
 
 def _compare_command(model_ref, hardware, modes, context, micro_batch, output_tokens, solver, granularity, as_json,
-                     sim) -> int:
+                     sim, text_only=False) -> int:
     """``placer simulate --compare MODEL``: every mode's placement of MODEL simulated side by side."""
     if not model_ref:
         raise InvalidSpec("--compare", "model", "name the model to compare")
@@ -157,7 +163,7 @@ def _compare_command(model_ref, hardware, modes, context, micro_batch, output_to
     if bad or not wanted:
         raise InvalidSpec("--modes", "modes", f"unknown mode {bad[0] if bad else '(none)'!r} "
                                               f"(choose from {', '.join(MODES)})")
-    m, fleet, _ = load_inputs(model_ref, hardware)
+    m, fleet, _ = load_inputs(model_ref, hardware, text_only=text_only)
     wl = workload_for(m, context=context, micro_batch=micro_batch)
     for note in workload_notes(m, wl):
         warn(note)

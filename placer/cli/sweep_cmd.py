@@ -18,6 +18,7 @@ from placer.cli.common import (
     quiet_option,
     renamed,
     runtime_option,
+    text_only_option,
     time_limit_option,
     warn,
     workload_doc,
@@ -87,6 +88,7 @@ def _modes(text):
               help="CP-SAT search threads per solve (default: the solver's).")
 @backend_options
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
+@text_only_option()
 @click.option("--replicas", is_flag=True, help="Also report the best replica count per point (see placer plan).")
 @click.option("--simulate", is_flag=True,
               help="Simulate every placed point (tokens/s per user, aggregate, per MW); slow at high concurrency.")
@@ -103,10 +105,10 @@ def _modes(text):
 @runtime_option
 @quiet_option
 def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_bits, kv_bits, budget, method,
-                  granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, replicas, simulate,
+                  granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, text_only, replicas, simulate,
                   sim_tokens, retry_failed, out, plot_path, references, as_json, quiet, runtime=None):
     """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
-    m, fleet, base = load_inputs(model, hardware, racks=racks)
+    m, fleet, base = load_inputs(model, hardware, racks=racks, text_only=text_only)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
                 concurrencies=_grid_values(concurrencies, "--concurrency") or (),
                 modes=_modes(modes), weight_bits=_grid_values(weight_bits, "--weight-bits"),

@@ -150,6 +150,9 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
         if layer.weight_bytes_fixed is not None or not layer.vocab_size:
             return where + "the spec gives no vocabulary size to split"
         return None
+    if layer.kind == "vision":
+        return where + ("a vision/audio tower has no tensor-parallel rule (the spec gives its size as a total); "
+                        "--text-only drops it and plans the text model alone")
     if layer.part is not None:
         return where + "a refined node (split mode) has no tensor-parallel rule; use --mode contiguous or free"
     fixed = (layer.weight_bytes_fixed, layer.kv_bytes_per_token_fixed, layer.state_bytes_per_request_fixed)

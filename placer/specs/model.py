@@ -160,6 +160,9 @@ class LayerGraph:
     # spec's multi-token-prediction layers were added (--mtp)
     dropped: tuple[str, ...] = ()
     mtp_included: bool = False
+    # the KV-cache format the checkpoint is calibrated for (the spec's kv_cache_format; its bits are
+    # default_workload["kv_bits"]), empty when the spec does not say
+    kv_cache_format: str = ""
 
     def __post_init__(self):
         # Edges pointing forward in pipeline order make the graph acyclic by construction.
@@ -283,13 +286,20 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     if spec.layers is not None:
         body = _explicit_layers(spec, source)
         built: dict[str, Layer] = {}
+        towers = [x for x in body if x.kind == "vision"]
+        if text_only and towers:
+            # a tower listed among the layers (a meta-device import): --text-only drops it as well
+            body = [x for x in body if x.kind != "vision"]
     else:
         built = _layer_types(spec, source, storage)
         body = _compact_layers(spec, source, built)
+        towers = []
     h = spec.hidden_size or 0
     layers: list[Layer] = []
     wl = spec.default_workload.model_dump(exclude_none=True) if spec.default_workload else {}
     notes = [f"warning: {w}" for w in spec.import_warnings] + ([spec.workload_notes] if spec.workload_notes else [])
+    if text_only and spec.layers is not None and towers:
+        notes.append(f"vision/audio tower ({sum(x.params for x in towers):,} parameters) dropped (--text-only)")
     if spec.vision_tower is not None:
         if text_only:
             notes.append("vision/audio tower dropped (--text-only)")
@@ -325,8 +335,8 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
                       published_total_params=spec.published_total_params,
                       description=spec.description or "", notes=tuple(notes),
                       architecture=spec.architecture or "", max_context_tokens=spec.max_position_embeddings,
-                      dropped=("vision_tower",) if text_only and spec.vision_tower is not None else (),
-                      mtp_included=bool(mtp and spec.mtp is not None))
+                      dropped=("vision_tower",) if text_only and (spec.vision_tower is not None or towers) else (),
+                      mtp_included=bool(mtp and spec.mtp is not None), kv_cache_format=spec.kv_cache_format or "")
 
 
 def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:

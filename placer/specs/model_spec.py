@@ -250,6 +250,9 @@ class ModelSpec(StrictSpec):
     vision_tower: ExtraNodeSpec | None = None
     mtp: ExtraNodeSpec | None = None
     workload_notes: str | None = None
+    # the KV-cache format the checkpoint is calibrated for, as an import read it (e.g. "FP8
+    # (hf_quant_config.json: quantization.kv_cache_quant_algo)"); default_workload.kv_bits holds its bits
+    kv_cache_format: str | None = None
     # what an import could not read as the checkpoint stores it (printed as warnings)
     import_warnings: list[str] = Field(default_factory=list)
     # the longest context the model was trained for (config.json's key); longer contexts are

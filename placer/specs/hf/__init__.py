@@ -26,7 +26,13 @@ from placer.specs.errors import InvalidSpec
 from placer.specs.hf.config import Config, load_config_json
 from placer.specs.hf.interpret import Interpretation, LayerPlan, interpret
 from placer.specs.hf.pattern import compress_pattern
-from placer.specs.hf.quantization import Quantization, dtype_bits, index_modules, read_quantization
+from placer.specs.hf.quantization import (
+    Quantization,
+    dtype_bits,
+    index_modules,
+    read_kv_cache_format,
+    read_quantization,
+)
 from placer.specs.hf.quirks import FAMILIES, Family, family_of
 from placer.specs.hf.vision import vision_params
 from placer.specs.layers import ffn_tensors, mixer_tensors
@@ -248,6 +254,11 @@ def spec_from_hf_config(config: dict, source: str, *, sibling: dict | None = Non
     mp = text.data.get("max_position_embeddings")
     if isinstance(mp, int) and not isinstance(mp, bool) and 0 < mp <= 10**18:
         spec["max_position_embeddings"] = mp
+    kv = read_kv_cache_format(text, top, sibling, sibling_source)
+    if kv is not None:
+        bits, said = kv
+        spec["kv_cache_format"] = said
+        spec["default_workload"] = {**spec.get("default_workload", {}), "kv_bits": bits}
     h = spec["hidden_size"]
     has_tower = any(x.get("kind") == "vision" for x in spec.get("layers") or [])
     for key, tower in ([] if has_tower else towers):

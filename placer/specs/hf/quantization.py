@@ -32,7 +32,7 @@ from fnmatch import fnmatchcase
 
 from placer.specs.hf.config import Config
 
-__all__ = ["Quantization", "read_quantization", "dtype_bits", "index_modules"]
+__all__ = ["Quantization", "read_quantization", "read_kv_cache_format", "dtype_bits", "index_modules"]
 
 _DTYPE_BITS = {"bfloat16": 16, "float16": 16, "half": 16, "float32": 32, "float": 32, "float8_e4m3fn": 8,
                "float8_e5m2": 8, "uint8": 8, "int8": 8, "float8_e8m0fnu": 8}
@@ -361,3 +361,48 @@ def read_quantization(text: Config, top: Config, sibling: dict | None, source_si
     out.formats = {out.dtype: {"bits": dtype, "method": "checkpoint dtype"}, **out.formats}
     out.index = index if index is not None and index[1] else None
     return out
+
+
+def _name(source: str) -> str:
+    return source.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+# ModelOpt's ``kv_cache_quant_algo`` names and the bits each stores a KV element in
+_KV_ALGO_BITS = {"FP8": 8, "NVFP4": 4, "INT8": 8}
+
+
+def read_kv_cache_format(text: Config, top: Config, sibling: dict | None,
+                         source_sibling: str | None) -> tuple[int, str] | None:
+    """(bits, what says so) of the KV cache the checkpoint is calibrated for, or None when it keeps
+    the KV cache at the activation dtype.
+
+    Read from ``quantization_config.kv_cache_scheme`` (compressed-tensors, and ModelOpt's config.json:
+    ``{"num_bits": 8, "type": "float"}`` is FP8), ``quantization_config.kv_cache_quant_algo`` or the
+    sibling ``hf_quant_config.json``'s ``quantization.kv_cache_quant_algo`` (ModelOpt: ``"FP8"``).
+    A null scheme or algorithm says the KV cache is not quantized."""
+    places: list[tuple[Config, str]] = []
+    for c in (text, top):
+        if isinstance(c.data.get("quantization_config"), dict):
+            places.append((c.section("quantization_config"), f"{_name(c.source)}: {c.prefix}quantization_config"))
+            break
+    if sibling is not None and isinstance(sibling.get("quantization"), dict):
+        sc = Config(sibling, source_sibling or "hf_quant_config.json")
+        places.append((sc.section("quantization"), f"{_name(sc.source)}: quantization"))
+    for q, where in places:
+        scheme = q.data.get("kv_cache_scheme")
+        if isinstance(scheme, dict):
+            s = q.section("kv_cache_scheme")
+            bits = s.integer("num_bits")
+            if not 1 <= bits <= 64:
+                raise s.fail("num_bits", f"expected 1 to 64 bits, got {bits}")
+            kind = s.text("type", "int")
+            name = f"FP{bits}" if kind == "float" else f"INT{bits}"
+            return bits, f"{name} ({where}.kv_cache_scheme: {bits}-bit {kind})"
+        algo = q.data.get("kv_cache_quant_algo")
+        if isinstance(algo, str) and algo.strip():
+            name = algo.strip().upper()
+            if name not in _KV_ALGO_BITS:
+                raise q.fail("kv_cache_quant_algo", f"unknown KV cache algorithm {algo!r} "
+                                                    f"(read: {', '.join(_KV_ALGO_BITS)})")
+            return _KV_ALGO_BITS[name], f"{name} ({where}.kv_cache_quant_algo)"
+    return None

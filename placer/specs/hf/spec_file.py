@@ -20,6 +20,11 @@ def import_hf(config_path: str | Path, output: str | Path | None = None, *, text
     """
     spec = spec_from_hf_file(config_path)
     dropped = spec.pop("vision_tower", None) if text_only else None
+    towers = [x for x in spec.get("layers") or [] if x.get("kind") == "vision"] if text_only else []
+    if towers:
+        # a meta-device import lists its tower among the layers: left out the same way
+        spec["layers"] = [x for x in spec["layers"] if x.get("kind") != "vision"]
+        dropped = {"params": sum(int(x.get("params") or 0) for x in towers)}
     if dropped is not None and "vision/audio tower" in str(spec.get("notes", "")):
         del spec["notes"]       # how the tower was counted: nothing left to say once it is left out
     model = model_from_dict(spec, source=str(config_path))
@@ -30,6 +35,9 @@ def import_hf(config_path: str | Path, output: str | Path | None = None, *, text
     if dropped is not None:
         header += (f"# vision/audio tower ({dropped['params']:,} parameters) left out (--text-only): "
                    f"the spec plans the text model alone\n")
+    if model.kv_cache_format:
+        header += (f"# KV cache at {spec['default_workload']['kv_bits']} bits, the checkpoint's format: "
+                   f"{model.kv_cache_format} (kv_cache_format; --kv-bits overrides)\n")
     for note in model.notes:
         header += f"# {note}\n"
     text = spec_to_yaml(spec, header)
