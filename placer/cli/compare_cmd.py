@@ -4,6 +4,7 @@ import click
 
 from placer.cli.common import (
     Progress,
+    cached_prompt_option,
     echo_json,
     granularity_option,
     hardware_option,
@@ -60,6 +61,7 @@ def _cell(value) -> str:
                    "experts spread whole; rows marked dp).")
 @click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens each simulated request decodes (per-degree table).")
+@cached_prompt_option
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Per degree, whether the loaded run's p99 time to first token meets MS (meets_ttft).")
@@ -74,7 +76,7 @@ def _cell(value) -> str:
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
                     output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
                     attention_dp=False, disagg=False, prefill_hardware=None, rate=None, isl=None, osl=None,
-                    max_itl_ms=None, min_user_tps=None, **kw):
+                    max_itl_ms=None, min_user_tps=None, cached_prompt=None, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
@@ -101,7 +103,8 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                            pools=disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
         return print_pool_comparison(m, fleet, wl, req, solver, as_json=as_json, quiet=quiet)
     # the methods' table places whole models at one device per stage: the split refinement is its only requirement
-    methods_req, degrees_req = Requirements(Placement(granularity=granularity)), Requirements(placement)
+    methods_req = Requirements(Placement(granularity=granularity))
+    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=cached_prompt or 0))
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
@@ -199,8 +202,9 @@ def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
         click.echo(workload_text(wl))
     live = {r["live_requests"] for r in doc["degrees"] if r["live_requests"]}
     at = f"{live.pop()} live" if len(live) == 1 else "the live requests shown"
-    click.echo(f"{m.name} on {fleet.name}, per tensor-parallel degree (contiguous; simulated decode of "
-               f"{output_tokens} tokens per request, one user alone and {at}):")
+    click.echo(f"{m.name} on {fleet.name}, per tensor-parallel degree (contiguous; simulated: each request "
+               f"prefills its prompt then decodes {output_tokens} tokens, one user alone and {at}):")
+    click.echo(doc["traffic"]["text"])
     head = ("tp", "ep", unit, "stages", "ceiling", "latency", "proven", "one user", "per user", "aggregate", "time")
     click.echo(f"{head[0]:>3} {head[1]:>3} {head[2]:>7} {head[3]:>6} {head[4]:>7} {head[5]:>8} {head[6]:>6} "
                f"{head[7]:>9} {head[8]:>9} {head[9]:>10} {head[10]:>9}")

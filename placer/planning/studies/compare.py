@@ -20,6 +20,7 @@ from placer.planning.solve import Solved, build_instance, place_instance, search
 from placer.planning.speed import ttft_within
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, levels_doc
+from placer.simulate.arguments import study_traffic
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
@@ -107,6 +108,9 @@ DEGREE_FIELDS = ("tp", "ep", "devices_used", "stages", "devices_proven", "concur
                  "proven_optimal", "status", "seconds", "live_requests", "alone_tokens_per_s",
                  "per_user_tokens_per_s", "aggregate_tokens_per_s")
 
+# the live requests of the per-degree table's runs, in words (Traffic.describe)
+DEGREE_LOAD = "each row's load: one user alone, then its live requests"
+
 
 def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | None = None) -> dict:
     """One row of :func:`compare_degrees` for a solve at one degree: the device figures (in
@@ -114,7 +118,8 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 
     ``alone_tokens_per_s``: one request alone; ``per_user_tokens_per_s`` and
     ``aggregate_tokens_per_s``: ``live_requests`` requests live at once, the workload's concurrency
-    (at most the ceiling), each decoding ``output_tokens`` tokens at the workload's context
+    (at most the ceiling), each prefilling its prompt (the workload's context less ``output_tokens``,
+    less the instance's cached prefix) then decoding ``output_tokens`` tokens in a closed loop
     (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
     """
     from placer.simulate import Traffic, simulate
@@ -178,8 +183,12 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, require
     refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
     rows: list[dict] = []
 
+    traffic = study_traffic(workload.context_tokens, output_tokens,
+                            {"cached_prompt_tokens": requirements.targets.cached_prompt_tokens})
+
     def out(stopped: bool = False) -> dict:
-        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"])))}
+        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"]))),
+               "traffic": traffic.to_dict(DEGREE_LOAD)}
         if stopped:
             doc["interrupted"] = True
         return doc
