@@ -78,3 +78,15 @@ def test_simulate_compare_states_its_traffic(run_cli):
     assert code == 0, err
     assert _line(text) == ("traffic: closed loop at each mode's live cap (at least 3 requests per user), "
                            "each a 2,032-token prompt (0 cached) then 16 output tokens")
+
+
+def test_sweep_states_the_traffic_of_its_simulated_columns(run_cli):
+    args = ["sweep", "llama-3.1-8b", "-H", "h100", "--context", "2k", "--concurrency", 4, "--mode", "contiguous",
+            "--simulate", "--time-limit", 3, "-q"]
+    code, text, err = run_cli(args)
+    assert code == 0, err
+    assert _line(text) == ("traffic: closed loop at each row's concurrency (at least 3 requests per user), "
+                           "each the workload's context: a prompt (0 cached) then 16 output tokens")
+    code, js, err = run_cli([*args, "--json"])
+    assert code == 0, err
+    assert json.loads(js)["traffic"]["text"] == _line(text)
