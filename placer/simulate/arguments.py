@@ -59,6 +59,8 @@ class Traffic:
                 return f"each a context drawn from {text} tokens (prompt already in the cache) then {out}"
             return (f"each a context drawn from {text} tokens: a prompt ({self._cached()}) then {out}")
         if self.context is None:
+            if self.decode_only:
+                return f"each the workload's context already in the cache then {out}"
             return f"each the workload's context: a prompt ({self._cached()}) then {out}"
         prompt = max(0, parse_tokens(self.context) - self.output_tokens)
         if self.decode_only:

@@ -66,3 +66,12 @@ def test_a_run_carries_its_traffic_resolved():
 def test_malformed_distributions_say_what_they_need(text, words):
     with pytest.raises(InvalidSpec, match=words):
         parse_context_dist(text)
+
+
+def test_a_study_without_a_context_names_the_workloads():
+    assert Traffic(output_tokens=16, decode_only=True).describe() == (
+        "traffic: decode only (prompts already in the cache), the KV reserve's live cap at once, "
+        "each the workload's context already in the cache then 16 output tokens")
+    assert Traffic(output_tokens=16).describe("each row's concurrency") == (
+        "traffic: closed loop at each row's concurrency (at least 3 requests per user), "
+        "each the workload's context: a prompt (the instance's cached prefix) then 16 output tokens")
