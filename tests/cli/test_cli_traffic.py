@@ -90,3 +90,21 @@ def test_sweep_states_the_traffic_of_its_simulated_columns(run_cli):
     code, js, err = run_cli([*args, "--json"])
     assert code == 0, err
     assert json.loads(js)["traffic"]["text"] == _line(text)
+
+
+def test_compare_decode_only_states_it_and_refuses_what_needs_prefill(run_cli):
+    args = ["compare", *SMALL, "--tp", 1, "--degrees-only", "--time-limit", 5, "-q", "--output-tokens", 64,
+            "--decode-only"]
+    code, text, err = run_cli(args)
+    assert code == 0, err
+    assert "simulated: each request decodes 64 tokens" in text
+    assert _line(text) == ("traffic: decode only (prompts already in the cache), each row's load: one user alone, "
+                           "then its live requests at once, each a 1,984-token context already in the cache then "
+                           "64 output tokens")
+    code, js, err = run_cli([*args, "--json"])
+    assert code == 0, err
+    doc = json.loads(js)
+    assert doc["traffic"]["shape"] == "decode_only" and doc["degrees"][0]["ttft_p99_us"] is None
+    for extra, flag in ((["--cached-prompt", 1024], "--cached-prompt"), (["--max-ttft-ms", 100], "--max-ttft-ms")):
+        code, _, err = run_cli([*args, *extra])
+        assert code == 2 and flag in err and "--decode-only" in err
