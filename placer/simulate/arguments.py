@@ -13,8 +13,7 @@ from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.units import parse_tokens, plural
 
 __all__ = ["Traffic", "Serving", "RunSettings", "split_options", "DEFAULT_ROUNDS", "spec_of", "cached_prompt",
-           "check_counts", "context_dist",
-           "study_traffic"]
+           "check_counts", "context_dist", "study_traffic"]
 
 # closed loop: requests per user at least, so that a steady window exists between the first
 # round's end (every user has finished one) and the last request's issue
@@ -72,9 +71,10 @@ class Traffic:
         return "the instance's cached prefix" if c is None else f"{c:,} cached"
 
     def describe(self, load: str = "the KV reserve's live cap") -> str:
-        """The traffic as one line a user reads (``traffic: closed loop of 184 live requests, each a
-        262,112-token prompt (0 cached) then 32 output tokens``); ``load``: the words for the live
-        requests when neither ``requests`` nor ``max_live`` fixes them (a study's rows each state theirs)."""
+        """The traffic as one line a user reads (``traffic: closed loop of 184 live requests (552
+        requests: at least 3 per user), each a 262,112-token prompt (0 cached) then 32 output tokens``:
+        the prompt is the context less the output); ``load``: the words for the live requests when
+        neither ``requests`` nor ``max_live`` fixes them (a study's rows each state theirs)."""
         live, words = self._load(load)
         if self.decode_only:
             head = f"decode only (prompts already in the cache), {words} at once"
