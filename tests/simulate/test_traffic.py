@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from placer.simulate import RunSettings, Serving, Traffic, simulate, split_options
+from placer.simulate import Traffic
 from placer.simulate.arguments import study_traffic
 from placer.simulate.contexts import parse_context_dist
 from placer.specs.errors import InvalidSpec
-from tests.simulate.test_simulate import LINEAR, ROUTE, _inst
 
 
 def test_closed_loop_line():
@@ -47,19 +46,6 @@ def test_context_distribution_line():
     assert t.describe().endswith("each a context drawn from uniform:1024:3072 tokens: a prompt (0 cached) "
                                  "then 8 output tokens")
     assert t.to_dict()["context_dist"] == "uniform:1024:3072"
-
-
-def test_a_run_carries_its_traffic_resolved():
-    """The result states the traffic it ran, defaults filled in: the live cap, the context, the cache."""
-    res = simulate(_inst(LINEAR), ROUTE, *split_options(requests=5, output_tokens=10))
-    assert res.requests == 15                   # three rounds of five users: the line says so
-    assert res.traffic.describe() == ("traffic: closed loop of 5 live requests (15 requests: at least 3 per user), "
-                                      "each a 990-token prompt (0 cached) then 10 output tokens")
-    assert res.to_dict()["traffic"]["text"] == res.traffic.describe()
-    poisson = simulate(_inst(LINEAR), ROUTE, Traffic(arrival_rate=2000.0, duration_s=0.05, output_tokens=20,
-                                                     max_live=64), Serving(micro_batch=4), RunSettings(seed=3))
-    assert poisson.traffic.describe().startswith("traffic: open Poisson arrivals at 2000 requests/s for 0.05 s, "
-                                                 "at most 64 live, each a 980-token prompt (0 cached)")
 
 
 @pytest.mark.parametrize("text, words", [("lognormal:8k", "MEDIAN:SIGMA"), ("uniform:8k", "LO:HI")])
