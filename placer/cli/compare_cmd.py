@@ -4,6 +4,7 @@ import click
 
 from placer.cli.common import (
     Progress,
+    cached_prompt_option,
     echo_json,
     granularity_option,
     hardware_option,
@@ -60,6 +61,10 @@ def _cell(value) -> str:
                    "experts spread whole; rows marked dp).")
 @click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens each simulated request decodes (per-degree table).")
+@cached_prompt_option
+@click.option("--decode-only", is_flag=True,
+              help="Per-degree table: leave prefill out (every prompt already in the KV cache), as placer simulate "
+                   "--decode-only.")
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Per degree, whether the loaded run's p99 time to first token meets MS (meets_ttft).")
@@ -74,7 +79,7 @@ def _cell(value) -> str:
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
                     output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
                     attention_dp=False, disagg=False, prefill_hardware=None, rate=None, isl=None, osl=None,
-                    max_itl_ms=None, min_user_tps=None, **kw):
+                    max_itl_ms=None, min_user_tps=None, cached_prompt=None, decode_only=False, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
@@ -87,6 +92,12 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     if not disagg and (max_itl_ms is not None or min_user_tps is not None):
         flag = "--max-itl-ms" if max_itl_ms is not None else "--min-user-tps"
         raise InvalidSpec(flag, flag.lstrip("-").replace("-", "_"), "applies to --disagg (the decode pool's TPOT)")
+    if decode_only and disagg:
+        raise InvalidSpec("--decode-only", "decode_only", "applies to the per-degree table, not --disagg")
+    if decode_only and cached_prompt is not None:
+        raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to prefill; --decode-only has none")
+    if decode_only and max_ttft_ms is not None:
+        raise InvalidSpec("--max-ttft-ms", "max_ttft_ms", "a time to first token needs prefill; --decode-only has none")
     m, fleet, wl = load_inputs(model, hardware, **kw)
     degrees = parse_degrees(tp)
     solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
@@ -101,16 +112,19 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
                            pools=disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
         return print_pool_comparison(m, fleet, wl, req, solver, as_json=as_json, quiet=quiet)
     # the methods' table places whole models at one device per stage: the split refinement is its only requirement
-    methods_req, degrees_req = Requirements(Placement(granularity=granularity)), Requirements(placement)
+    methods_req = Requirements(Placement(granularity=granularity))
+    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=cached_prompt or 0))
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:
-        doc = _degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json) if degrees_only \
+        doc = _degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json, decode_only) \
+            if degrees_only \
             else _methods(m, fleet, wl, methods_req, solver, quiet, as_json)
     else:
         doc = _methods(m, fleet, wl, methods_req, solver, quiet, as_json)
         if not doc.get("interrupted"):
-            doc.update(_degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json))
+            doc.update(_degrees(m, fleet, wl, degrees_req, solver, output_tokens, max_ttft_ms, quiet, as_json,
+                                decode_only))
     doc["workload"] = workload_doc(wl)
     doc["power_boundary"], doc["pue"] = fleet.power_boundary, fleet.pue    # of every power figure in the rows
     done = stopped(doc, "rows", err=as_json)       # Ctrl-C: the rows so far, then exit 130
@@ -170,7 +184,7 @@ def _print_methods(m, fleet, wl, doc) -> None:
         click.echo(note)
 
 
-def _degrees(m, fleet, wl, req, solver, output_tokens, max_ttft_ms, quiet, as_json) -> dict:
+def _degrees(m, fleet, wl, req, solver, output_tokens, max_ttft_ms, quiet, as_json, decode_only=False) -> dict:
     with Progress(None, "degrees", quiet=quiet, desc="degrees ", failures=False) as bar:
         started = []
 
@@ -184,6 +198,7 @@ def _degrees(m, fleet, wl, req, solver, output_tokens, max_ttft_ms, quiet, as_js
                 click.echo(f"solving {label} ...", err=True)
 
         doc = compare_degrees(m, fleet, wl, req, solver, output_tokens=output_tokens, max_ttft_ms=max_ttft_ms,
+                              decode_only=decode_only,
                               progress=progress)
         bar.step()
     return doc
@@ -199,8 +214,10 @@ def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
         click.echo(workload_text(wl))
     live = {r["live_requests"] for r in doc["degrees"] if r["live_requests"]}
     at = f"{live.pop()} live" if len(live) == 1 else "the live requests shown"
-    click.echo(f"{m.name} on {fleet.name}, per tensor-parallel degree (contiguous; simulated decode of "
-               f"{output_tokens} tokens per request, one user alone and {at}):")
+    click.echo(f"{m.name} on {fleet.name}, per tensor-parallel degree (contiguous; simulated: each request "
+               f"{'decodes' if doc['traffic']['shape'] == 'decode_only' else 'prefills its prompt then decodes'} "
+               f"{output_tokens} tokens, one user alone and {at}):")
+    click.echo(doc["traffic"]["text"])
     head = ("tp", "ep", unit, "stages", "ceiling", "latency", "proven", "one user", "per user", "aggregate", "time")
     click.echo(f"{head[0]:>3} {head[1]:>3} {head[2]:>7} {head[3]:>6} {head[4]:>7} {head[5]:>8} {head[6]:>6} "
                f"{head[7]:>9} {head[8]:>9} {head[9]:>10} {head[10]:>9}")

@@ -33,6 +33,7 @@ from placer.cli.common import (
 )
 from placer.planning import Placement, Requirements, SolverSettings, Targets
 from placer.problem.instance import MODES
+from placer.simulate.arguments import study_traffic
 from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import plural
@@ -167,6 +168,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
                        sentences=rep.sentences, notes=rep.notes, rows=rows,
                        figures=dict(per_user_tokens_per_s=PER_USER_MEANING,
                                     aggregate_per_live_tokens_per_s=AGGREGATE_PER_LIVE_MEANING),
+                       traffic=study_traffic(wl.context_tokens, output_tokens,
+                                             {"cached_prompt_tokens": cached_prompt}).to_dict("each point's live load"),
                        csv=str(output) if output else None, png=str(plot) if plot else None,
                        workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
         return 0
@@ -174,6 +177,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
                f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
     click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
+    click.echo(study_traffic(wl.context_tokens, output_tokens, {"cached_prompt_tokens": cached_prompt})
+               .describe("each point's live load"))
     click.echo(f"power counted at the {where} boundary (--power)")
     if reserve is None:
         from placer.cli.common import reserve_text

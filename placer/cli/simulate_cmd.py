@@ -186,6 +186,8 @@ def _print_run(mapping, res, serving, model_ref, hardware, gantt) -> None:
                f"{plural(s['hops'], 'hop')}")
     click.echo(f"{res.requests} requests, context {res.context}, {res.output_tokens} output tokens each, "
                f"live cap {_f(res.concurrency_cap, '{}')}")
+    if res.traffic is not None:
+        click.echo(res.traffic.describe())
     click.echo(f"schedule: {_schedule(res)}")
     click.echo(f"load: {_load(res)}")
     click.echo(f"placed for {workload_text(mapping['workload'])}")
@@ -282,6 +284,7 @@ def _print_compare(doc: dict) -> None:
     click.echo(f"{doc['model']} on {doc['hardware']}: every mode's placement simulated, schedule "
                f"{doc['schedule']}, {doc['output_tokens']} output tokens per request")
     click.echo(workload_text(doc["workload"]))
+    click.echo(doc["traffic"]["text"])
     where = power_label(doc.get("power_boundary"), doc.get("pue"))
     click.echo(f"power counted at the {where} boundary")
     cols = [("mode", "{}"), ("method", "{}"), ("status", "{}"), ("devices_used", "{}"), ("hops", "{}"),

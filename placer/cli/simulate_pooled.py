@@ -22,6 +22,8 @@ def print_pooled_simulation(doc: dict, *, model=None, output_tokens: int | None 
     reps = r["replicas"]
     click.echo(f"{doc['model']['name']}, disaggregated: {reps['prefill']} prefill + {reps['decode']} decode "
                f"replica(s) at {r['rate']:,.3g} requests/s")
+    for pool in ("prefill", "decode"):
+        click.echo(f"  {pool} replica's {r[pool]['traffic']['text']}")
     click.echo(f"  TTFT p50 {_ms(r['ttft_p50_us'])}, p99 {_ms(r['ttft_p99_us'])} (a prefill replica's run at "
                f"{r['rate'] / reps['prefill']:,.3g} requests/s + the KV transfer {_ms(r['transfer_us'])}); "
                f"target {r['max_ttft_ms']:g} ms")

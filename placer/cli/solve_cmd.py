@@ -34,6 +34,7 @@ from placer.cli.solve_disagg import disagg_options, disagg_pools, print_disagg_p
 from placer.planning import Placement, Requirements, SolverSettings, Targets, plan
 from placer.planning.studies.compare import node_ranges
 from placer.problem.instance import MODES, REQUIREMENTS
+from placer.simulate.arguments import study_traffic
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_bytes, format_duration_us, plural
 
@@ -308,8 +309,14 @@ def _print_speed_plan(planned, output, as_json) -> int:
         click.echo(f"{what} excluded: {why}", err=True)
     doc = planned.mapping
     where = write_mapping_if_asked(output, doc, what=" (one replica)")
+    targets = planned.requirements.targets
+    load = None if sp.chosen is None else sp.chosen.row()["load_per_replica"]
+    traffic = study_traffic(wl.context_tokens, targets.output_tokens,
+                            dict(requests=load, max_live=load, cached_prompt_tokens=targets.cached_prompt_tokens))
+    traffic_doc = traffic.to_dict("the live loads searched")
     if as_json:
-        return echo_json_mapping(dict(doc or {}, speed_target=sp.to_dict()), where, 0 if sp.feasible else 1)
+        return echo_json_mapping(dict(doc or {}, speed_target=dict(sp.to_dict(), traffic=traffic_doc)), where,
+                                 0 if sp.feasible else 1)
     click.echo(f"{m.name} on {fleet.name}, speed floor {floor:,.1f} tokens/s per user "
                f"({1000 / floor:,.2f} ms between tokens), {wl.concurrency} planned live requests, "
                f"objective {sp.objective}")
@@ -319,6 +326,7 @@ def _print_speed_plan(planned, output, as_json) -> int:
         return 1
     r = sp.chosen.row()
     click.echo(sp.message)
+    click.echo(f"{traffic_doc['text']} (per replica)")
     layouts = [s.layout for s in sorted({(s.tp, s.ep): s for s in sp.shapes}.values(), key=lambda s: (s.tp, s.ep))]
     click.echo(f"  devices {r['devices']} ({r['replicas']} x {r['devices_per_replica']}, {sp.chosen.shape.layout} "
                f"of {', '.join(layouts)}), "

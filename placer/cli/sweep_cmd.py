@@ -27,6 +27,7 @@ from placer.cli.common import (
 )
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.sweep import Grid, SweepSettings, run_sweep
+from placer.simulate.arguments import Traffic
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 
@@ -147,14 +148,19 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
         plot_path = save(plot_frontiers(report.rows, fleet_devices=len(fleet.available),
                                         references=parse_references(references),
                                         title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
+    # the simulated columns' traffic: each row's concurrency, live at once, at its context (placer.planning.studies.sweep)
+    traffic = Traffic(output_tokens=sim_tokens, cached_prompt_tokens=0).to_dict("each row's concurrency") \
+        if any(r.get("per_user_tokens_per_s") is not None for r in report.rows) else None
     if as_json:
-        echo_json({"rows": report.rows, "workload": workload_doc(base), "solved": report.solved, "reused": report.reused,
+        echo_json({"rows": report.rows, "workload": workload_doc(base), "traffic": traffic, "solved": report.solved, "reused": report.reused,
                    "seconds": round(report.seconds, 3), "backend": report.backend, "workers": report.jobs,
                    "jobs": report.jobs, "power_boundary": fleet.power_boundary, "pue": fleet.pue})
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
     _print_table(report.rows, degrees=grid.tps != (1,))
+    if traffic is not None:
+        click.echo(traffic["text"])
     if any(r.get("tokens_per_s_per_mw") is not None for r in report.rows):
         click.echo(f"tok/s/MW: power counted at the {fleet.power_label()} boundary (--power)")
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "

@@ -10,10 +10,10 @@ from dataclasses import dataclass, fields
 from placer.problem.instance import Instance
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.specs.errors import ARGUMENT, InvalidSpec
-from placer.specs.units import parse_tokens
+from placer.specs.units import parse_tokens, plural
 
 __all__ = ["Traffic", "Serving", "RunSettings", "split_options", "DEFAULT_ROUNDS", "spec_of", "cached_prompt",
-           "check_counts", "context_dist"]
+           "check_counts", "context_dist", "study_traffic"]
 
 # closed loop: requests per user at least, so that a steady window exists between the first
 # round's end (every user has finished one) and the last request's issue
@@ -40,6 +40,76 @@ class Traffic:
     rounds: int = DEFAULT_ROUNDS
     decode_only: bool = False
     cached_prompt_tokens: int | None = None
+
+    def _load(self, load: str) -> tuple[int | None, str]:
+        """Live requests (None: not fixed here) and their words."""
+        given = [n for n in (self.requests, self.max_live) if n is not None]
+        if not given:
+            return None, load
+        return min(given), f"{min(given):,} live requests"
+
+    def _request(self) -> str:
+        """What one request is: its prompt (of which cached) and its output tokens."""
+        out = plural(self.output_tokens, "output token")
+        dist = self.context_dist
+        if dist is not None:
+            text = dist.describe() if isinstance(dist, ContextDist) else str(dist)
+            if self.decode_only:
+                return f"each a context drawn from {text} tokens (prompt already in the cache) then {out}"
+            return (f"each a context drawn from {text} tokens: a prompt ({self._cached()}) then {out}")
+        if self.context is None:
+            if self.decode_only:
+                return f"each the workload's context already in the cache then {out}"
+            return f"each the workload's context: a prompt ({self._cached()}) then {out}"
+        prompt = max(0, parse_tokens(self.context) - self.output_tokens)
+        if self.decode_only:
+            return f"each a {prompt:,}-token context already in the cache then {out}"
+        return f"each a {prompt:,}-token prompt ({self._cached()}) then {out}"
+
+    def _cached(self) -> str:
+        c = self.cached_prompt_tokens
+        return "the instance's cached prefix" if c is None else f"{c:,} cached"
+
+    def describe(self, load: str = "the KV reserve's live cap") -> str:
+        """The traffic as one line a user reads (``traffic: closed loop of 184 live requests (552
+        requests: at least 3 per user), each a 262,112-token prompt (0 cached) then 32 output tokens``:
+        the prompt is the context less the output); ``load``: the words for the live requests when
+        neither ``requests`` nor ``max_live`` fixes them (a study's rows each state theirs)."""
+        live, words = self._load(load)
+        if self.decode_only:
+            head = f"decode only (prompts already in the cache), {words} at once"
+        elif self.arrival_rate is not None:
+            head = f"open Poisson arrivals at {self.arrival_rate:g} requests/s"
+            if self.duration_s is not None:
+                head += f" for {self.duration_s:g} s"
+            elif self.requests is not None:
+                head += f" until {self.requests:,} requests"
+            if self.max_live is not None:
+                head += f", at most {self.max_live:,} live"
+        else:
+            head = f"closed loop of {words}" if live is not None else f"closed loop at {words}"
+            if self.duration_s is not None:
+                head += f" for {self.duration_s:g} s"
+            elif live is not None:
+                n = max(self.requests or live, self.rounds * live)
+                head += f" ({n:,} requests: at least {self.rounds} per user)"
+            else:
+                head += f" (at least {self.rounds} requests per user)"
+        return f"traffic: {head}, {self._request()}"
+
+    def to_dict(self, load: str = "the KV reserve's live cap") -> dict:
+        """The traffic as JSON: its shape (``closed_loop``, ``poisson`` or ``decode_only``), its fields
+        and ``text``, the :meth:`describe` line."""
+        shape = "decode_only" if self.decode_only else "poisson" if self.arrival_rate is not None else "closed_loop"
+        dist = self.context_dist
+        context = None if self.context is None else parse_tokens(self.context)
+        return dict(shape=shape, live_requests=self._load(load)[0], requests=self.requests, max_live=self.max_live,
+                    context_tokens=context,
+                    prompt_tokens=None if context is None else max(0, context - self.output_tokens),
+                    context_dist=dist.describe() if isinstance(dist, ContextDist) else dist,
+                    cached_prompt_tokens=0 if self.decode_only else self.cached_prompt_tokens,
+                    output_tokens=self.output_tokens, arrival_rate=self.arrival_rate, duration_s=self.duration_s,
+                    rounds=None if shape != "closed_loop" else self.rounds, text=self.describe(load))
 
 
 @dataclass(frozen=True)
@@ -131,3 +201,15 @@ def context_dist(instance: Instance, context, context_dist) -> ContextDist:
         return context_dist
     c = instance.workload.context_tokens if context is None else parse_tokens(context)
     return ContextDist("fixed", (float(c),))
+
+
+def study_traffic(context_tokens: int, output_tokens: int, sim: dict | None = None) -> Traffic:
+    """The traffic a study's loaded runs serve (``placer compare``, ``solve``, ``frontier``,
+    ``simulate --compare``): ``output_tokens`` per request at the workload's ``context_tokens`` unless
+    the options ``sim`` (:func:`split_options` names) say otherwise; no cached prefix unless given."""
+    sim = sim or {}
+    dist = sim.get("context_dist")
+    return Traffic(output_tokens=output_tokens, context=None if dist is not None else context_tokens,
+                   context_dist=dist, max_live=sim.get("max_live"), requests=sim.get("requests"),
+                   decode_only=bool(sim.get("decode_only")),
+                   cached_prompt_tokens=0 if sim.get("decode_only") else sim.get("cached_prompt_tokens") or 0)

@@ -66,11 +66,15 @@ def parse_context_dist(text: str) -> ContextDist:
         if kind == "fixed":
             return ContextDist("fixed", (float(parse_tokens(rest)),))
         if kind == "uniform":
+            if rest.count(":") != 1:
+                raise ValueError("uniform needs LO:HI, e.g. uniform:64k:256k")
             lo, hi = (parse_tokens(x) for x in rest.split(":"))
             if lo > hi:
                 raise ValueError("uniform needs lo <= hi")
             return ContextDist("uniform", (float(lo), float(hi)))
         if kind == "lognormal":
+            if rest.count(":") != 1:
+                raise ValueError("lognormal needs MEDIAN:SIGMA, e.g. lognormal:32k:1.0")
             median, sigma = rest.split(":")
             s = float(sigma)
             if not 0 <= s <= 5:

@@ -34,7 +34,9 @@ def for_group(result, instance):
         tokens_per_s_per_mw=times(result.tokens_per_s_per_mw),
         joules_per_token=None if result.joules_per_token is None else result.joules_per_token / g,
         pipeline_bound_tokens_per_s=result.pipeline_bound_tokens_per_s * g,
-        concurrency_cap=times(result.concurrency_cap))
+        concurrency_cap=times(result.concurrency_cap),
+        traffic=result.traffic and replace(result.traffic, requests=times(result.traffic.requests),
+                                           max_live=times(result.traffic.max_live)))
 
 
 def rank_traffic(traffic, instance):

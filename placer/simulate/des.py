@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import simpy
@@ -120,6 +121,11 @@ class Simulation:
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(t.requests, t.rounds)
+        fixed = self.dist.kind == "fixed"
+        self.traffic = replace(
+            t, requests=t.requests if self.arrival_rate is not None and self.end_us is not None else self.base_requests,
+            max_live=self.live_cap, context=int(self.dist.values[0]) if fixed else None,
+            context_dist=None if fixed else self.dist, cached_prompt_tokens=0 if self.decode_only else self.cached_prompt)
         self._speculation(*arguments.spec_of(instance, serving.spec_k, serving.spec_accept))
         self.trace: list[Interval] | None = [] if run.trace else None
 
@@ -523,7 +529,8 @@ class Simulation:
             prefill_step_fraction=self.steps[3] / self.steps[0] if self.steps[0] else 0.0,
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
             spec_k=self.spec_k, spec_accept=self.spec_accept,
-            cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, trace=self.trace)
+            cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, traffic=self.traffic,
+            trace=self.trace)
 
 
 def simulate(instance: Instance, assignment: Sequence[int], traffic: Traffic = Traffic(),

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from placer.simulate.arguments import Traffic
+
 __all__ = ["Interval", "SimResult", "TokenStats", "token_stats"]
 
 
@@ -69,11 +71,13 @@ class SimResult:
     spec_k: int = 0                       # speculative decoding: draft tokens verified per step
     spec_accept: float | None = None      # and the mean tokens a verify step emits (acceptance length)
     cached_prompt_tokens: int = 0         # of every prompt, the tokens found in the prefix cache (not prefilled)
+    traffic: Traffic | None = None        # the requests served, resolved (:meth:`Traffic.describe` says it in a line)
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("trace")
+        d["traffic"] = None if self.traffic is None else self.traffic.to_dict()
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
 
 

@@ -275,6 +275,12 @@ def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_pa
     sim = json.loads(text)
     assert sim["kind"] == "disaggregated" and sim["meets_targets"]
     assert sim["ttft_p50_us"] == pytest.approx(sim["prefill"]["ttft_p50_us"] + sim["transfer_us"])
+    # each pool's run states its traffic: Poisson prompts on a prefill replica, decode only on a decode one
+    assert sim["prefill"]["traffic"]["shape"] == "poisson" and sim["decode"]["traffic"]["shape"] == "decode_only"
+    code, text, err = run_cli(["simulate", out])
+    assert f"  prefill replica's {sim['prefill']['traffic']['text']}" in text.splitlines()
+    assert f"  decode replica's {sim['decode']['traffic']['text']}" in text.splitlines()
+    assert "traffic: open Poisson arrivals at " in text and "traffic: decode only " in text
     code, _text, err = run_cli(["solve", specs / "model.yaml", "-H", specs / "mixed.yaml", "--rate", 3])
     assert code == 2 and "--disagg" in err
 

@@ -201,3 +201,16 @@ def test_layer_overhead_counts_a_layer_once_per_device():
     # device 0: 5 + 2 x 10 + (2e6 + 1e6 weights + state of layers 0 and 1 (shard 0 holds it)) / BW
     assert segs[0].time_us([1000]) == pytest.approx(25 + (3e6 + 2 * 2000) / BW, rel=1e-12)
     assert segs[1].time_us([1000]) == pytest.approx(35 + (1e6 + 8e6 + 2 * 2000) / BW, rel=1e-12)
+
+
+def test_a_run_carries_its_traffic_resolved():
+    """The result states the traffic it ran, defaults filled in: the live cap, the context, the cache."""
+    res = simulate(_inst(LINEAR), ROUTE, *split_options(requests=5, output_tokens=10))
+    assert res.requests == 15                   # three rounds of five users: the line says so
+    assert res.traffic.describe() == ("traffic: closed loop of 5 live requests (15 requests: at least 3 per user), "
+                                      "each a 990-token prompt (0 cached) then 10 output tokens")
+    assert res.to_dict()["traffic"]["text"] == res.traffic.describe()
+    poisson = simulate(_inst(LINEAR), ROUTE, Traffic(arrival_rate=2000.0, duration_s=0.05, output_tokens=20,
+                                                     max_live=64), Serving(micro_batch=4), RunSettings(seed=3))
+    assert poisson.traffic.describe().startswith("traffic: open Poisson arrivals at 2000 requests/s for 0.05 s, "
+                                                 "at most 64 live, each a 980-token prompt (0 cached)")

@@ -20,6 +20,7 @@ from placer.planning.solve import Solved, build_instance, place_instance, search
 from placer.planning.speed import ttft_within
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, levels_doc
+from placer.simulate.arguments import study_traffic
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
@@ -107,14 +108,20 @@ DEGREE_FIELDS = ("tp", "ep", "devices_used", "stages", "devices_proven", "concur
                  "proven_optimal", "status", "seconds", "live_requests", "alone_tokens_per_s",
                  "per_user_tokens_per_s", "aggregate_tokens_per_s")
 
+# the live requests of the per-degree table's runs, in words (Traffic.describe)
+DEGREE_LOAD = "each row's load: one user alone, then its live requests"
 
-def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | None = None) -> dict:
+
+def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | None = None,
+               decode_only: bool = False) -> dict:
     """One row of :func:`compare_degrees` for a solve at one degree: the device figures (in
     devices), the guaranteed concurrency (the ceiling every stage holds) and the simulated speed.
 
     ``alone_tokens_per_s``: one request alone; ``per_user_tokens_per_s`` and
     ``aggregate_tokens_per_s``: ``live_requests`` requests live at once, the workload's concurrency
-    (at most the ceiling), each decoding ``output_tokens`` tokens at the workload's context
+    (at most the ceiling), each prefilling its prompt (the workload's context less ``output_tokens``,
+    less the instance's cached prefix) then decoding ``output_tokens`` tokens in a closed loop;
+    ``decode_only``: every prompt already in the KV cache, the decodes alone
     (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
     """
     from placer.simulate import Traffic, simulate
@@ -134,9 +141,11 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 
     ceiling, asked = r.concurrency_ceiling, inst.served_workload.concurrency
     live = max(1, asked if ceiling is None else min(asked, ceiling))
-    alone = simulate(inst, r.assignment, Traffic(requests=1, max_live=1, output_tokens=output_tokens))
+    alone = simulate(inst, r.assignment, Traffic(requests=1, max_live=1, output_tokens=output_tokens,
+                                                 decode_only=decode_only))
     # attention data parallelism: the heaviest rank runs its share, the figures are the group's
-    loaded = simulate_group(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    loaded = simulate_group(inst, r.assignment, requests=live, max_live=live, output_tokens=output_tokens,
+                            decode_only=decode_only)
     row["ttft_p99_us"] = loaded.ttft_p99_us
     if max_ttft_ms is not None:
         row["meets_ttft"] = ttft_within(row["ttft_p99_us"], max_ttft_ms * 1e3)
@@ -148,6 +157,7 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
 
 def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
                     solver: SolverSettings, *, output_tokens: int = 32, max_ttft_ms: float | None = None,
+                    decode_only: bool = False,
                     progress=None) -> dict:
     """``{"degrees": [...], "refused": [{"tp", "ep", "reason"}]}``: for each device layout
     (:func:`placer.planning.layouts.device_layouts` of the requirements' degrees, default every
@@ -178,8 +188,13 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, require
     refused += [{"tp": tp, "ep": "attention-dp", "reason": why} for (tp, _), why in dp.refused.items() if tp > 0]
     rows: list[dict] = []
 
+    traffic = study_traffic(workload.context_tokens, output_tokens,
+                            {"cached_prompt_tokens": requirements.targets.cached_prompt_tokens,
+                             "decode_only": decode_only})
+
     def out(stopped: bool = False) -> dict:
-        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"])))}
+        doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"]))),
+               "traffic": traffic.to_dict(DEGREE_LOAD)}
         if stopped:
             doc["interrupted"] = True
         return doc
@@ -187,7 +202,7 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, require
     try:
         search = search_layouts(model, fleet, workload, req, solver, layouts=ordered,
                                 before=None if progress is None else (lambda tp, e: progress(tp, e)),
-                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens,
+                                after=lambda tp, e, solved: rows.append(degree_row(solved, output_tokens=output_tokens, decode_only=decode_only,
                                                                                   max_ttft_ms=max_ttft_ms)))
     except KeyboardInterrupt:
         return out(True)

@@ -44,7 +44,7 @@ COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replic
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
            "spec_accept", "cached_prompt_tokens", "ttft_model_us", "ttft_budget_ms", "rate_per_s", "prefill_layout", "decode_layout",
-           "proven"]
+           "proven", "traffic"]
 
 
 @dataclass
@@ -76,7 +76,7 @@ def _simulate_point(task: tuple) -> dict:
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
                 schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us, spec_tokens=sim.spec_k,
                 spec_accept=sim.spec_accept, cached_prompt_tokens=sim.cached_prompt_tokens,
-                power_boundary=sim.power_boundary))
+                power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: ")))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")

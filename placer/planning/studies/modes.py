@@ -14,6 +14,7 @@ from placer.algorithms.deadline import interrupt_scope, interrupted
 from placer.planning.requirements import FALLBACK_METHOD, Requirements, SolverSettings
 from placer.planning.solve import build_instance, place_instance
 from placer.problem.instance import MODES
+from placer.simulate.arguments import study_traffic
 from placer.simulate.des import simulate, split_options
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -88,5 +89,6 @@ def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSett
     schedule = sim.get("schedule") or ("micro-batch" if sim.get("micro_batch") is not None else "continuous")
     return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), schedule=schedule,
                 micro_batch=sim.get("micro_batch") or workload.micro_batch, max_batch=sim.get("max_batch"),
-                output_tokens=output_tokens, power_boundary=fleet.power_boundary, pue=fleet.pue, rows=rows,
+                output_tokens=output_tokens, traffic=study_traffic(workload.context_tokens, output_tokens, sim).to_dict("each mode's live cap"),
+                power_boundary=fleet.power_boundary, pue=fleet.pue, rows=rows,
                 **({"interrupted": True} if stopped else {}))
