@@ -62,7 +62,7 @@ class Level:
         when the search was capped; exact values (``repr`` of a float, never rounded)."""
         unit = f" {self.unit}" if self.unit and self.name != "devices" else ""
         capped = "" if self.cap is None else f"searched up to the workload limit of {self.cap:,}{unit}, "
-        why = "" if self.note is None else f": {self.note}"
+        why = "" if self.note is None else f"; {self.note}"
         if self.proven:
             return f"{self.name} {_exact(self.value)}{unit} ({capped}proven{why})"
         if self.bound is None:

@@ -304,3 +304,23 @@ def test_sparse_fleets_state_every_level_when_modelled(topology):
                 continue
             _assert_every_level(r, ("devices", "latency", "bottleneck"))
             _assert_honest(r, opt)
+
+
+def test_levels_met_by_the_incumbent_are_proven_without_a_search():
+    """A 90 B layer alone on a 100 B device holds 10 requests of 1 B, the most any placement can
+    (its own ceiling); the other layers share a device with room for more; links cost 0 us. Every
+    concurrency probe and the latency level are settled by the first placement: no CP-SAT search
+    for them, and the run's phases say so."""
+    layers = [{"kind": "linear_attention", "weight_bytes": w, "state_bytes_per_request": 1} for w in (90, 20, 20, 20)]
+    spec = {"name": "hw", "device": {"memory": 100},
+            "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 0}}
+    inst = _instance(layers, spec, mode="free", concurrency=1)
+    r = place(inst, "cpsat", time_limit=20, threads=1, seed=0, objective="devices,concurrency,latency")
+    _assert_every_level(r, ("devices", "concurrency", "latency"))
+    assert r.proven_optimal and r.devices_used == 2
+    assert r.level("concurrency").value == 10 and r.level("latency").value == 0
+    phases = r.stats["phases"]
+    assert not any(p["phase"].startswith("latency") and "status" in p for p in phases), phases
+    assert any(p["phase"] == "latency" and p.get("settled") for p in phases), phases
+    settled = [p for p in phases if p["phase"] == "concurrency" and p.get("settled")]
+    assert settled and settled[0]["held"] == 10 and settled[0]["probes"] >= 1, phases

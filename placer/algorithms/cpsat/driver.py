@@ -189,9 +189,16 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     ruled_out: list[int] = []
     best = [first.assignment if first is not None else hint]
     stopped = [False]
+    # the first placement meets the levels before concurrency and holds this many requests on
+    # every stage: any c up to it is decided without a search
+    held = first.concurrency_ceiling if first is not None else None
+    settled: list[int] = []
 
     def decide(c: int) -> bool | None:
         if c == base and first is not None:
+            return True
+        if held is not None and c <= held:
+            settled.append(c)
             return True
         if stopped[0] or left() <= 0.05:
             return None
@@ -236,6 +243,10 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
         if final is None:
             return sub(instance, after, left(), hint, lower_bound)
     upper = min(ruled_out) - 1 if ruled_out else max(ceiling, base)
+    if settled:
+        final.stats.setdefault("phases", []).append(dict(
+            phase="concurrency", settled="the first placement holds these counts; no search",
+            probes=len(settled), held=held))
     result = _attach(instance, final, order, None)
     value = result.concurrency_ceiling
     sure = proven and not stopped[0]

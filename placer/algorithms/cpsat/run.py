@@ -59,7 +59,7 @@ class Run:
               time_cap: float | None = None, light_presolve: bool = False, quiet: bool = False):
         limit = max(self.remaining(), 0.05)
         if time_cap is not None:
-            limit = min(limit, time_cap)
+            limit = max(min(limit, time_cap), 0.05)     # a cap taken from a spent budget is never <= 0
         params = ora.parameters(time_limit=limit, seed=self.seed, threads=self.threads, work_limit=self.work_limit,
                                 assumptions=bool(assumptions), light_presolve=light_presolve)
         cb = None
@@ -188,7 +188,7 @@ def describe_levels(levels: dict, run: Run) -> str:
             parts.append(f"{name} {shown}{unit} (proven)")
         else:
             b = lv.get("bound")
-            why = "" if lv.get("note") is None else f": {lv['note']}"
+            why = "" if lv.get("note") is None else f"; {lv['note']}"
             parts.append(f"{name} {shown}{unit} (bound {b:g}{unit}, not proven{why})" if b is not None
                          else f"{name} {shown}{unit} (not proven{why})")
     return ", ".join(parts)
