@@ -254,7 +254,8 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
         capped = "" if level.cap is None else f", searched up to the workload limit of {level.cap:,}"
         click.echo(f"  {level.name}: {_level_value(level.name, level.value)}, "
                    f"bound {_level_value(level.name, level.bound, 'none')}, "
-                   f"{'proven' if level.proven else 'not proven'}{capped}")
+                   f"{'proven' if level.proven else 'not proven'}{capped}"
+                   f"{'' if level.note is None else f' ({level.note})'}")
     if len(planned.tried) > 1 or inst.tp > 1:
         over = "proven over every degree" if planned.devices_proven else "not proven over every degree"
         dp = ", attention data parallel" if inst.attention_dp else ""

@@ -190,6 +190,8 @@ def _level_schema() -> dict:
             "proven": {"type": "boolean", "description": "value proven optimal in exact bytes and latencies"},
             "cap": {"type": "integer", "minimum": 0,
                     "description": "the level's search stopped at this value (the workload's limit)"},
+            "note": {"type": "string", "description": "why the level stands unproven without a search of its own, "
+                                                      "or how it was proven without one"},
         },
     }
 

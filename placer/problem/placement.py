@@ -37,13 +37,16 @@ class Level:
     live-request ceiling; bound is an upper bound), ``latency`` (hop latency in us; lower bound),
     ``bottleneck`` (largest weight bytes on a device; lower bound). ``cap``: the level's search
     stopped at this value, the most a workload states (:data:`placer.specs.workload.MAX_CONCURRENCY`
-    live requests); the optimum may lie above it (None: the search was not capped)."""
+    live requests); the optimum may lie above it (None: the search was not capped). ``note``: why
+    a level stands unproven without a search of its own (e.g. the fleet is too large to model its
+    hop latency), or how it was proven without one (None: it was searched as usual)."""
 
     name: str
     value: float | int | None
     bound: float | int | None
     proven: bool
     cap: int | None = None
+    note: str | None = None
 
     def __post_init__(self):
         if self.proven and self.value is not None and self.bound is not None and self.bound != self.value:
@@ -59,19 +62,22 @@ class Level:
         when the search was capped; exact values (``repr`` of a float, never rounded)."""
         unit = f" {self.unit}" if self.unit and self.name != "devices" else ""
         capped = "" if self.cap is None else f"searched up to the workload limit of {self.cap:,}{unit}, "
+        why = "" if self.note is None else f"; {self.note}"
         if self.proven:
-            return f"{self.name} {_exact(self.value)}{unit} ({capped}proven)"
+            return f"{self.name} {_exact(self.value)}{unit} ({capped}proven{why})"
         if self.bound is None:
-            return f"{self.name} {_exact(self.value)}{unit} ({capped}not proven)"
-        return f"{self.name} {_exact(self.value)}{unit} ({capped}bound {_exact(self.bound)}{unit}, not proven)"
+            return f"{self.name} {_exact(self.value)}{unit} ({capped}not proven{why})"
+        return f"{self.name} {_exact(self.value)}{unit} ({capped}bound {_exact(self.bound)}{unit}, not proven{why})"
 
     def to_dict(self) -> dict:
         """The level as JSON: name, exact value and bound in ``unit``, proven, and ``cap`` when the
-        search was capped (a float is written as Python's shortest exact repr, never rounded)."""
+        search was capped, ``note`` when set (a float is written as Python's shortest exact repr, never rounded)."""
         doc = dict(name=self.name, value=_json_number(self.value), unit=self.unit, bound=_json_number(self.bound),
                    proven=bool(self.proven))
         if self.cap is not None:
             doc["cap"] = self.cap
+        if self.note is not None:
+            doc["note"] = self.note
         return doc
 
 

@@ -189,3 +189,138 @@ def test_item4_largest_feasible_concurrency_is_exact(mode, weights, kv, spec, ex
         r = place(inst, method, **({"time_limit": 10, "threads": 1} if method == "cpsat" else {}))
         assert r.status == "infeasible" and r.max_concurrency == expected, (method, r.message)
         assert f"largest concurrency that fits is {expected}" in r.message
+
+
+# ------------------------------------------------------------------------ every requested level, always
+def _assert_every_level(r, order):
+    """Every requested level is stated, in order, with a bound on the right side of its value, and
+    the result claims OPTIMAL exactly when every level is proven."""
+    assert tuple(lv.name for lv in r.levels) == tuple(order), r.message
+    for lv in r.levels:
+        assert lv.value is not None, lv
+        if lv.proven:
+            assert lv.bound == lv.value, lv
+        elif lv.bound is not None:
+            if lv.name == "concurrency":
+                assert lv.bound >= lv.value, lv
+            else:
+                assert lv.bound <= lv.value, lv
+        if lv.name in ("latency", "bottleneck") and not lv.proven:
+            assert lv.note or lv.bound is not None, lv     # unproven: a bound, or the reason none is known
+    every = all(lv.proven for lv in r.levels)
+    assert r.proven_optimal == every and (r.status == "optimal") == every, r.message
+
+
+def _sparse_catalog(tmp_path, topology):
+    """The catalog's wse-3t with its racks joined in a ring or a line (sparse: a few links a device)."""
+    from placer.specs.catalog import hardware_dir
+
+    text = (hardware_dir() / "wse-3t.yaml").read_text()
+    assert "inter_rack_topology: full" in text
+    path = tmp_path / f"wse-3t-{topology}.yaml"
+    path.write_text(text.replace("inter_rack_topology: full", f"inter_rack_topology: {topology}"))
+    return path
+
+
+@pytest.mark.parametrize("topology", ["ring", "line"])
+def test_sparse_fleet_too_large_for_the_latency_table_states_the_latency_level(tmp_path, topology):
+    """kimi-k3 on 50 racks of 3 wafers in a ring or a line, free mode: 150 devices is the smallest of
+    these fleets whose per-edge latency table is too large to model (92 edges x 150^2 terms). The
+    latency level was dropped and the result claimed "optimal (proven)"; it is stated now, with the
+    value of the placement, the bound known without a model (58 hops of at least 2 us), unproven,
+    and why, in the printout and in the mapping (which the schema accepts)."""
+    import json
+
+    from click.testing import CliRunner
+    from jsonschema import Draft202012Validator
+
+    from placer.cli import cli
+    from placer.mapping.schema import mapping_schema
+
+    hw = _sparse_catalog(tmp_path, topology)
+    args = ["solve", "kimi-k3", "-H", str(hw), "--racks", "50", "--mode", "free", "--time-limit", "60"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    assert "status feasible (not proven)" in out.output
+    assert "latency: " in out.output and "per-edge latency table" in out.output
+    doc = json.loads(CliRunner().invoke(cli, args + ["--json"]).stdout)
+    assert list(Draft202012Validator(mapping_schema()).iter_errors(doc)) == []
+    levels = {lv["name"]: lv for lv in doc["summary"]["levels"]}
+    assert list(levels) == ["devices", "concurrency", "latency"]
+    assert levels["devices"]["proven"] and levels["concurrency"]["proven"]
+    lat = levels["latency"]
+    assert not lat["proven"] and lat["bound"] == 116.0 <= lat["value"] == doc["summary"]["hop_latency_us"]
+    assert "per-edge latency table" in lat["note"]
+    assert not doc["summary"]["proven_optimal"] and doc["summary"]["status"] == "feasible"
+
+
+def _no_latency_table(monkeypatch):
+    """Every fleet counts as too large for the latency table (as fleets of hundreds of devices are),
+    so small cases reach the same path and the oracle can check it."""
+    from placer.algorithms.cpsat.models import ContiguousModel, FreeModel
+
+    monkeypatch.setattr(FreeModel, "latency_fits", staticmethod(lambda p, max_terms=0: not p.edges))
+    monkeypatch.setattr(ContiguousModel, "latency_supported", property(lambda self: False))
+
+
+@pytest.mark.parametrize("mode", ["free", "contiguous"])
+@pytest.mark.parametrize("topology", ["ring", "line"])
+@pytest.mark.parametrize("objective", ["lex", "lex3", "devices,concurrency,latency"])
+def test_latency_not_modelled_is_stated_and_honest(monkeypatch, mode, topology, objective):
+    """Sparse small fleets with the latency table ruled out: every requested level is present with a
+    valid bound, and whatever is claimed proven holds against the oracle."""
+    _no_latency_table(monkeypatch)
+    rng = random.Random(hash((mode, topology, objective)) % 1000)
+    for _ in range(4):
+        layers = _attention([rng.randint(3, 7) for _ in range(rng.randint(3, 4))], kv=1)
+        spec = _line(10, rng.randint(3, 4), inter=rng.choice([2, 3]), topology=topology)
+        concurrency = 1 if "concurrency" in objective else 0
+        opt = oracle_solve(layers, spec, mode=mode, concurrency=concurrency)
+        inst = _instance(layers, spec, mode=mode, concurrency=concurrency)
+        r = place(inst, "cpsat", time_limit=10, threads=1, seed=0, objective=objective)
+        if opt.devices is None:
+            continue
+        order = {"lex": ("devices", "latency"), "lex3": ("devices", "latency", "bottleneck")}.get(
+            objective, ("devices", "concurrency", "latency"))
+        _assert_every_level(r, order)
+        if "concurrency" not in objective:
+            _assert_honest(r, opt)
+        lat = r.level("latency")
+        if not lat.proven:
+            assert "latency table" in lat.note or "not proven" in lat.note
+
+
+@pytest.mark.parametrize("topology", ["ring", "line"])
+def test_sparse_fleets_state_every_level_when_modelled(topology):
+    """The same families with the table modelled: every level present, bounds valid, oracle holds."""
+    rng = random.Random(7)
+    for mode in ("free", "contiguous"):
+        for _ in range(4):
+            layers = _attention([rng.randint(3, 7) for _ in range(rng.randint(3, 4))])
+            spec = _line(10, rng.randint(3, 4), inter=rng.choice([2, 3]), topology=topology)
+            opt = oracle_solve(layers, spec, mode=mode)
+            r = place(_instance(layers, spec, mode=mode), "cpsat", time_limit=10, threads=1, seed=0, objective="lex3")
+            if opt.devices is None:
+                continue
+            _assert_every_level(r, ("devices", "latency", "bottleneck"))
+            _assert_honest(r, opt)
+
+
+def test_levels_met_by_the_incumbent_are_proven_without_a_search():
+    """A 90 B layer alone on a 100 B device holds 10 requests of 1 B, the most any placement can
+    (its own ceiling); the other layers share a device with room for more; links cost 0 us. Every
+    concurrency probe and the latency level are settled by the first placement: no CP-SAT search
+    for them, and the run's phases say so."""
+    layers = [{"kind": "linear_attention", "weight_bytes": w, "state_bytes_per_request": 1} for w in (90, 20, 20, 20)]
+    spec = {"name": "hw", "device": {"memory": 100},
+            "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 0}}
+    inst = _instance(layers, spec, mode="free", concurrency=1)
+    r = place(inst, "cpsat", time_limit=20, threads=1, seed=0, objective="devices,concurrency,latency")
+    _assert_every_level(r, ("devices", "concurrency", "latency"))
+    assert r.proven_optimal and r.devices_used == 2
+    assert r.level("concurrency").value == 10 and r.level("latency").value == 0
+    phases = r.stats["phases"]
+    assert not any(p["phase"].startswith("latency") and "status" in p for p in phases), phases
+    assert any(p["phase"] == "latency" and p.get("settled") for p in phases), phases
+    settled = [p for p in phases if p["phase"] == "concurrency" and p.get("settled")]
+    assert settled and settled[0]["held"] == 10 and settled[0]["probes"] >= 1, phases

@@ -77,9 +77,9 @@ def contiguous(run: Run) -> Result:
         run.deadline.check()    # no time left to build the model: the best start stands (DeadlineReached)
     s_max = min(prob.n, prob.d, len(set(start[0])) if start else prob.d)
     probe = ContiguousModel(prob, s_max=s_max, bottleneck=want_bottleneck)
+    skipped = None
     if want_latency and not probe.latency_supported:
-        run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
-        want_latency = False
+        skipped = "not searched: the fleet is too large for the per-edge latency table"
     run.stats["strategy"] = "F2: contiguous stages along a fleet path"
     first = [probe]
 
@@ -108,7 +108,8 @@ def contiguous(run: Run) -> Result:
         return CountFixed(best, target, latency_model, bottleneck_model)
 
     return solve_levels(run, Strategy("contiguous", LIGHT_F2, devices_model, fix_count), start=start,
-                        device_target=bound_bytes, want_latency=want_latency, want_bottleneck=want_bottleneck)
+                        device_target=bound_bytes, want_latency=want_latency, want_bottleneck=want_bottleneck,
+                        latency_skipped=skipped)
 
 
 PATH_RELAXATION_CELLS = 1_500_000     # chain positions x fleet links the walk program may tabulate

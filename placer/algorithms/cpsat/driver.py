@@ -150,10 +150,12 @@ def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: f
         assignment, order, levels = run.best
         want_latency, want_bottleneck = objective_levels(run)
         levels = dict(levels)
+        why = "not searched: the time limit was reached while building a model"
         if want_latency and "latency" not in levels:
-            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False)
+            levels["latency"] = dict(value=latency_value(instance, assignment), bound=None, proven=False, note=why)
         if want_bottleneck and "bottleneck" not in levels:
-            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False,
+                                        note=why)
         return finish(run, assignment, order, levels)
 
 
@@ -187,9 +189,16 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     ruled_out: list[int] = []
     best = [first.assignment if first is not None else hint]
     stopped = [False]
+    # the first placement meets the levels before concurrency and holds this many requests on
+    # every stage: any c up to it is decided without a search
+    held = first.concurrency_ceiling if first is not None else None
+    settled: list[int] = []
 
     def decide(c: int) -> bool | None:
         if c == base and first is not None:
+            return True
+        if held is not None and c <= held:
+            settled.append(c)
             return True
         if stopped[0] or left() <= 0.05:
             return None
@@ -234,6 +243,10 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
         if final is None:
             return sub(instance, after, left(), hint, lower_bound)
     upper = min(ruled_out) - 1 if ruled_out else max(ceiling, base)
+    if settled:
+        final.stats.setdefault("phases", []).append(dict(
+            phase="concurrency", settled="the first placement holds these counts; no search",
+            probes=len(settled), held=held))
     result = _attach(instance, final, order, None)
     value = result.concurrency_ceiling
     sure = proven and not stopped[0]
@@ -259,6 +272,12 @@ def _attach(instance: Instance, r: Result, order, level: Level | None) -> Result
     levels = {lv.name: lv for lv in r.levels}
     if level is not None:
         levels["concurrency"] = level
+    why = "not searched: " + ("interrupted" if r.interrupted else "a level before it is not proven")
+    values = dict(devices=again.devices_used, latency=again.hop_latency_us,
+                  bottleneck=bottleneck_value(instance, r.assignment))
+    for name in order:          # a level requested but not solved is stated, never left out
+        if name not in levels and name in values:
+            levels[name] = Level(name, values[name], None, False, note=why)
     ordered = tuple(levels[name] for name in order if name in levels)
     proven = bool(ordered) and all(lv.proven for lv in ordered) and not r.interrupted
     msg = ", ".join(_describe(lv) for lv in ordered)

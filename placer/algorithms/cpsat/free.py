@@ -80,10 +80,9 @@ def free(run: Run) -> Result:
         if start is None or key < start[0]:
             start = (key, list(cand))
     start = start[1] if start is not None else None
-    latency_ok = not want_latency or FreeModel.latency_fits(prob)
-    if not latency_ok:
-        run.record("latency", note="fleet too large for the per-edge latency table; latency not optimised")
-        want_latency = False
+    skipped = None
+    if want_latency and not FreeModel.latency_fits(prob):
+        skipped = "not searched: the fleet is too large for the per-edge latency table"
     run.stats["strategy"] = "free: arc-flow device count + F1 hop latency"
 
     def count_model(p):
@@ -108,7 +107,8 @@ def free(run: Run) -> Result:
     # pins, a disconnected fleet, or an arc-flow model too large: devices on the per-node model
     return solve_levels(run, Strategy("free", LIGHT_F1, count_model, fix_count),
                         start=None if start is None else (start, None), device_target=bound_bytes,
-                        want_latency=want_latency, want_bottleneck=want_bottleneck)
+                        want_latency=want_latency, want_bottleneck=want_bottleneck,
+                        latency_skipped=skipped)
 
 
 def _arcflow_devices(run: Run, arc, classes, lower: int):

@@ -81,9 +81,12 @@ def solve_level(run: Run, phase: str, build: Callable, *, start, value: Callable
         if run.interrupted or (k and run.remaining() <= 0.05):
             break
         if best is not None and bound is not None and value(best[0]) <= bound:
-            if not k and run.progress is not None:   # settled without a search: say so once
-                run.progress(dict(phase=phase, best=float(value(best[0])) / scale, bound=bound / scale,
-                                  elapsed=time.monotonic() - run.t0))
+            if not k:                                # settled without a search: say so once
+                met = float(value(best[0])) / scale
+                run.record(phase, settled="the incumbent meets a valid bound; no search", value=met,
+                           bound=bound / scale, elapsed=round(time.monotonic() - run.t0, 4))
+                if run.progress is not None:
+                    run.progress(dict(phase=phase, best=met, bound=bound / scale, elapsed=time.monotonic() - run.t0))
             break                                    # the incumbent meets a valid bound
         model = build(prob)
         objective = model.objective()
@@ -138,15 +141,16 @@ class Built:
         return got if self._ordered else (got, None)
 
 
-def latency_level(run: Run, assignment, bound: int | None) -> dict:
+def latency_level(run: Run, assignment, bound: int | None, note: str | None = None) -> dict:
     """The latency level of ``assignment``: its exact value (us), the bound (us, never above the
-    value), proven only when the exact value in solver units meets the bound."""
+    value), proven only when the exact value in solver units meets the bound; ``note``: why it was
+    not searched (kept only when that leaves it unproven)."""
     value = latency_value(run.instance, assignment)
     if bound is None:
-        return dict(value=value, bound=None, proven=False)
+        return dict(value=value, bound=None, proven=False, note=note)
     proven = exact_latency_units(run, assignment) <= bound
     shown = min(float(Fraction(bound, run.prob.lat_scale)), value)
-    return dict(value=value, bound=value if proven else shown, proven=proven)
+    return dict(value=value, bound=value if proven else shown, proven=proven, note=None if proven else note)
 
 
 def cheapest_hops_bound(run: Run, devices: int) -> int:
@@ -223,12 +227,14 @@ class Strategy:
 
 
 def solve_levels(run: Run, strategy: Strategy, *, start, device_target: int, want_latency: bool,
-                 want_bottleneck: bool) -> Result:
+                 want_bottleneck: bool, latency_skipped: str | None = None) -> Result:
     """The levels in order, each by :func:`solve_level`: devices (from ``start``, an
     (assignment, order) valid in bytes or None, towards ``device_target``, a device lower bound
     valid in bytes), then hop latency with the count fixed, then the bottleneck with the latency
     fixed at its proven optimum. A level is searched only when the one before it is proven and
-    nothing interrupted the run; a level not searched is reported with its value, unproven."""
+    nothing interrupted the run; a level not searched is reported with its value, unproven, and
+    why. ``latency_skipped``: why hop latency cannot be modelled (a wanted level then gets the
+    incumbent's value against the bounds known without a model: proven only when it meets them)."""
     instance = run.instance
     found = solve_level(run, "devices", strategy.devices, start=start, value=lambda a: len(set(a)),
                         target=device_target, light=strategy.light)
@@ -244,18 +250,29 @@ def solve_levels(run: Run, strategy: Strategy, *, start, device_target: int, wan
     run.best = (assignment, order, dict(levels))
     if not want_latency or run.interrupted or not levels["devices"]["proven"]:
         if want_latency:
-            levels["latency"] = latency_level(run, assignment, None)
+            levels["latency"] = latency_level(run, assignment, None, "not searched: " + (
+                "interrupted" if run.interrupted else "the device count is not proven"))
         return finish(run, assignment, order, levels)
     # hop latency with the device count fixed
     fixed = strategy.fix_count(used, (assignment, order))
-    found = solve_level(run, "latency", fixed.latency, start=fixed.start, value=lambda a: exact_latency_units(run, a),
-                        target=fixed.target, scale=run.prob.lat_scale, light=strategy.light)
+    if latency_skipped is not None:
+        # no model: the better start against the bounds known without one
+        best = min((fixed.start, (assignment, order)), key=lambda b: exact_latency_units(run, b[0]))
+        found = LevelSearch(best, fixed.target)
+        run.record("latency", note=latency_skipped, bound=fixed.target / run.prob.lat_scale)
+    else:
+        found = solve_level(run, "latency", fixed.latency, start=fixed.start,
+                            value=lambda a: exact_latency_units(run, a), target=fixed.target,
+                            scale=run.prob.lat_scale, light=strategy.light)
     assignment, order = found.best
-    levels["latency"] = latency_level(run, assignment, found.bound)
+    levels["latency"] = latency_level(run, assignment, found.bound, latency_skipped)
     run.best = (assignment, order, dict(levels))
-    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
+    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"] or latency_skipped is not None:
         if want_bottleneck:
-            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False)
+            why = "interrupted" if run.interrupted else "the hop latency is not proven" \
+                if not levels["latency"]["proven"] else "the fleet is too large for the per-edge latency table"
+            levels["bottleneck"] = dict(value=bottleneck_value(instance, assignment), bound=None, proven=False,
+                                        note="not searched: " + why)
         return finish(run, assignment, order, levels)
     # the bottleneck with latency fixed at its proven optimum
     proven_latency = found.bound

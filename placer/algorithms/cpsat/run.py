@@ -59,7 +59,7 @@ class Run:
               time_cap: float | None = None, light_presolve: bool = False, quiet: bool = False):
         limit = max(self.remaining(), 0.05)
         if time_cap is not None:
-            limit = min(limit, time_cap)
+            limit = max(min(limit, time_cap), 0.05)     # a cap taken from a spent budget is never <= 0
         params = ora.parameters(time_limit=limit, seed=self.seed, threads=self.threads, work_limit=self.work_limit,
                                 assumptions=bool(assumptions), light_presolve=light_presolve)
         cb = None
@@ -173,8 +173,8 @@ def finish(run: Run, assignment, order, levels: dict) -> Result:
                    bound=float(bound) if bound is not None else None, proven_optimal=proven,
                    gap=gap, message="; ".join(msg), stats=run.stats,
                    order=None if order is None else tuple(order), interrupted=run.interrupted,
-                   levels=tuple(Level(k, v["value"], v["value"] if v["proven"] else v.get("bound"), bool(v["proven"]))
-                                for k, v in levels.items()))
+                   levels=tuple(Level(k, v["value"], v["value"] if v["proven"] else v.get("bound"), bool(v["proven"]),
+                                      note=v.get("note")) for k, v in levels.items()))
     return res
 
 
@@ -188,8 +188,9 @@ def describe_levels(levels: dict, run: Run) -> str:
             parts.append(f"{name} {shown}{unit} (proven)")
         else:
             b = lv.get("bound")
-            parts.append(f"{name} {shown}{unit} (bound {b:g}{unit}, not proven)" if b is not None
-                         else f"{name} {shown}{unit} (not proven)")
+            why = "" if lv.get("note") is None else f"; {lv['note']}"
+            parts.append(f"{name} {shown}{unit} (bound {b:g}{unit}, not proven{why})" if b is not None
+                         else f"{name} {shown}{unit} (not proven{why})")
     return ", ".join(parts)
 
 
