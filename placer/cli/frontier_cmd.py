@@ -163,22 +163,29 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     written = [str(p) for p in (output, plot) if p]
     # both per-user figures, named (placer.simulate.per_user): the mean request rate and aggregate / live
     rows = [with_aggregate_per_live(r) for r in rep.rows]
+    traffic = study_traffic(wl.context_tokens, output_tokens, {"cached_prompt_tokens": cached_prompt})
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
                        sentences=rep.sentences, notes=rep.notes, rows=rows,
                        figures=dict(per_user_tokens_per_s=PER_USER_MEANING,
                                     aggregate_per_live_tokens_per_s=AGGREGATE_PER_LIVE_MEANING),
-                       traffic=study_traffic(wl.context_tokens, output_tokens,
-                                             {"cached_prompt_tokens": cached_prompt}).to_dict("each point's live load"),
+                       traffic=traffic.to_dict("each point's live load"),
                        csv=str(output) if output else None, png=str(plot) if plot else None,
                        workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
         return 0
+    _print_text(rep, rows, m, wl, fleets, reserve, traffic, written)
+    return 0
+
+
+def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:
+    """The frontier as text: what was swept, the traffic, the power boundary, and per platform the
+    ends of its Pareto set, then the sentences and notes."""
+    where = fleets[0].power_label()
     n_front = sum(1 for r in rep.rows if r.get("pareto"))
     click.echo(f"{m.name} at {wl.context_tokens:,} tokens of context on {', '.join(rep.platforms)}: "
                f"{len(rep.rows)} simulated points, {n_front} Pareto-optimal")
     click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
-    click.echo(study_traffic(wl.context_tokens, output_tokens, {"cached_prompt_tokens": cached_prompt})
-               .describe("each point's live load"))
+    click.echo(traffic.describe("each point's live load"))
     click.echo(f"power counted at the {where} boundary (--power)")
     if reserve is None:
         from placer.cli.common import reserve_text
@@ -201,4 +208,3 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         click.echo(f"note: {n}")
     click.echo(f"wrote {' and '.join(written)}" if written else
                "nothing written (-o FILE writes the points, --plot FILE the plot)")
-    return 0

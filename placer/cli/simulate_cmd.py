@@ -109,7 +109,7 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         raise InvalidSpec("--text-only", "text_only", "applies to --compare MODEL; a mapping records whether "
                                                       "its tower was left out")
     if compare_model or all_modes:
-        return _compare_command(compare_model or target, hardware, modes, context, micro_batch, output_tokens,
+        return _compare_command(compare_model or target, hardware, modes, context, output_tokens,
                                 SolverSettings(method=method, time_limit=time_limit, seed=seed),
                                 granularity, as_json,
                                 dict(micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
@@ -151,9 +151,10 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
     return 0
 
 
-def _compare_command(model_ref, hardware, modes, context, micro_batch, output_tokens, solver, granularity, as_json,
-                     sim, text_only=False) -> int:
-    """``placer simulate --compare MODEL``: every mode's placement of MODEL simulated side by side."""
+def _compare_command(model_ref, hardware, modes, context, output_tokens, solver, granularity, as_json, sim,
+                     text_only=False) -> int:
+    """``placer simulate --compare MODEL``: every mode's placement of MODEL simulated side by side
+    (``sim``: the simulation's options, the micro-batch among them)."""
     if not model_ref:
         raise InvalidSpec("--compare", "model", "name the model to compare")
     if not hardware:
@@ -164,7 +165,7 @@ def _compare_command(model_ref, hardware, modes, context, micro_batch, output_to
         raise InvalidSpec("--modes", "modes", f"unknown mode {bad[0] if bad else '(none)'!r} "
                                               f"(choose from {', '.join(MODES)})")
     m, fleet, _ = load_inputs(model_ref, hardware, text_only=text_only)
-    wl = workload_for(m, context=context, micro_batch=micro_batch)
+    wl = workload_for(m, context=context, micro_batch=sim["micro_batch"])
     for note in workload_notes(m, wl):
         warn(note)
     req = Requirements(Placement(granularity=granularity_for("split", granularity)))

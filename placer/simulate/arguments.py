@@ -5,7 +5,7 @@ a run takes from its instance when not given."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from placer.problem.instance import Instance
 from placer.simulate.contexts import ContextDist, parse_context_dist
@@ -213,3 +213,11 @@ def study_traffic(context_tokens: int, output_tokens: int, sim: dict | None = No
                    context_dist=dist, max_live=sim.get("max_live"), requests=sim.get("requests"),
                    decode_only=bool(sim.get("decode_only")),
                    cached_prompt_tokens=0 if sim.get("decode_only") else sim.get("cached_prompt_tokens") or 0)
+
+
+def served(traffic: Traffic, requests: int, live_cap: int, dist: ContextDist, cached: int) -> Traffic:
+    """``traffic`` as a run served it, every default filled in: the requests served, the live cap,
+    the context (fixed) or its distribution, and the cached prefix (what the traffic line states)."""
+    fixed = dist.kind == "fixed"
+    return replace(traffic, requests=requests, max_live=live_cap, context=int(dist.values[0]) if fixed else None,
+                   context_dist=None if fixed else dist, cached_prompt_tokens=cached)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import simpy
@@ -121,11 +120,9 @@ class Simulation:
         self.n_stages = len({s.device for s in self.segs})
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(t.requests, t.rounds)
-        fixed = self.dist.kind == "fixed"
-        self.traffic = replace(
-            t, requests=t.requests if self.arrival_rate is not None and self.end_us is not None else self.base_requests,
-            max_live=self.live_cap, context=int(self.dist.values[0]) if fixed else None,
-            context_dist=None if fixed else self.dist, cached_prompt_tokens=0 if self.decode_only else self.cached_prompt)
+        self.traffic = arguments.served(
+            t, t.requests if self.arrival_rate is not None and self.end_us is not None else self.base_requests,
+            self.live_cap, self.dist, 0 if self.decode_only else self.cached_prompt)
         self._speculation(*arguments.spec_of(instance, serving.spec_k, serving.spec_accept))
         self.trace: list[Interval] | None = [] if run.trace else None
 
