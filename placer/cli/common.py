@@ -14,7 +14,7 @@ from placer.specs.model import LayerGraph, load_model
 from placer.specs.units import format_tokens, parse_tokens
 from placer.specs.workload import Workload, workload_for
 
-__all__ = ["workload_options", "text_only_option", "kv_cache_note", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
+__all__ = ["workload_options", "text_only_option", "kv_cache_note", "warn_workload", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
            "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
@@ -261,11 +261,7 @@ def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet |
                       weight_bits=kw.get("weight_bits"), kv_bits=kw.get("kv_bits"),
                       state_bits=kw.get("state_bits"), conv_state_bits=kw.get("conv_state_bits"),
                       micro_batch=kw.get("micro_batch"), weight_group_size=kw.get("weight_group_size"))
-    for note in workload_notes(model, wl):
-        warn(note)
-    kv_note = kv_cache_note(model, wl, kw.get("kv_bits"))
-    if kv_note:
-        click.echo(f"note: {model.name}: {kv_note}", err=True)
+    warn_workload(model, wl, kw.get("kv_bits"))
     for note in model.notes:
         # what the model's spec says about itself (an import's workload defaults, a tower, MTP layers)
         if note.startswith("warning: "):
@@ -293,6 +289,16 @@ def workload_notes(model: LayerGraph, wl: Workload) -> list[str]:
         notes.append(f"--context: context: {wl.context_tokens:,} tokens is beyond {model.name}'s "
                      f"{limit:,}-token window (max_position_embeddings); the memory is planned as asked")
     return notes
+
+
+def warn_workload(model: LayerGraph, wl: Workload, kv_bits: int | None) -> None:
+    """On stderr: what the workload asks that is probably not meant (:func:`workload_notes`) and the
+    KV cache's precision against the checkpoint's format (:func:`kv_cache_note`)."""
+    for note in workload_notes(model, wl):
+        warn(note)
+    kv_note = kv_cache_note(model, wl, kv_bits)
+    if kv_note:
+        click.echo(f"note: {model.name}: {kv_note}", err=True)
 
 
 def kv_cache_note(model: LayerGraph, wl: Workload, kv_bits: int | None) -> str:

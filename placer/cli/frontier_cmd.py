@@ -11,7 +11,6 @@ from placer.cli.common import (
     echo_json,
     granularity_option,
     jobs_option,
-    kv_cache_note,
     load_fleet_chosen,
     method_option,
     output_file,
@@ -26,9 +25,8 @@ from placer.cli.common import (
     speculative_options,
     text_only_option,
     time_limit_option,
-    warn,
+    warn_workload,
     workload_doc,
-    workload_notes,
     workload_text,
 )
 from placer.planning import Placement, Requirements, SolverSettings, Targets
@@ -125,10 +123,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     prefill_fleet = None if prefill_hardware is None else load_fleet_chosen(prefill_hardware, racks=prefill_racks)
     where = fleets[0].power_label()
     wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
-    for note in workload_notes(m, wl):
-        warn(note)
-    if kv_cache_note(m, wl, kv_bits):
-        click.echo(f"note: {m.name}: {kv_cache_note(m, wl, kv_bits)}", err=True)
+    warn_workload(m, wl, kv_bits)
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
 
