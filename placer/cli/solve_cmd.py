@@ -17,6 +17,7 @@ from placer.cli.common import (
     parallel_options,
     parse_degrees,
     quiet_option,
+    redundant_experts_option,
     renamed,
     reserve_of,
     runtime_option,
@@ -111,6 +112,7 @@ def print_progress(info) -> None:
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
 @parallel_options
+@redundant_experts_option
 @time_limit_option("Time limit in seconds for the whole solve (bounds, search, the explanation; every "
                    "tensor-parallel degree).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
