@@ -64,11 +64,17 @@ def _shape(fleet: Fleet, tp: int) -> tuple[str | None, int, int]:
 def span_refusal(fleet: Fleet, tp: int, spread: bool) -> str | None:
     """Why a group of ``tp`` devices, larger than every node of ``fleet``, cannot be formed
     (``spread``: the layout spreads experts whole), or None."""
-    largest = max(sum(1 for d in fleet.available if d.rack == r) for r in {d.rack for d in fleet.available})
     if not spread:
-        return (f"no node of {fleet.name} has {tp} available devices (the largest has {largest}); a group spans "
-                "nodes only with experts spread whole (--ep or --attention-dp)")
-    return _shape(fleet, tp)[0]
+        return _no_node(fleet, tp)     # tensor parallelism of every weight stays inside a node
+    why = _shape(fleet, tp)[0]
+    return None if why is None else f"{_no_node(fleet, tp)}; {why}"
+
+
+def _no_node(fleet: Fleet, tp: int) -> str:
+    sizes: dict[int, int] = {}
+    for d in fleet.available:
+        sizes[d.rack] = sizes.get(d.rack, 0) + 1
+    return f"no node of {fleet.name} has {tp} available devices (the largest has {max(sizes.values(), default=0)})"
 
 
 def spanning_members(fleet: Fleet, tp: int) -> list[tuple[str, ...]]:
@@ -76,7 +82,7 @@ def spanning_members(fleet: Fleet, tp: int) -> list[tuple[str, ...]]:
     order; :class:`InvalidSpec` (field ``tp``) when none can be formed."""
     why, size, per = _shape(fleet, tp)
     if why is not None:
-        raise InvalidSpec(ARGUMENT, "tp", why)
+        raise InvalidSpec(ARGUMENT, "tp", f"{_no_node(fleet, tp)}; {why}")
     members: list[tuple[str, ...]] = []
     for nodes in _nodes(fleet).values():
         if max(len(n) for n in nodes) != size:
