@@ -163,7 +163,8 @@ def parallel_options(f):
     opts = [
         click.option("--tp", "tp", default=None, metavar="LIST",
                      help="Tensor-parallel degrees to try, e.g. 1,2,4,8 (devices per stage, one node; "
-                          "uniform across stages). Default: the divisors of the node size the model's "
+                          "uniform across stages; with --ep or --attention-dp a multiple of the node size "
+                          "spans whole nodes). Default: the divisors of the node size the model's "
                           "heads allow (1 on wafer fleets)."),
         click.option("--ep", is_flag=True, help="Expert parallelism: experts spread whole across a stage's "
                                                 "devices (default: every expert tensor-split)."),

@@ -20,6 +20,7 @@ from placer.problem.parallel import allowed_degrees
 from placer.problem.reductions.tensor_parallel import candidate_degrees, has_gpus, node_sizes
 from placer.problem.reductions.wide_ep import span_refusal
 from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.experts import redundant_refusal
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
@@ -107,6 +108,9 @@ def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | 
     if mode == "split" or not has_gpus(fleet):
         why = "split mode runs at tp 1" if mode == "split" else f"{fleet.name} is no GPU fleet (a stage is one device)"
         refused.update({(g, False): why for g in sorted(set(degrees or ())) if g != 1})
+        copies = redundant_refusal(model, 1, False)      # redundant experts need a group to spread over
+        if copies is not None:
+            return Layouts((), {**refused, (1, False): copies})
         # degrees named without 1: none of them runs (the caller says so); unnamed: one device per stage
         return Layouts(((1, False),) if degrees is None or 1 in degrees else (), refused)
     experts = has_experts(model)

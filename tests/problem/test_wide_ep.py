@@ -146,3 +146,12 @@ def test_one_nvl72_rack_holds_an_expert_parallel_group_of_72():
                           Layout(tp=72, attention_dp=True))
     assert inst.n_devices == 1 and len(inst.members(0)) == 72
     assert group_link_us(fleet, inst.members(0)) == 2.0          # NVLink alone
+
+
+def test_redundant_experts_are_refused_on_a_wafer_fleet_naming_why():
+    from placer.planning.layouts import device_layouts
+
+    found = device_layouts(_dsv3(32), load_fleet("wse-3"))
+    assert found.allowed == () and "need experts spread whole" in found.refused[(1, False)]
+    with pytest.raises(InvalidSpec, match="need experts spread whole"):
+        found.require_some(_dsv3(32))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 
-__all__ = ["spanning_members", "span_refusal", "nodes_spanned"]
+__all__ = ["spanning_members", "span_refusal"]
 
 
 def _nodes(fleet: Fleet) -> dict[str, list[list]]:
@@ -92,8 +92,3 @@ def spanning_members(fleet: Fleet, tp: int) -> list[tuple[str, ...]]:
             members.append(tuple(d.id for n in full[k * per:(k + 1) * per] for d in n))
     return members
 
-
-def nodes_spanned(fleet: Fleet, members) -> int:
-    """How many nodes (racks) a group's ``members`` (device ids of ``fleet``) lie in."""
-    by_id = fleet.by_id
-    return len({by_id[m].rack for m in members})
