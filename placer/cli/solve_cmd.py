@@ -265,10 +265,9 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                    f"(of {', '.join(_layout_word(s.instance) for s in planned.tried)}; device count {over}):")
         for s in planned.tried:
             click.echo(degree_line(s.instance.tp, s))
-    if doc["parallel"].get("redundant_experts") or any(len(s.get("group", {}).get("racks", ())) > 1
-                                                      for s in doc["stages"]):
-        from placer.simulate.expert_balance import report_lines  # wide EP: its all-to-all and balance
+    from placer.simulate.expert_balance import report_lines, worth_reporting
 
+    if worth_reporting(inst):          # wide or redundant EP: how experts spread, the all-to-all, the balance
         for line in report_lines(inst, sm["concurrency_ceiling"]):
             click.echo(line)
     if show_stages:

@@ -11,8 +11,9 @@ fitted law; SGLang reports EPLB's speed-up at 1.49x for prefill and 2.54x for de
 96-GPU layout (V, its large-scale EP blog), which a skew of this size reproduces in kind.
 
 **Without redundant experts** the experts sit where the runtime's default puts them: linearly,
-``ceil(E / g)`` consecutive experts a rank (vLLM's ``linear`` placement, SGLang's ``trivial``
-initial location), so a rank's load is the sum of its experts' shares.
+consecutive experts a rank, ``E // g`` each and one more on the first ``E mod g`` ranks (vLLM's
+``linear`` placement; SGLang's ``trivial`` initial location when ``g`` divides ``E``), so a
+rank's load is the sum of its experts' shares.
 
 **With ``N`` redundant experts** the load balancer (DeepSeek's EPLB, which SGLang's
 ``--enable-eplb`` and vLLM's EPLB run) gives the copies to the hottest experts, one at a time to
@@ -48,11 +49,14 @@ def expert_shares(experts: int, skew: float = DEFAULT_SKEW, seed: int = 0) -> li
 
 
 def linear_loads(shares: list[float], g: int) -> list[float]:
-    """Per rank, its share of the visits with ``ceil(E / g)`` consecutive experts a rank."""
-    per = -(-len(shares) // g)
-    loads = [0.0] * g
-    for j, p in enumerate(shares):
-        loads[j // per] += p
+    """Per rank, its share of the visits with consecutive experts a rank, ``E // g`` each and one
+    more on the first ``E mod g`` ranks (vLLM's linear placement)."""
+    base, extra = divmod(len(shares), g)
+    loads, j = [0.0] * g, 0
+    for r in range(g):
+        n = base + (1 if r < extra else 0)
+        loads[r] = sum(shares[j:j + n])
+        j += n
     return loads
 
 
@@ -92,7 +96,7 @@ class Balance:
     tokens: int
     experts_per_token: int
     without: float          # max-loaded rank's load / the mean rank's, linear placement
-    with_copies: float      # the same with the redundant experts placed by EPLB
+    with_copies: float | None   # the same with the redundant experts placed by EPLB (None: E + N does not divide)
 
     def max_tokens(self, factor: float) -> float:
         return factor * self.tokens * self.experts_per_token
@@ -104,8 +108,23 @@ def balance(experts: int, g: int, redundant: int, tokens: int, experts_per_token
     shares = expert_shares(experts, skew, seed)
     mean = 1.0 / g
     without = max(linear_loads(shares, g)) / mean
-    with_copies = max(eplb_loads(shares, g, redundant)) / mean
+    with_copies = max(eplb_loads(shares, g, redundant)) / mean if (experts + redundant) % g == 0 else None
     return Balance(g, experts, redundant, skew, tokens, experts_per_token, without, with_copies)
+
+
+def worth_reporting(instance) -> bool:
+    """Whether ``instance`` spreads experts over a group in a way its plan should describe: with
+    redundant experts, over a group spanning nodes, or with experts that do not divide over the ranks."""
+    if instance.tp < 2 or not (instance.ep or instance.attention_dp):
+        return False
+    base = instance.base_model or instance.model
+    moe = next((dict(x.ffn_dims) for x in base.layers if x.ffn == "moe" and x.ffn_dims), None)
+    if moe is None:
+        return False
+    physical = moe["num_experts"] + moe.get("redundant_experts", 0)
+    fleet = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
+    racks = {fleet.by_id[m].rack for m in instance.members(0)} if fleet is not None else set()
+    return physical != moe["num_experts"] or physical % instance.tp != 0 or len(racks) > 1
 
 
 def report_lines(instance, live_requests: int | None, skew: float = DEFAULT_SKEW) -> list[str]:
@@ -137,9 +156,9 @@ def report_lines(instance, live_requests: int | None, skew: float = DEFAULT_SKEW
                          f"{a.dispatch_bytes / 1e3:,.0f} kB in {a.dispatch_us:.1f} us, combine "
                          f"{a.combine_bytes / 1e3:,.0f} kB in {a.combine_us:.1f} us per MoE layer; "
                          f"{len(moe)} layers: {a.us * len(moe) / 1e3:.2f} ms a step")
-    b = balance(e, g, copies if (e + copies) % g == 0 else 0, tokens, k, skew)
+    b = balance(e, g, copies, tokens, k, skew)
     with_part = (f", {b.with_copies:.2f}x with {copies} redundant (EPLB, {b.max_tokens(b.with_copies):,.0f})"
-                 if copies and (e + copies) % g == 0 else "")
+                 if copies and b.with_copies is not None else "")
     lines.append(f"expert balance at routing skew Zipf {skew} (assumed): the max-loaded rank receives "
                  f"{b.without:.2f}x the mean without redundant experts ({b.max_tokens(b.without):,.0f} token visits "
                  f"of a mean {tokens * k:,}){with_part}")

@@ -55,3 +55,10 @@ def test_redundant_experts_flatten_a_skewed_routing():
     assert skewed.without > 2.0 and skewed.with_copies < 1.1
     assert skewed.max_tokens(1.0) == 32                       # the mean rank: 4 tokens x 8 experts
     assert sum(expert_shares(256, 0.5)) == pytest.approx(1.0)
+
+
+def test_linear_placement_gives_the_first_ranks_one_more_as_vllm_does():
+    loads = linear_loads([1.0] * 10, 4)                      # 10 experts over 4 ranks: 3, 3, 2, 2
+    assert loads == [3.0, 3.0, 2.0, 2.0]
+    b = balance(256, 72, 0, 4, 8, skew=0.0)                  # 4 experts on the heaviest of 72, 3.56 mean
+    assert b.without == pytest.approx(4 / (256 / 72)) and b.with_copies is None
