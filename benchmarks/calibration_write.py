@@ -82,21 +82,24 @@ def bands(fams, results) -> dict:
         for r in results[fam.name]["rows"]:
             w, e = r["work"], counted(r)
             p = w.point
-            if e is None or p.hardware not in (*GPU_SPECS, "wse-3"):
+            if p.set not in ("fit", "held_out") or p.hardware not in (*GPU_SPECS, "wse-3"):
                 continue
             platform = "wafer" if p.wafer else "gpu"
             kind = "moe" if any(c.num_experts for s in w.segments for c in s.costs) else "dense"
             key = (platform, kind, batch_range(platform, w.batch))
-            regimes.setdefault(key, []).append(float(max(e, 1 / e)))
-            c = cover.setdefault(platform, dict(devices=set(), batch=[w.batch, w.batch], params=[None, None]))
+            if e is not None:
+                regimes.setdefault(key, []).append(float(max(e, 1 / e)))
+            c = cover.setdefault(platform, dict(devices=set(), batch=[w.batch, w.batch], params=[None, None],
+                                                context=0))
             c["devices"].add(p.hardware)
+            c["context"] = max(c["context"], p.isl + p.osl)
             c["batch"] = [min(c["batch"][0], w.batch), max(c["batch"][1], w.batch)]
             n = model_of(p.model).total_params
             c["params"] = [min(n, c["params"][0] or n), max(n, c["params"][1] or n)]
     out = [dict(platform=k[0], kind=k[1], batch=k[2], points=len(v), median=round(statistics.median(v), 3),
                 worst=round(max(v), 3)) for k, v in sorted(regimes.items())]
-    return dict(regimes=out, coverage={k: dict(devices=sorted(v["devices"]), batch=v["batch"], params=v["params"])
-                                       for k, v in cover.items()})
+    return dict(regimes=out, coverage={k: dict(devices=sorted(v["devices"]), batch=v["batch"], params=v["params"],
+                                               context=v["context"]) for k, v in cover.items()})
 
 
 def write_all(fams, results) -> None:

@@ -5,7 +5,7 @@
 the median and worst error to ``placer/simulate/data/error_bands.yaml``, with the devices, batches
 and model sizes the corpus covers. :func:`error_band` reads it: a speed of a regime the corpus
 measured says "calibrated error ±X% (<regime>)" (X the regime's worst error); anything else says
-why it lies outside the calibrated range (a device, a batch or a model size never measured).
+why it lies outside the calibrated range (a device, a batch, a context or a model size never measured).
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def _platform(device_type) -> str:
     return "wafer" if getattr(device_type, "kind", "wafer") == "wafer" else "gpu"
 
 
-def error_band(instance, batch: int) -> str:
-    """What the calibration says of a speed ``instance`` runs at ``batch`` requests per step: the
-    regime's calibrated error, or why the speed lies outside the calibrated range."""
+def error_band(instance, batch: int, context: int | None = None) -> str:
+    """What the calibration says of a speed ``instance`` runs at ``batch`` requests per step whose
+    requests hold ``context`` tokens on average (None: not checked): the regime's calibrated error,
+    or why the speed lies outside the calibrated range."""
     data = _bands()
     if not data:
         return "outside the calibrated range (no error bands: run benchmarks/calibrate_simulator.py --write)"
@@ -60,6 +61,8 @@ def error_band(instance, batch: int) -> str:
     lo, hi = cover["batch"]
     if not lo <= batch <= hi:
         return f"outside the calibrated range (batch {batch}; measured {lo}-{hi})"
+    if context is not None and context > cover["context"]:
+        return f"outside the calibrated range (context {context:,} tokens; measured up to {cover['context']:,})"
     params = getattr(instance.model, "total_params", None)
     plo, phi = cover["params"]
     if params is not None and not plo * 0.5 <= params <= phi * 2:
