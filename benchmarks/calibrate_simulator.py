@@ -201,7 +201,10 @@ def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
     out = []
     for fam in fams:
         res = results[fam.name]
-        out.append(f"\n{fam.name}: constants " + ", ".join(f"{n} {v:.4g}" for n, v in zip(fam.names, res["x"])))
+        out.append(f"\n{fam.name}: constants (each inside its range)")
+        out += [f"  {n} {v:.4g} (range {fam.ranges[fam.base(n)][0]:g}-{fam.ranges[fam.base(n)][1]:g}"
+                f"{(' ' + fam.ranges[fam.base(n)][2]) if fam.ranges[fam.base(n)][2] else ''})"
+                for n, v in zip(fam.names, res["x"])]
         out.append("| point | set | batch | measured | in-fit | LOSO | error in-fit | error LOSO | source |"
                    if markdown else
                    f"  {'point':<46} {'set':<8} {'batch':>6} {'measured':>20} {'in-fit':>9} {'LOSO':>9} "

@@ -247,3 +247,13 @@ def test_specs_hold_the_fit(fitted):
     assert t.fixed_overhead_us_per_layer == pytest.approx(wafer["fixed_overhead_us_per_layer"], abs=1e-3)
     assert t.fixed_overhead_us_per_stage == pytest.approx(wafer["fixed_overhead_us_per_stage"], abs=1e-3)
     assert t.bandwidth_efficiency == 1.0 and not math.isnan(t.fixed_overhead_us_per_stage)
+
+
+def test_error_bands_are_what_the_calibration_writes(fitted):
+    """placer/simulate/data/error_bands.yaml is the calibration's today (rerun it with --write)."""
+    import yaml
+    from calibration_write import bands
+
+    from placer.simulate.error_band import BANDS_PATH
+    fams, results = fitted
+    assert yaml.safe_load(BANDS_PATH.read_text()) == yaml.safe_load(yaml.safe_dump(bands(fams, results)))
