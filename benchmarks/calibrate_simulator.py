@@ -227,6 +227,11 @@ def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
         for label, sel in (("fit points, leave-one-source-out", "fit"), ("held-out points", "held_out")):
             errs = [counted(r) for r in res["rows"] if r["work"].point.set == sel]
             out.append(f"  {label}: {summary(errs)}")
+        fitted_on = {r["work"].point.hardware for r in res["rows"] if r["work"].point.set == "fit"}
+        own = [counted(r) for r in res["rows"] if r["work"].point.set == "held_out"
+               and r["work"].point.hardware in fitted_on]
+        if len(own) < sum(r["work"].point.set == "held_out" for r in res["rows"]):
+            out.append(f"  held-out points on the fitted devices ({', '.join(sorted(fitted_on))}): {summary(own)}")
         out.append(f"  all counted points: {summary([counted(r) for r in res['rows']])}")
     return out
 
