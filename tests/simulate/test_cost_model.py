@@ -257,3 +257,22 @@ def test_error_bands_are_what_the_calibration_writes(fitted):
     from placer.simulate.error_band import BANDS_PATH
     fams, results = fitted
     assert yaml.safe_load(BANDS_PATH.read_text()) == yaml.safe_load(yaml.safe_dump(bands(fams, results)))
+
+
+def test_aiconfigurator_runs_each_point_as_measured(corpus):
+    """compare_aiconfigurator: the estimate line of a point (its model, system, backend, precision,
+    layout, lengths and batch) and its error in the point's own metric."""
+    from calibration_corpus import work
+    from compare_aiconfigurator import aic_error, command
+    w = work(next(q for q in corpus if q.id == "h200x8-deepseek-r1-sglang-c8"))
+    cmd = command(w, "aic")
+    assert cmd[:3] == ["aic", "cli", "estimate"]
+    args = dict(zip(cmd[3::2], cmd[4::2]))
+    assert args == {"--model-path": "deepseek-ai/DeepSeek-V3", "--system": "h200_sxm", "--backend": "sglang",
+                    "--estimate-mode": "agg", "--isl": "1024", "--osl": "1024", "--batch-size": "8",
+                    "--gemm-quant-mode": "fp8_block", "--kvcache-quant-mode": "bfloat16", "--tp-size": "8",
+                    "--moe-tp-size": "8", "--moe-ep-size": "1", "--moe-quant-mode": "fp8_block"}
+    assert aic_error(w, {"tpot_ms": 12.8 / 2, "tokens_per_s": 1.0}) == pytest.approx(2.0)   # twice as fast
+    t = work(next(q for q in corpus if q.id == "trtllm12-h200-tp2-llama-3.3-70b-1024-1024"))
+    assert aic_error(t, {"tpot_ms": 1.0, "tokens_per_s": 2582 * 2 * 1.5}) == pytest.approx(1.5)  # per GPU x 2
+    assert aic_error(t, {"error": "no data"}) is None
