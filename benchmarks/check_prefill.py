@@ -7,9 +7,10 @@ DeepSeek-V3 at FP8 on H100 nodes, 4,096-token prompts: SGLang's large-scale expe
 deployment reports 50,302 prompt tokens/s per node for prefill alone (lm-sys blog
 2025-05-05-large-scale-ep.md; V). That deployment runs a prefill instance over 4 nodes with expert
 parallelism, attention data parallelism and DeepEP, batching many prompts per step; placer places
-the model as a pipeline of tp 8 nodes (the fewest that hold it) and prices one prompt a step, its
-chunk's FLOPs at the spec's ``prefill_compute_efficiency`` (0.5, an assumption) beside the decode
-fit's weight, expert, collective and per-layer costs (placer/simulate/prefill.py). The figure is
+the model as a pipeline of tp 8 nodes (the fewest that hold it) and prices one prompt a step with
+the calibrated per-operation model: the chunk's tokens are the GEMMs' M, each GEMM at the compute
+rate that M reaches, beside the weight, expert, collective and per-layer costs
+(placer/simulate/prefill.py, placer/simulate/cost.py: roofline_us). The figure is
 ``prompt / (busiest device's time per prompt)`` per node: the rate a replica starts prompts at
 (placer/planning/disagg.py: prefill_times).
 """

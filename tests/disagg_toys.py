@@ -10,9 +10,9 @@ MODEL = "name: pdtoy\nlayers:\n" + "".join(
 MIXED = """name: pdmixed
 device_types:
   pgpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
-         perf: {prefill_compute_efficiency: 1.0}}
+         perf: {}}
   dgpu: {kind: gpu, memory: 32 GB, memory_bandwidth: 4 TB/s, compute: 200 TFLOPS, power: 800 W,
-         perf: {prefill_compute_efficiency: 1.0}}
+         perf: {}}
 fleet:
   groups:
     - {device: pgpu, racks: 2, per_rack: 2}
@@ -24,13 +24,13 @@ fleet:
 """
 WAFERS = """name: pdwafers
 device: {kind: wafer, memory: 12 GB, memory_bandwidth: 20 PB/s, compute: 100 PFLOPS, power: 20 kW,
-         perf: {fixed_overhead_us_per_layer: 400, prefill_compute_efficiency: 1.0}}
+         perf: {fixed_overhead_us_per_layer: 400}}
 fleet: {racks: 2, per_rack: 4, intra_rack_latency_us: 2, inter_rack_latency_us: 4,
         intra_rack_bandwidth: 150 GB/s, inter_rack_bandwidth: 150 GB/s}
 """
 GPUS = """name: pdgpus
 device: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
-         perf: {prefill_compute_efficiency: 1.0}}
+         perf: {}}
 fleet: {racks: 2, per_rack: 4, intra_rack_latency_us: 2, inter_rack_latency_us: 6,
         intra_rack_bandwidth: 400 GB/s, inter_rack_bandwidth: 50 GB/s}
 """

@@ -200,6 +200,8 @@ def _print_run(mapping, res, serving, model_ref, hardware, gantt) -> None:
                f"(alone: {1e6 / res.unloaded_token_latency_us:,.1f})")
     click.echo(f"  aggregate speed       {_f(res.aggregate_tokens_per_s)} tokens/s "
                f"(pipeline bound {res.pipeline_bound_tokens_per_s:,.1f})")
+    if res.speed_error:
+        click.echo(f"  speeds                {res.speed_error}")
     click.echo(f"  inter-token latency   p50 {format_duration_us(res.itl_p50_us)}, "
                f"p99 {format_duration_us(res.itl_p99_us)}")
     if not res.decode_only:

@@ -74,11 +74,13 @@ class NodeCost:
     active_weight_bytes: int       # weights one token reads
     always_bytes: int = 0          # MoE: router + shared experts + mixer part (read every step)
     expert_bytes: int = 0          # MoE: one routed expert
+    expert_params: int = 0         # MoE: one routed expert's parameters
     num_experts: int = 0
     experts_per_token: int = 0
     kv_bytes_per_token: int = 0
     kv_elements_per_token: int = 0
     kv_window: int | None = None
+    attention_flops_per_kv: float = 2.0   # FLOPs per cached KV element read, per query token (see _attention_flops)
     state_bytes: int = 0           # per request
     state_elements: int = 0
     active_params: int = 0
@@ -102,6 +104,23 @@ class NodeCost:
         return max(0.0, self.weight_bytes_read(b) - self.always_bytes)
 
 
+def _attention_flops(layer, heads_split: int) -> float:
+    """FLOPs one query token spends per cached KV element of ``layer`` (scores and values):
+    GQA / MHA: ``2 x query heads / KV heads`` (every query head of a group reads the group's K and V);
+    MLA (absorbed, the runtimes' decode kernel): every head scores the whole latent plus its rotary
+    part and reads the latent back, ``heads x 2 (2 r + rope) / (r + rope)`` with r the latent rank,
+    ``heads`` the query heads one rank runs (divided by ``heads_split``, the tensor-parallel degree);
+    other mixers 2."""
+    d = dict(layer.mixer_dims or ())
+    if d.get("kv_lora_rank"):
+        r, rope = d["kv_lora_rank"], d.get("qk_rope_head_dim", 0)
+        heads = d["num_heads"] / max(heads_split, 1)
+        return heads * 2.0 * (2 * r + rope) / max(layer.kv_elements_per_token, r + rope)
+    if d.get("num_heads") and d.get("num_kv_heads"):
+        return 2.0 * d["num_heads"] / d["num_kv_heads"]
+    return 2.0
+
+
 def node_cost(instance: Instance, i: int) -> NodeCost:
     layer, wl = instance.nodes[i], instance.workload
     total = memory.weight_bytes(layer, wl)
@@ -120,10 +139,13 @@ def node_cost(instance: Instance, i: int) -> NodeCost:
         if 1 <= k <= layer.num_experts:
             kw = dict(num_experts=layer.num_experts, experts_per_token=k,
                       expert_bytes=memory.bits_to_bytes(layer.expert_params, wl.weight_bits),
+                      expert_params=layer.expert_params,
                       always_bytes=memory.bits_to_bytes(layer.params - routed, wl.weight_bits))
     return NodeCost(name=layer.name, weight_bytes=total, active_weight_bytes=active,
                     kv_bytes_per_token=memory.kv_bytes_per_token(layer, wl),
                     kv_elements_per_token=layer.kv_elements_per_token, kv_window=layer.kv_window,
+                    attention_flops_per_kv=_attention_flops(layer, 1 if instance.attention_dp else
+                                                            (instance.layout.tp if instance.layout else 1)),
                     state_bytes=memory.state_bytes_per_request(layer, wl),
                     state_elements=layer.state_elements_per_request + layer.conv_state_elements_per_request,
                     active_params=layer.active_params,
@@ -132,16 +154,52 @@ def node_cost(instance: Instance, i: int) -> NodeCost:
 
 @dataclass(frozen=True)
 class Terms:
-    """A segment's step time split into its parts:
-    t = fixed_us + bytes / bw + expert_bytes / expert_bw + flops / flops_rate + comm_us
-    (collectives inside the device group). ``bytes`` are the dense reads (weights, KV, state),
-    ``expert_bytes`` the routed experts' weights, read at the grouped-GEMM rate."""
+    """A step's work on a segment, by operation (see :func:`roofline_us` for its time):
+
+    * ``bytes``: dense reads (weights, KV, state), of which ``weight_bytes`` are the dense weights;
+    * ``flops``: every FLOP but the routed experts', of which ``gemm_flops`` are the dense weight
+      GEMMs' (the rest: attention over the KV read, recurrent-state updates);
+    * ``expert_bytes`` / ``expert_flops``: the routed experts' weights and grouped-GEMM FLOPs;
+    * ``tokens``: the GEMMs' M (decodes + prompt tokens in the step); ``expert_tokens``: the
+      tokens one touched expert receives on average (M x k / experts touched);
+    * ``comm_us``: the collectives inside the device group; ``fixed_us``: per-step overheads."""
 
     fixed_us: float
     bytes: float
     flops: float
     comm_us: float = 0.0
     expert_bytes: float = 0.0
+    weight_bytes: float = 0.0
+    gemm_flops: float = 0.0
+    expert_flops: float = 0.0
+    tokens: float = 0.0
+    expert_tokens: float = 0.0
+
+
+def gemm_us(flops: float, tokens: float, flops_per_us: float, half_tokens: float) -> float:
+    """A GEMM of M = ``tokens`` rows at ``flops_per_us`` x M / (M + ``half_tokens``): skinny GEMMs
+    (decode's few tokens) cannot fill the tensor cores, large ones approach the rate."""
+    if flops <= 0.0:
+        return 0.0
+    return flops / flops_per_us * ((tokens + half_tokens) / tokens if tokens > 0 else 1.0)
+
+
+def roofline_us(t: Terms, bytes_per_us: float, expert_bytes_per_us: float, flops_per_us: float,
+                half_tokens: float = 0.0) -> float:
+    """Microseconds of the work ``t``: the sum of its operations, each at the roofline of its own
+    shape (the slower of its bytes over the bandwidth and its FLOPs over the compute rate):
+
+    * dense weight GEMMs: ``max(weight_bytes / bw, gemm_us(gemm_flops, tokens))``;
+    * attention and state: ``max((bytes - weight_bytes) / bw, (flops - gemm_flops) / rate)``;
+    * routed experts (grouped GEMM over the experts touched):
+      ``max(expert_bytes / expert_bw, gemm_us(expert_flops, expert_tokens))``;
+
+    plus the fixed costs and the collectives (no overlap between operations assumed)."""
+    dense = max(t.weight_bytes / bytes_per_us, gemm_us(t.gemm_flops, t.tokens, flops_per_us, half_tokens))
+    other = max((t.bytes - t.weight_bytes) / bytes_per_us, (t.flops - t.gemm_flops) / flops_per_us)
+    experts = max(t.expert_bytes / expert_bytes_per_us,
+                  gemm_us(t.expert_flops, t.expert_tokens, flops_per_us, half_tokens))
+    return t.fixed_us + dense + other + experts + t.comm_us
 
 
 COLLECTIVES = ("all_reduce", "all_to_all")
@@ -252,11 +310,11 @@ class Segment:
     out_activation_bytes: int = 0  # per token, crossing that link
     layers: int = 0                # distinct model layers among the nodes (parts of one layer count once)
     collectives: tuple[Collective, ...] = ()   # inside the segment's device group (none for one device)
-    prefill_flops_per_us: float = float("inf")   # compute x prefill_compute_efficiency / 1e6 (prompt chunks)
     overhead_layer_request_us: float = 0.0     # per layer and per request of the batch
     overhead_moe_layer_us: float = 0.0         # per routed-expert layer
     moe_layers: int = 0            # distinct model layers among the nodes that route to experts
     expert_bytes_per_us: float = float("inf")  # memory_bandwidth x expert_bandwidth_efficiency / 1e6
+    half_tokens: float = 0.0       # perf compute_half_saturation_tokens (see gemm_us)
 
     def terms(self, contexts: Sequence[int]) -> Terms:
         """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
@@ -267,19 +325,31 @@ class Segment:
 
     @cached_property
     def _kv(self) -> dict:
-        """window -> (KV bytes per token, KV elements per token) summed over the nodes."""
+        """window -> (KV bytes per token, attention FLOPs per cached token) summed over the nodes."""
         out: dict = {}
         for c in self.costs:
             if c.kv_bytes_per_token or c.kv_elements_per_token:
                 b, e = out.get(c.kv_window, (0, 0))
-                out[c.kv_window] = (b + c.kv_bytes_per_token, e + c.kv_elements_per_token)
+                out[c.kv_window] = (b + c.kv_bytes_per_token, e + c.kv_elements_per_token * c.attention_flops_per_kv)
         return out
 
     @cached_property
-    def _per_request(self) -> tuple[float, float]:
-        """(bytes, FLOPs) every request adds whatever its context: state traffic and GEMVs."""
+    def _per_request(self) -> tuple[float, float, float, float]:
+        """(state bytes, dense GEMM FLOPs, state FLOPs, routed-expert FLOPs) every token adds
+        whatever its context."""
+        experts = float(sum(2.0 * c.experts_per_token * c.expert_params for c in self.costs))
         return (float(sum(2 * c.state_bytes for c in self.costs)),
-                float(sum(2.0 * c.active_params + 4.0 * c.state_elements for c in self.costs)))
+                float(sum(2.0 * c.active_params for c in self.costs)) - experts,
+                float(sum(4.0 * c.state_elements for c in self.costs)), experts)
+
+    def expert_tokens(self, m: float) -> float:
+        """Tokens one touched expert receives on average in a step of ``m`` tokens (M x k / touched)."""
+        best = 0.0
+        for c in self.costs:
+            if c.num_experts and c.experts_per_token and m > 0:
+                e, k = c.num_experts, c.experts_per_token
+                best = max(best, m * k / (e * (1.0 - (1.0 - k / e) ** m)))
+        return best
 
     @cached_property
     def _weights_read(self) -> dict:
@@ -300,14 +370,16 @@ class Segment:
     def terms_for(self, b: int, cached: dict) -> Terms:
         """:meth:`terms` from the micro-batch size and ``cached[window]`` = sum over its requests of
         min(KV length, window) (``window`` None: the whole length), as :func:`cached_tokens` gives."""
-        per_bytes, per_flops = self._per_request
+        per_bytes, gemm, state, expert = self._per_request
         dense, experts = self._weights(b)
         nbytes = dense + b * per_bytes
-        flops = b * per_flops
+        flops = b * (gemm + state)
         for w, (kb, ke) in self._kv.items():
             nbytes += kb * cached[w]
-            flops += 2.0 * ke * cached[w]
-        return Terms(self.fixed_us(b), nbytes, flops, sum(c.time_us(b) for c in self.collectives), experts)
+            flops += ke * cached[w]
+        return Terms(self.fixed_us(b), nbytes, flops, sum(c.time_us(b) for c in self.collectives), experts,
+                     weight_bytes=dense, gemm_flops=b * gemm, expert_flops=b * expert, tokens=float(b),
+                     expert_tokens=self.expert_tokens(b))
 
     def fixed_us(self, b: int) -> float:
         """The step's fixed costs for a micro-batch of ``b``: per stage, per layer (growing with
@@ -320,9 +392,8 @@ class Segment:
         return self.duration_us(self.terms(contexts))
 
     def duration_us(self, t: Terms) -> float:
-        """Microseconds the work ``t`` takes on this segment's device."""
-        return (t.fixed_us + t.bytes / self.bytes_per_us + t.expert_bytes / self.expert_bytes_per_us
-                + t.flops / self.flops_per_us + t.comm_us)
+        """Microseconds the work ``t`` takes on this segment's device (:func:`roofline_us`)."""
+        return roofline_us(t, self.bytes_per_us, self.expert_bytes_per_us, self.flops_per_us, self.half_tokens)
 
     def hop_time_us(self, b: int) -> float:
         """The hop after this segment for a micro-batch of ``b``: latency + serialisation."""
@@ -340,7 +411,9 @@ def cached_tokens(contexts: Sequence[int], windows) -> dict:
 def compute_flops(device_type, low_precision: bool) -> float | None:
     """Peak FLOP/s a step runs at: the device's dense 8-bit peak (``compute_fp8``) when the weights
     are 8 bits or fewer and the spec gives one (runtimes run FP8 / FP4 weights on the 8-bit or
-    narrower tensor cores; narrower-than-8-bit peaks are not modelled), its ``compute`` otherwise."""
+    narrower tensor cores). Narrower-than-8-bit peaks are not used: with B200's FP4 peak the
+    calibration's FP4 points (TensorRT-LLM, SGLang) come out 20-30% too fast, its median error
+    from 1.07x to 1.14x; the runtimes' FP4 steps reach about the 8-bit rate."""
     if low_precision and device_type.compute_fp8_flops:
         return device_type.compute_fp8_flops
     return device_type.compute_flops
@@ -392,7 +465,6 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            overhead_layer_us=t.fixed_overhead_us_per_layer,
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
                            flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
-                           prefill_flops_per_us=_rate(compute_flops(t, low_precision), t.prefill_compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
                            layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run}),
                            collectives=group_collectives(instance, d, run),
@@ -401,7 +473,8 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            moe_layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run
                                            if costs[i].num_experts}),
                            expert_bytes_per_us=_rate(t.memory_bandwidth,
-                                                     t.expert_bandwidth_efficiency or t.bandwidth_efficiency)))
+                                                     t.expert_bandwidth_efficiency or t.bandwidth_efficiency),
+                           half_tokens=t.compute_half_saturation_tokens))
     return out
 
 

@@ -57,7 +57,7 @@ import numpy as np
 import simpy
 
 from placer.problem.instance import Instance
-from placer.simulate import arguments
+from placer.simulate import arguments, error_band
 from placer.simulate.arguments import DEFAULT_ROUNDS, RunSettings, Serving, Traffic, split_options
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.simulate.cost import cached_tokens, segments_of
@@ -527,6 +527,7 @@ class Simulation:
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
             spec_k=self.spec_k, spec_accept=self.spec_accept,
             cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, traffic=self.traffic,
+            speed_error=error_band.error_band(inst, max(1, round(self.steps[1] / max(self.steps[0], 1))), int(self.dist.mean)),
             trace=self.trace)
 
 

@@ -1,17 +1,17 @@
 """Prefill in the simulator: what a chunk of a prompt adds to a step of one segment.
 
 A serving runtime with chunked prefill (vLLM V1's token budget ``max_num_batched_tokens``,
-SGLang's chunked prefill) runs the decodes of a step and the prompt chunks it admits as one
-forward pass. On a segment (:class:`placer.simulate.cost.Segment`) a chunk of ``n`` prompt tokens
-whose first ``s`` tokens are already in the KV cache adds, with the cost model's rates
-(``bytes_per_us``: bandwidth x efficiency; ``prefill_flops_per_us``: compute peak x the device
-type's ``prefill_compute_efficiency``, default 0.5 — prompt chunks are large GEMMs, unlike
-decode's, whose fitted ``compute_efficiency`` also absorbs costs the decode model does not itemise):
+SGLang's chunked prefill, TensorRT-LLM's in-flight batching) runs the decodes of a step and the
+prompt chunks it admits as one forward pass: the same GEMMs over more rows. On a segment
+(:class:`placer.simulate.cost.Segment`) a chunk of ``n`` prompt tokens whose first ``s`` tokens are
+already in the KV cache adds to the step's operations (:func:`placer.simulate.cost.roofline_us`
+prices the merged step, each GEMM at the compute rate its M = decodes + prompt tokens reaches):
 
 * FLOPs: ``2 x active params x n`` (every token through every weight), ``4 x state elements x n``
-  (recurrent-state updates), and attention over the prompt so far: ``2 x KV elements per token x
+  (recurrent-state updates), and attention over the prompt so far: ``f x KV elements per token x
   (sum_min(s + n, w) - sum_min(s, w))`` (each position reads the KV of the positions before it,
-  at most a window ``w`` of them; :func:`sum_min`);
+  at most a window ``w`` of them; :func:`sum_min`; ``f`` the FLOPs per KV element a query reads,
+  :attr:`NodeCost.attention_flops_per_kv`);
 * bytes: the weights the step's tokens touch beyond those its decodes read anyway (a dense layer's
   weights are read once per step whatever the tokens; an MoE layer's expected experts grow with the
   tokens, :meth:`NodeCost.weight_bytes_read`), the cached prefix's KV read once and the chunk's KV
@@ -19,7 +19,7 @@ decode's, whose fitted ``compute_efficiency`` also absorbs costs the decode mode
 * collectives: a device group's all-reduces and all-to-alls carry the chunk's tokens too.
 
 The step's fixed overheads (per stage and per layer) are paid once, by the decode part
-(:meth:`Segment.terms_for`), so a step's time is ``duration(decode terms) + chunk time``.
+(:meth:`Segment.terms_for`); a step's time is the roofline of the merged work (:func:`step_time_us`).
 Everything is in microseconds, bytes and FLOPs.
 """
 
@@ -60,25 +60,41 @@ def chunk_terms(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> Term
     n = sum(c.tokens for c in chunks)
     if n == 0:
         return Terms(0.0, 0.0, 0.0, 0.0)
-    nbytes = seg.weight_bytes_read(decodes + n) - seg.weight_bytes_read(decodes)
-    flops = 0.0
+    both, alone = seg.weight_bytes_read(decodes + n), seg.weight_bytes_read(decodes)
+    _state, gemm, _s, expert = seg._per_request
+    experts = seg._weights(decodes + n)[1] - seg._weights(decodes)[1]
+    weights = (both - alone) - experts
+    nbytes, flops = weights, gemm * n
     for c in seg.costs:
-        flops += (2.0 * c.active_params + 4.0 * c.state_elements) * n
+        flops += 4.0 * c.state_elements * n
         nbytes += 2.0 * c.state_bytes * len(chunks)
         if c.kv_bytes_per_token or c.kv_elements_per_token:
             w = c.kv_window
             for ch in chunks:
                 prefix = ch.start if w is None else min(ch.start, w)
                 nbytes += c.kv_bytes_per_token * (prefix + ch.tokens)
-                flops += 2.0 * c.kv_elements_per_token * (sum_min(ch.start + ch.tokens, w) - sum_min(ch.start, w))
+                flops += c.attention_flops_per_kv * c.kv_elements_per_token * (sum_min(ch.start + ch.tokens, w) - sum_min(ch.start, w))
     comm = sum(col.time_us(decodes + n) - col.time_us(decodes) for col in seg.collectives)
-    return Terms(0.0, float(nbytes), flops, comm)
+    return Terms(0.0, float(nbytes), flops, comm, experts, weight_bytes=weights, gemm_flops=gemm * n,
+                 expert_flops=expert * n, tokens=float(n), expert_tokens=seg.expert_tokens(n))
 
 
-def chunk_time_us(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> float:
-    """Microseconds ``chunks`` add to a step of ``seg`` with ``decodes`` decoding requests."""
-    t = chunk_terms(seg, chunks, decodes)
-    return t.bytes / seg.bytes_per_us + t.flops / seg.prefill_flops_per_us + t.comm_us
+def merged(seg: Segment, d: Terms, c: Terms) -> Terms:
+    """One forward pass doing the work of ``d`` and ``c`` together: the same GEMMs over the
+    tokens of both (M adds, the weights are read once)."""
+    m = d.tokens + c.tokens
+    return Terms(d.fixed_us + c.fixed_us, d.bytes + c.bytes, d.flops + c.flops, d.comm_us + c.comm_us,
+                 d.expert_bytes + c.expert_bytes, weight_bytes=d.weight_bytes + c.weight_bytes,
+                 gemm_flops=d.gemm_flops + c.gemm_flops, expert_flops=d.expert_flops + c.expert_flops,
+                 tokens=m, expert_tokens=seg.expert_tokens(m))
+
+
+def chunk_time_us(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0, cached: dict | None = None) -> float:
+    """Microseconds ``chunks`` add to a step of ``seg`` with ``decodes`` decoding requests (whose
+    KV is ``cached``; none by default): the step's time with them less its time without."""
+    cached = cached if cached is not None else {w: 0.0 for w in seg.windows()}
+    return step_time_us(seg, decodes, cached, chunks) - (seg.duration_us(seg.terms_for(decodes, cached))
+                                                         if decodes else 0.0)
 
 
 def step_terms(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> Terms:
@@ -87,15 +103,13 @@ def step_terms(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk]
     d = seg.terms_for(decodes, cached)
     if not chunks:
         return d
-    c = chunk_terms(seg, chunks, decodes)
-    return Terms(d.fixed_us, d.bytes + c.bytes, d.flops + c.flops, d.comm_us + c.comm_us)
+    return merged(seg, d, chunk_terms(seg, chunks, decodes))
 
 
 def step_time_us(seg: Segment, decodes: int, cached: dict, chunks: Sequence[Chunk] = ()) -> float:
-    """Microseconds of one forward pass of ``seg``: the decode part (:meth:`Segment.duration_us` of
-    its terms) plus the chunk part (:func:`chunk_time_us`, its FLOPs at the prefill rate)."""
-    t = seg.duration_us(seg.terms_for(decodes, cached))
-    return t + chunk_time_us(seg, chunks, decodes) if chunks else t
+    """Microseconds of one forward pass of ``seg`` (decodes and prompt chunks in the same GEMMs,
+    :meth:`Segment.duration_us` of :func:`step_terms`)."""
+    return seg.duration_us(step_terms(seg, decodes, cached, chunks))
 
 
 def prompt_time_us(segs: Sequence[Segment], prompt: int, budget: int, cached: int = 0) -> float:

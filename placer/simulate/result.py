@@ -72,6 +72,9 @@ class SimResult:
     spec_accept: float | None = None      # and the mean tokens a verify step emits (acceptance length)
     cached_prompt_tokens: int = 0         # of every prompt, the tokens found in the prefix cache (not prefilled)
     traffic: Traffic | None = None        # the requests served, resolved (:meth:`Traffic.describe` says it in a line)
+    # what the calibration says of these speeds at this batch (placer.simulate.error_band): "calibrated
+    # error ±X% for <regime> ..." or "outside the calibrated range (<why>)"
+    speed_error: str | None = None
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:

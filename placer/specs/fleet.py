@@ -70,9 +70,9 @@ class PerfSpec(StrictSpec):
     fixed_overhead_us_per_moe_layer: _NonNegFloat = 0.0
     expert_bandwidth_efficiency: _Fraction | None = None     # None: bandwidth_efficiency
     collective_latency_us: _NonNegFloat | None = None        # None: link latency per ring step
-    # prefill runs large GEMMs, not decode's skinny ones: its own efficiency against the peak (the
-    # decode fit's compute_efficiency absorbs batch-growing costs the decode model does not itemise)
-    prefill_compute_efficiency: _Fraction = 0.5
+    # the token count M at which a GEMM reaches half of compute_efficiency x peak (0: any M runs at
+    # the full rate); placer.simulate.cost prices a GEMM of M tokens at peak x eff x M / (M + this)
+    compute_half_saturation_tokens: _NonNegFloat = 0.0
 
 
 class DeviceTypeSpec(StrictSpec):
@@ -209,7 +209,7 @@ class DeviceType:
     fixed_overhead_us_per_moe_layer: float = 0.0
     expert_bandwidth_efficiency: float | None = None
     collective_latency_us: float | None = None
-    prefill_compute_efficiency: float = 0.5
+    compute_half_saturation_tokens: float = 0.0
     chip_power_w: float | None = None           # W, the device alone (the spec's power)
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
 

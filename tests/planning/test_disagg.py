@@ -25,9 +25,9 @@ ISL, OSL = 2000, 200
 ONE_FLEET = """name: pdwafergpu
 device_types:
   wafer: {kind: wafer, memory: 12 GB, memory_bandwidth: 20 PB/s, compute: 100 PFLOPS, power: 20 kW,
-          perf: {fixed_overhead_us_per_layer: 400, prefill_compute_efficiency: 1.0}}
+          perf: {fixed_overhead_us_per_layer: 400}}
   gpu: {kind: gpu, memory: 16 GB, memory_bandwidth: 2 TB/s, compute: 400 TFLOPS, power: 500 W,
-         perf: {prefill_compute_efficiency: 1.0}}
+         perf: {}}
 fleet:
   groups:
     - {device: wafer, racks: 2, per_rack: 4}

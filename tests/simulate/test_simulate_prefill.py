@@ -33,9 +33,11 @@ def tri(p: int) -> int:
 
 
 def chunk_only_us(start: int, n: int) -> float:
-    """A step of one chunk and no decode: overheads, the weights once, the prefix KV read and the
-    chunk's written, 2 FLOPs per param per token, 2 per KV element read."""
-    return 15 + (2e6 + 1000 * (start + n)) / BW + (2e6 * n + 1000 * (tri(start + n) - tri(start))) / FL
+    """A step of one chunk and no decode: overheads, then two operations each at its roofline (the
+    slower of its bytes and its FLOPs): the weights' GEMM (read once, 2 FLOPs per param per token)
+    and attention (the prefix KV read and the chunk's written, 2 FLOPs per KV element read)."""
+    return (15 + max(2e6 / BW, 2e6 * n / FL)
+            + max(1000 * (start + n) / BW, 1000 * (tri(start + n) - tri(start)) / FL))
 
 
 def test_sum_min_by_hand():
@@ -48,14 +50,15 @@ def test_ttft_of_a_prompt_of_four_chunks():
     # 400-token requests, 20 generated: a 380-token prompt in chunks of 100, 100, 100 and 80
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
     ttft = sum(chunk_only_us(s, n) for s, n in [(0, 100), (100, 100), (200, 100), (300, 80)])
-    # = 4 x 15 + (4 x 2e6 + 1000 x (100 + 200 + 300 + 380)) / BW + (2e6 x 380 + 1000 x 72,390) / FL
-    assert ttft == pytest.approx(60 + 17.96 + 1.66478, rel=1e-12)
+    # = 4 x 15 + (4 x 2e6 + 1000 x (100 + 200 + 300 + 380)) / BW: at these sizes every operation is
+    # bound by its bytes (a 100-token GEMM of 2e8 FLOPs takes 0.4 us against 4 us of weights)
+    assert ttft == pytest.approx(60 + 17.96, rel=1e-12)
     assert prompt_time_us(segments_of(inst, (0,)), 380, 100) == pytest.approx(ttft, rel=1e-12)
     res = simulate(inst, (0,), Traffic(requests=1, output_tokens=20), Serving(max_num_batched_tokens=100),
                    RunSettings(trace=True))
     assert res.ttft_p50_us == pytest.approx(ttft, rel=1e-12) and res.ttft_p99_us == pytest.approx(ttft, rel=1e-12)
     # alone, the decodes after the first token are the decode-only step times
-    decode = [15 + (2e6 + 1000 * (380 + j)) / BW + (2e6 + 1000 * (380 + j)) / FL for j in range(1, 20)]
+    decode = [15 + (2e6 + 1000 * (380 + j)) / BW for j in range(1, 20)]
     assert res.itl_p50_us == pytest.approx(float(np.percentile(decode, 50)), rel=1e-12)
     assert [iv.prefill_tokens for iv in res.trace[:5]] == [100, 100, 100, 80, 0]
 
@@ -71,9 +74,13 @@ def test_one_chunked_step_is_decode_part_plus_chunk_part():
     steps = [iv for iv in res.trace if iv.stage == 0]
     assert [(iv.batch, iv.prefill_tokens) for iv in steps[:6]] == [(0, 100), (0, 100), (0, 100), (0, 100),
                                                                    (1, 99), (1, 99)]
-    decode_part = 15 + (2e6 + 1000 * 381) / BW + (2e6 + 2 * 500 * 381) / FL
-    chunk_part = 1000 * (20 + 99) / BW + (2e6 * 99 + 1000 * (tri(119) - tri(20))) / FL   # weights: read already
-    assert chunk_part == pytest.approx(0.238 + 0.40986, rel=1e-12)
+    decode_part = 15 + max(2e6 / BW, 2e6 / FL) + max(1000 * 381 / BW, 2 * 500 * 381 / FL)
+    # one forward pass: the same GEMM over 100 tokens (the weights read once), attention over the
+    # decode's 381 cached tokens and the chunk's 20 + 99
+    step = (15 + max(2e6 / BW, 2e6 * 100 / FL)
+            + max(1000 * (381 + 20 + 99) / BW, (2 * 500 * 381 + 1000 * (tri(119) - tri(20))) / FL))
+    chunk_part = step - decode_part
+    assert chunk_part == pytest.approx(1000 * (20 + 99) / BW, rel=1e-12)     # its KV bytes: 0.238 us
     assert steps[4].end - steps[4].start == pytest.approx(decode_part + chunk_part, rel=1e-12)
     seg = segments_of(inst, (0,))[0]
     assert chunk_time_us(seg, [Chunk(20, 99)], decodes=1) == pytest.approx(chunk_part, rel=1e-12)
@@ -197,14 +204,14 @@ def test_one_speculative_step_drafts_verifies_and_accepts():
                      Serving(spec_k=3, spec_accept=2.5), RunSettings(trace=True))
     res = sim.run()
     # step 1, 380 tokens cached: verify 3 drafts = a forward of 4 positions through the target layer
-    # (the MTP layer runs only when drafting): 15 us + (2e6 weights + 1000 B x (380 read + 4 written))
-    # / BW + (2e6 x 4 + 1000 x (384 x 385 - 380 x 381) / 2) / FL
-    verify = 15 + (2e6 + 1000 * 384) / BW + (2e6 * 4 + 1000 * 1530) / FL
-    assert verify == pytest.approx(19.78706, rel=1e-12)
-    # then 3 draft passes of the MTP layer for one position, each (5 + 10) us + (1 MB + its 380 cached
-    # tokens' KV) / BW + (2 x 5e5 + 2 x 500 x 380) / FL
-    draft = 3 * (15 + (1e6 + 1000 * 380) / BW + (1e6 + 1000 * 380) / FL)
-    assert draft == pytest.approx(53.28828, rel=1e-12)
+    # (the MTP layer runs only when drafting): 15 us + the weights' GEMM max(2e6 / BW, 2e6 x 4 / FL)
+    # + attention max(1000 B x (380 read + 4 written) / BW, 1000 x (384 x 385 - 380 x 381) / 2 / FL)
+    verify = 15 + max(2e6 / BW, 2e6 * 4 / FL) + max(1000 * 384 / BW, 1000 * 1530 / FL)
+    assert verify == pytest.approx(19.768, rel=1e-12)
+    # then 3 draft passes of the MTP layer for one position, each (5 + 10) us + max(1 MB / BW, 2 x 5e5
+    # / FL) + max(its 380 cached tokens' KV / BW, 2 x 500 x 380 / FL)
+    draft = 3 * (15 + max(1e6 / BW, 1e6 / FL) + max(1000 * 380 / BW, 1000 * 380 / FL))
+    assert draft == pytest.approx(53.28, rel=1e-12)
     first, second = res.trace[0], res.trace[1]
     assert first.end - first.start == pytest.approx(verify, rel=1e-12)
     assert second.end - second.start == pytest.approx(draft, rel=1e-12) and second.start == pytest.approx(first.end)
@@ -214,8 +221,8 @@ def test_one_speculative_step_drafts_verifies_and_accepts():
     counts = [r.times.count(t) for t in sorted(set(r.times))]
     assert counts == [2, 3] * 4 and res.tokens == 20
     # step 2 starts at 382 cached tokens; its gap is shared by the 3 tokens it emits
-    verify2 = 15 + (2e6 + 1000 * 386) / BW + (2e6 * 4 + 1000 * 1538) / FL
-    draft2 = 3 * (15 + (1e6 + 1000 * 382) / BW + (1e6 + 1000 * 382) / FL)
+    verify2 = 15 + max(2e6 / BW, 2e6 * 4 / FL) + max(1000 * 386 / BW, 1000 * 1538 / FL)
+    draft2 = 3 * (15 + max(1e6 / BW, 1e6 / FL) + max(1000 * 382 / BW, 1000 * 382 / FL))
     assert r.times[2] - r.times[1] == pytest.approx(verify2 + draft2, rel=1e-12)
     gaps = [x for x in np.diff(sorted(set(r.times)))]
     assert res.itl_p99_us <= max(gaps) / 2 + 1e-9       # every step's gap shared by its 2 or 3 tokens
@@ -238,20 +245,24 @@ def test_speculation_needs_mtp_layers_and_a_possible_acceptance():
     assert res.closed_loop and res.ttft_p50_us is not None and res.tokens > 0
 
 
-def test_prompt_chunks_run_at_the_prefill_efficiency_not_the_decode_fit():
-    """The decode fit's compute_efficiency (0.1 here) prices decode FLOPs; a prompt chunk's FLOPs run
-    at prefill_compute_efficiency (0.5: 5e8 FLOP/us against 1e8), its bytes at the same bandwidth."""
+def test_a_long_chunk_is_compute_bound_at_the_rate_its_token_count_reaches():
+    """A prompt chunk rides in the step's GEMMs: M = its tokens, at compute_efficiency x peak x
+    M / (M + compute_half_saturation_tokens); a chunk of 1000 tokens through 1e6 params is 2e9
+    FLOPs, at 5e8 x 1000 / 1100 FLOP/us 4.4 us, slower than the 2 MB of weights (4 us)."""
     spec = {"name": "hand2", "device": {"memory": "10 MB", "memory_bandwidth": "1 TB/s", "compute": "1 PFLOPS",
                                         "perf": {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,
-                                                 "bandwidth_efficiency": 0.5, "compute_efficiency": 0.1,
-                                                 "prefill_compute_efficiency": 0.5}},
+                                                 "bandwidth_efficiency": 0.5, "compute_efficiency": 0.5,
+                                                 "compute_half_saturation_tokens": 100}},
             "fleet": {"racks": 1, "per_rack": 4, "intra_rack_latency_us": 2, "inter_rack_latency_us": 3}}
-    inst = make_instance(ONE, fleet_from_dict(spec), Workload(context_tokens=400))
+    inst = make_instance(ONE, fleet_from_dict(spec), Workload(context_tokens=4000))
     (seg,) = segments_of(inst, (0,))
-    assert seg.flops_per_us == pytest.approx(1e8) and seg.prefill_flops_per_us == pytest.approx(5e8)
-    # with no decode in the step the chunk reads the 2 MB of weights itself, and writes its 100 tokens' KV
-    assert chunk_time_us(seg, (Chunk(0, 100),)) == pytest.approx(
-        (2e6 + 1000 * 100) / BW + (2e6 * 100 + 1000 * tri(100)) / 5e8, rel=1e-12)
+    assert seg.flops_per_us == pytest.approx(5e8) and seg.half_tokens == 100
+    gemm = 2e6 * 1000 / 5e8 * 1100 / 1000
+    attention = max(1000 * 1000 / BW, 1000 * tri(1000) / FL)
+    assert gemm == pytest.approx(4.4) and gemm > 2e6 / BW
+    assert chunk_time_us(seg, (Chunk(0, 1000),)) == pytest.approx(15 + gemm + attention, rel=1e-12)
+    # one decode token alone: its GEMM is M = 1, 2e6 x 101 / 5e8 = 0.404 us against 4 us of weights
+    assert step_time_us(seg, 1, {None: 10.0}, ()) == pytest.approx(15 + 4 + 1000 * 10 / BW, rel=1e-12)
 
 
 def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
@@ -260,8 +271,8 @@ def test_a_cached_prefix_is_not_prefilled_but_its_kv_is_read():
     KV of the positions before it (cached ones included), by hand."""
     inst = make_instance(ONE, FLEET, Workload(context_tokens=400))
     ttft = chunk_only_us(250, 100) + chunk_only_us(350, 30)
-    # = 2 x 15 + (2 x 2e6 + 1000 x (350 + 380)) / BW + (2e6 x 130 + 1000 x (tri(380) - tri(250))) / FL
-    assert ttft == pytest.approx(30 + 9.46 + (2.6e8 + 1000 * 41_015) / 5e8, rel=1e-12)
+    # = 2 x 15 + (2 x 2e6 + 1000 x (350 + 380)) / BW (every operation bound by its bytes)
+    assert ttft == pytest.approx(30 + 9.46, rel=1e-12)
     assert prompt_time_us(segments_of(inst, (0,)), 380, 100, cached=250) == pytest.approx(ttft, rel=1e-12)
     res = simulate(inst, (0,), Traffic(requests=1, output_tokens=20, cached_prompt_tokens=250),
                    Serving(max_num_batched_tokens=100), RunSettings(trace=True))
