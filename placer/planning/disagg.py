@@ -305,6 +305,8 @@ class DisaggCandidate:
     queue_us: float
     transfer_us: float
     decode_sim: object = None
+    closed_x: int | None = None     # the closed form's prefill replicas, when the event run raised x
+    event_miss: bool = False        # the event run's median TTFT missed the target at every x that fits
 
     @property
     def ttft_us(self) -> float:
@@ -529,15 +531,21 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
     key = ((lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices))
            if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us,
                                                                -c.decode.held)))
-    chosen = min(cands, key=key) if cands else None
+    if cands:
+        from placer.planning.disagg_check import choose_confirmed
+
+        chosen, sim, note = choose_confirmed(cands, key, budget, ttft_us,
+                                             lambda c, x: _fits_pair(pf, df, c.prefill, x, c.decode, c.y))
+    else:
+        chosen, sim, note = None, None, ""
     plan = DisaggPlan(chosen, cands, pre, dec, link, nbytes, isl, osl, targets.max_ttft_ms, 1e3 / floor, rate,
                       concurrency, pf, df, same, budget)
     if chosen is not None and rate is not None:
         _settle_load(chosen, osl, targets.output_tokens)
-    plan.message = _message(plan, transfer_us, ttft_us)
+    plan.prefill_sim = sim
+    plan.message = _message(plan, transfer_us, ttft_us) + note
     if chosen is not None:
         plan.decode_solved = _decode_apart(model, df, workload, req, solver, chosen, pf is df, isl + osl)
-        plan.prefill_sim = _prefill_check(chosen, budget)
         from placer.mapping.pools import build_pooled_mapping
 
         plan.mapping = build_pooled_mapping(plan)
@@ -564,22 +572,6 @@ def _devices_used(solved: Solved) -> set[str]:
     """Ids of the fleet devices a placement uses (every member of each device group)."""
     inst = solved.instance
     return {m for d in set(solved.per_group.assignment) for m in inst.members(d)}
-
-
-def _prefill_check(c: DisaggCandidate, budget: int):
-    """One prefill replica simulated at its share of the rate (Poisson arrivals, one token each:
-    the first token is the prefill's), for the TTFT the closed form is checked against."""
-    from placer.simulate import Serving, Traffic, simulate
-
-    p = c.prefill.solved
-    share = c.rate / c.x
-    duration = max(200 / share, 50 * c.prefill.prefill_us / 1e6)
-    try:
-        return simulate(p.instance, p.per_group.assignment,
-                        Traffic(output_tokens=1, arrival_rate=share, duration_s=duration),
-                        Serving(max_num_batched_tokens=budget))
-    except InvalidSpec:
-        return None
 
 
 def _message(plan: DisaggPlan, transfer_us: float, ttft_us: float) -> str:

@@ -75,8 +75,13 @@ def _check_ratio(p, rate, ttft_ms):
     for c in p.pools.candidates:
         _check_candidate(p, c, rate, ttft_ms)
     c = p.pools.chosen
-    assert c.devices == min(k.devices for k in p.pools.candidates)
+    # fewest devices among the candidates the event run did not reject; one whose x the event run
+    # raised says so in the message, and its run meets the TTFT
+    assert c.devices == min(k.devices for k in p.pools.candidates if not k.event_miss)
     assert c.devices == c.x * c.prefill.devices + c.y * c.decode.devices == p.devices
+    if c.closed_x is not None:
+        assert c.x > c.closed_x and f"so the plan takes {c.x}" in p.pools.message
+        assert p.pools.prefill_sim.ttft_p50_us + c.transfer_us <= ttft_ms * 1e3
 
 
 def _check_candidate(p, c, rate, ttft_ms):
@@ -84,11 +89,13 @@ def _check_candidate(p, c, rate, ttft_ms):
     s, tp = c.prefill.interval_us, c.prefill.prefill_us
     # prefill: the fewest x whose M/D/1 wait rho s / (2 (1 - rho)), rho = rate s / x, fits the slack
     slack = ttft_ms * 1e3 - tp - t
-    for x in range(1, c.x):
+    closed = c.x if c.closed_x is None else c.closed_x     # the event run may raise it (tests/planning/test_disagg_check.py)
+    for x in range(1, closed):
         rho = rate / x * s / 1e6
         assert rho >= 1 or rho * s / (2 * (1 - rho)) > slack
-    rho = rate / c.x * s / 1e6
+    rho = rate / closed * s / 1e6
     assert rho * s / (2 * (1 - rho)) <= slack
+    rho = rate / c.x * s / 1e6
     assert math.isclose(c.queue_us, rho * s / (2 * (1 - rho)), rel_tol=1e-12)
     assert math.isclose(c.ttft_us, c.queue_us + tp + t, rel_tol=1e-12)
     assert c.ttft_us <= ttft_ms * 1e3
