@@ -13,7 +13,8 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
 * GQA KV heads: ``n_kv / g`` per rank, one (replicated) when ``g > n_kv``: the k and v
   projections, their biases and full-width k norms follow their heads, and so does the KV cache;
 * MLA: the latent cache is whole on every rank; the down-projections (q_a, kv_a) and their
-  norms are replicated; a DSA indexer has no rule (refused above degree 1);
+  norms are replicated, and so is a DSA indexer (``wq_b``, ``wk``, ``weights_proj``, its key
+  norm: ``ReplicatedLinear`` in vLLM's and SGLang's indexers), whose key cache is whole too;
 * linear-attention and Mamba states split by heads (Mamba-2 groups split when they divide,
   else the single group is replicated);
 * norms, routers, per-head-dim norms, sinks' heads split, the shared-expert gate replicated;
@@ -73,8 +74,6 @@ def _mixer_refusal(d: dict, g: int) -> str | None:
         if g <= nkv:
             return _need("KV heads", nkv, g)
         return None if g % nkv == 0 else f"degree {g} is not a multiple of the {nkv} KV heads"
-    if t == "mla" and d.get("index_head_dim"):
-        return "a DSA indexer has no per-rank rule"
     if t in ("mla", "kda", "lightning"):
         return _need(f"{t} heads", d["num_heads"], g)
     if t == "gated_deltanet":
@@ -105,7 +104,7 @@ def stored_formats_refusal(layers, wl, hidden: int = 0, g: int = 2, ep: bool = F
     if not wl.weights_as_stored or g == 1:
         return None
     for x in layers:
-        if not x.weight_groups or not x.mixer_dims or rank_refusal(x, hidden, g, ep) is not None:
+        if not x.weight_groups or not (x.mixer_dims or x.ffn_dims) or rank_refusal(x, hidden, g, ep) is not None:
             continue
         for name, shape, fmt in _stored_tensors(x, hidden):
             why = _cuts(fmt, shape, _tensor_shard(x, name, shape, hidden, g, ep), name.startswith("mlp.experts."))
@@ -145,9 +144,9 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
         return "sizes given as totals, not dimensions"
     if layer.params_mixer and not layer.mixer_dims or layer.params_ffn and not layer.ffn_dims:
         return "sizes given as totals, not dimensions"
-    if not layer.mixer_dims:
-        return "no token mixer dimensions"
-    why = _mixer_refusal(_mixer(layer, hidden), g)
+    if not layer.mixer_dims and not layer.ffn_dims:
+        return "neither token mixer nor FFN dimensions"
+    why = _mixer_refusal(_mixer(layer, hidden), g) if layer.mixer_dims else None
     if why is None and layer.ffn_dims:
         why = _ffn_refusal(dict(layer.ffn_dims), g, ep)
     return why
@@ -242,8 +241,8 @@ def _stored_tensors(layer: Layer, hidden: int):
     fmt = {}
     for grp in layer.weight_groups:
         fmt.update(dict.fromkeys(grp.tensors, grp.fmt))
-    tensors = mixer_tensors(_mixer(layer, hidden), hidden) + (ffn_tensors(dict(layer.ffn_dims), hidden)
-                                                              if layer.ffn_dims else [])
+    tensors = (mixer_tensors(_mixer(layer, hidden), hidden) if layer.mixer_dims else []) \
+        + (ffn_tensors(dict(layer.ffn_dims), hidden) if layer.ffn_dims else [])
     return [(x.name, x.shape, fmt[x.name]) for x in tensors if x.numel]
 
 
@@ -267,8 +266,8 @@ def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
     if layer.kind == "lm_head":
         untied = layer.params_other > hidden                   # vocabulary rows plus the final norm
         return (_ceil(layer.vocab_size, g) * hidden if untied else 0) + hidden
-    d = _mixer(layer, hidden)
-    tensors = mixer_tensors(d, hidden)
+    d = _mixer(layer, hidden) if layer.mixer_dims else {}
+    tensors = mixer_tensors(d, hidden) if d else []
     if sum(x.numel for x in tensors) != layer.params_mixer:
         raise ValueError(f"{layer.name}: its mixer count is not that of its dimensions")
     p = sum(_numel(_mixer_shard(x.name, x.shape, d, g)) for x in tensors)

@@ -18,6 +18,10 @@ Rules (``h`` hidden size, ``g`` the degree):
 * **MLA latent cache is not split**: every rank holds the whole ``kv_lora_rank + qk_rope_head_dim``
   per token (vLLM keeps the latent whole on every TP rank), so TP does not raise MLA concurrency.
   The replicated down-projections (q_a, kv_a) and their norms stay whole as well.
+* **A DSA / NSA indexer** (DeepSeek-V3.2, GLM-5) is replicated: its ``wq_b``, ``wk`` and
+  ``weights_proj`` are ``ReplicatedLinear`` and its key norm whole on every rank (vLLM's and
+  SGLang's ``Indexer`` in ``deepseek_v2.py`` / ``nsa_indexer.py``), and its key cache
+  (``index_head_dim`` per token) is whole on every rank beside the MLA latent.
 * **Linear-attention and Mamba states split by heads** (KDA, Gated DeltaNet and lightning heads,
   Mamba-1 channels, Mamba-2 heads; Mamba-2 groups split when they divide, else one per rank).
 * **Output gates** (a gated attention's ``g_proj``, KDA's full-rank gate) are column-parallel, by head.
@@ -33,8 +37,10 @@ Rules (``h`` hidden size, ``g`` the degree):
   divide by g); with ``ep`` they are spread whole across the ranks, ``ceil(E / g)`` on the
   heaviest rank (vLLM's ``--enable-expert-parallel``: the first ``E mod g`` ranks take one more).
   Shared experts are tensor-split in both cases.
+* A decoder layer with one sub-block (a Nemotron-H FFN-only or MoE-only layer, a NAS-pruned
+  layer without attention, a Mamba layer alone) splits the one it has.
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
-  has no tensors to split: it only runs at degree 1; so does a DSA indexer (no rule written yet).
+  has no tensors to split: it only runs at degree 1.
 * **Weights kept in the checkpoint's stored formats** (:mod:`placer.problem.slices`) (MXFP4 experts beside bf16 attention, NVFP4
   with bf16 exceptions, fp8 blocks, int4 groups) split tensor by tensor with the rules above, each
   rank holding its slice of the packed weights *and of their scales*: a rank's bytes are the stored
@@ -101,8 +107,6 @@ def _mixer_refusal(d: dict, g: int) -> str | None:
         if g > nkv and g % nkv:
             return f"tp {g} is not a multiple of the {nkv} KV heads (each rank must hold whole heads)"
         return None
-    if t == "mla" and d.get("index_head_dim"):
-        return "the DSA indexer has no tensor-parallel rule"
     if t in ("mla", "kda", "lightning"):
         n = d["num_heads"]
         return None if n % g == 0 else f"{n} {t} heads do not divide by tp {g}"
@@ -156,9 +160,10 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
     if layer.part is not None:
         return where + "a refined node (split mode) has no tensor-parallel rule; use --mode contiguous or free"
     fixed = (layer.weight_bytes_fixed, layer.kv_bytes_per_token_fixed, layer.state_bytes_per_request_fixed)
-    if any(x is not None for x in fixed) or not layer.mixer_dims or (layer.params_ffn and not layer.ffn_dims):
+    if any(x is not None for x in fixed) or not (layer.mixer_dims or layer.ffn_dims) \
+            or (layer.params_mixer and not layer.mixer_dims) or (layer.params_ffn and not layer.ffn_dims):
         return where + "the spec gives its size as a total, not the head and width dimensions tensor parallelism splits"
-    why = _mixer_refusal(with_inner(dict(layer.mixer_dims), hidden), tp)
+    why = _mixer_refusal(with_inner(dict(layer.mixer_dims), hidden), tp) if layer.mixer_dims else None
     if why is None and layer.ffn_dims:
         why = _ffn_refusal(dict(layer.ffn_dims), tp, ep)
     return None if why is None else where + why
@@ -187,7 +192,7 @@ def stored_refusal(model: LayerGraph, workload: Workload | None, tp: int = 2, ep
         return None
     seen: set = set()
     for layer in model.layers:
-        if not layer.weight_groups or not layer.mixer_dims:
+        if not layer.weight_groups or not (layer.mixer_dims or layer.ffn_dims):
             continue
         key = (layer.mixer_dims, layer.ffn_dims, tuple((g.format, g.tensors) for g in layer.weight_groups))
         if key in seen or refusal(layer, model.hidden_size, tp, ep) is not None:
@@ -248,6 +253,10 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
         p += kvr * nr * (dn + dv) + nr * dv * h              # kv_b column, o row
         if d.get("output_gate"):
             p += h * nr * dv                                 # g_proj: column, by head
+        ih, nih = d.get("index_head_dim") or 0, d.get("index_num_heads") or 0
+        if ih:
+            # the DSA indexer: wq_b, wk, weights_proj and the key norm (weight and bias) replicated
+            p += (qlr or h) * nih * ih + h * ih + 2 * ih + h * nih
         return p
     if t == "kda":
         nr, dh, k = d["num_heads"] // g, d["head_dim"], d.get("conv_kernel", 4)
@@ -346,7 +355,7 @@ def params_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> int
         head = layer.params_other - hidden                   # 0 when tied to the embedding
         rows = _ceil(layer.vocab_size, tp) * hidden if head else 0
         return rows + hidden                                 # the final norm: replicated
-    p = _mixer_params(with_inner(dict(layer.mixer_dims), hidden), hidden, tp)
+    p = _mixer_params(with_inner(dict(layer.mixer_dims), hidden), hidden, tp) if layer.mixer_dims else 0
     if layer.ffn_dims:
         p += _ffn_params(dict(layer.ffn_dims), hidden, tp, ep)
     return p + layer.params_other                            # the layer's norms: replicated
