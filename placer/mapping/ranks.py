@@ -24,6 +24,9 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
   latent MoE's down and up projections and its norm are replicated (vLLM's ``nemotron_h``
   ``ReplicatedLinear`` latent projections), its experts split as any.
 
+A layer known by its tensors' names and shapes (a meta-device import) splits each tensor by its
+name (:mod:`placer.mapping.named_ranks`).
+
 A degree that some split dimension does not divide is refused with the reason; so is a layer
 given as totals (no tensors to split) and a refined node. Weights kept in a checkpoint's stored
 formats are sliced with the same tensor rules, and a rank holds the stored bytes of its slices
@@ -34,6 +37,7 @@ group or block scales, per-tensor scales whole); a slice that cuts through a sca
 
 from __future__ import annotations
 
+from placer.mapping.named_ranks import named_rank_kv_elements, named_rank_params, named_rank_refusal
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
 from placer.specs.layers import ffn_tensors, mixer_tensors
 from placer.specs.model import Layer
@@ -135,6 +139,8 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
     """Why ``layer`` cannot run on a group of ``g`` devices, or None."""
     if g == 1:
         return None
+    if layer.tensors and layer.part is None and layer.weight_bytes_fixed is None:
+        return named_rank_refusal(layer, g, ep)             # a layer known by its tensors' names
     if layer.kind in ("embedding", "lm_head"):
         return None if layer.vocab_size and layer.weight_bytes_fixed is None else "no vocabulary size to split"
     if layer.part is not None:
@@ -261,6 +267,8 @@ def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
     why = rank_refusal(layer, hidden, g, ep)
     if why is not None:
         raise ValueError(f"{layer.name}: {why}")
+    if layer.tensors:
+        return named_rank_params(layer, g, ep)
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, g) * hidden
     if layer.kind == "lm_head":
@@ -304,6 +312,8 @@ def rank_kv_elements(layer: Layer, hidden: int, g: int) -> int:
     """KV-cache elements per token one rank holds (the MLA latent whole)."""
     if g == 1 or not layer.kv_elements_per_token:
         return layer.kv_elements_per_token
+    if layer.tensors:
+        return named_rank_kv_elements(layer, g)
     d = _mixer(layer, hidden)
     if d["type"] == "mla":
         return layer.kv_elements_per_token

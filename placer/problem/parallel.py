@@ -39,6 +39,9 @@ Rules (``h`` hidden size, ``g`` the degree):
   Shared experts are tensor-split in both cases.
 * A decoder layer with one sub-block (a Nemotron-H FFN-only or MoE-only layer, a NAS-pruned
   layer without attention, a Mamba layer alone) splits the one it has.
+* **A layer known by its tensors' names and shapes** (a meta-device import of a family the
+  interpreter does not list) splits each tensor by the role its name tells
+  (:mod:`placer.problem.named_shards`).
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
   has no tensors to split: it only runs at degree 1.
 * **Weights kept in the checkpoint's stored formats** (:mod:`placer.problem.slices`) (MXFP4 experts beside bf16 attention, NVFP4
@@ -58,6 +61,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
+from placer.problem.named_shards import named_kv_elements, named_params, named_refusal
 from placer.problem.slices import (
     cut_hint,
     kv_heads_per_rank,
@@ -150,6 +154,9 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
     if tp == 1:
         return None
     where = f"{layer.name}: "
+    if layer.tensors and layer.part is None and layer.weight_bytes_fixed is None:
+        why = named_refusal(layer, tp, ep)                   # a layer known by its tensors' names
+        return None if why is None else where + why
     if layer.kind in ("embedding", "lm_head"):
         if layer.weight_bytes_fixed is not None or not layer.vocab_size:
             return where + "the spec gives no vocabulary size to split"
@@ -174,7 +181,7 @@ def model_refusal(model: LayerGraph, tp: int, ep: bool = False) -> str | None:
     seen: set = set()
     for layer in model.layers:
         key = (layer.kind, layer.mixer_dims, layer.ffn_dims, layer.vocab_size, layer.part,
-               layer.weight_bytes_fixed is None, bool(layer.params_ffn))
+               layer.weight_bytes_fixed is None, bool(layer.params_ffn), layer.tensors, layer.heads)
         if key in seen:
             continue
         seen.add(key)
@@ -349,6 +356,8 @@ def params_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> int
     why = refusal(layer, hidden, tp, ep)
     if why is not None:
         raise ValueError(why)
+    if layer.tensors:
+        return named_params(layer, tp, ep)
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, tp) * hidden
     if layer.kind == "lm_head":
@@ -367,6 +376,8 @@ def kv_elements_per_rank(layer: Layer, hidden: int, tp: int) -> int:
     latent whole."""
     if tp == 1 or not layer.kv_elements_per_token:
         return layer.kv_elements_per_token
+    if layer.tensors:
+        return named_kv_elements(layer, tp)
     d = dict(layer.mixer_dims)
     if d["type"] == "mla":
         return layer.kv_elements_per_token
