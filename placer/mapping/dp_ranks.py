@@ -25,6 +25,7 @@ A refined node, an MoE layer given as totals and a model without MoE layers have
 
 from __future__ import annotations
 
+from placer.mapping.named_ranks import named_dp_params
 from placer.problem.memory import bits_to_bytes, weight_bytes
 from placer.specs.layers import ffn_tensors
 from placer.specs.model import Layer
@@ -40,6 +41,9 @@ def _ceil(a: int, b: int) -> int:
 
 def _moe(layer: Layer) -> dict | None:
     d = dict(layer.ffn_dims) if layer.ffn_dims else None
+    if d is None and layer.ffn == "moe" and layer.tensors and layer.weight_bytes_fixed is None \
+            and named_dp_params(layer, 2) is not None:
+        return {"type": "moe", "tensors": True}          # stacked experts known by their names
     return d if d is not None and d.get("type") == "moe" else None
 
 
@@ -63,6 +67,8 @@ def dp_rank_params(layer: Layer, hidden: int, g: int) -> int:
     d = _moe(layer)
     if g == 1 or d is None:
         return layer.params
+    if d.get("tensors"):
+        return named_dp_params(layer, g)
     tensors = ffn_tensors(d, hidden)
     if sum(x.numel for x in tensors) != layer.params_ffn:
         raise ValueError(f"{layer.name}: its FFN count is not that of its dimensions")

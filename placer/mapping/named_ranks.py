@@ -26,7 +26,7 @@ import re
 
 from placer.specs.model import Layer
 
-__all__ = ["named_rank_refusal", "named_rank_params", "named_rank_kv_elements"]
+__all__ = ["named_rank_refusal", "named_rank_params", "named_rank_kv_elements", "named_dp_params"]
 
 
 def _whole(shape, g, ep, kv):
@@ -129,3 +129,20 @@ def named_rank_kv_elements(layer: Layer, g: int) -> int:
         return layer.kv_elements_per_token
     nkv = layer.heads[1]
     return layer.kv_elements_per_token * (nkv // g if g <= nkv else 1) // nkv
+
+
+_EXPERT_RULES = tuple(r for r in _RULES if r[1] == 3)
+
+
+def named_dp_params(layer: Layer, g: int) -> int | None:
+    """Under attention data parallelism: every tensor whole but the stacked routed experts, of which
+    ``ceil(E / g)``; None when the layer has no stacked experts."""
+    total, found = 0, False
+    for name, shape in layer.tensors:
+        n = 1
+        hit = len(shape) == 3 and "shared_experts" not in name and any(p.search(name) for p, _, _ in _EXPERT_RULES)
+        for x in ((-(-shape[0] // g),) + tuple(shape[1:]) if hit else shape):
+            n *= x
+        total += n
+        found |= hit
+    return total if found else None

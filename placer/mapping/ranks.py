@@ -363,15 +363,18 @@ def rank_state_bytes_per_request(layer: Layer, hidden: int, wl, g: int) -> int:
 
 def collective_link_latencies(layer: Layer, g: int, ep: bool = False) -> int:
     """Link latencies ``layer``'s collectives take per decode step on a group of ``g``: a ring
-    all-reduce is ``2 (g - 1)`` steps, a pairwise all-to-all ``g - 1``; a decoder layer runs two
-    all-reduces (attention out, FFN down), or under EP an MoE layer one all-reduce and a dispatch
-    and a combine all-to-all; the embedding one all-reduce; other nodes none."""
+    all-reduce is ``2 (g - 1)`` steps, a pairwise all-to-all ``g - 1``; a decoder layer runs an
+    all-reduce after each of its sub-blocks (attention out, FFN down; both when the spec gives no
+    dimensions), or under EP an MoE layer swaps the FFN's for a dispatch and a combine all-to-all;
+    the embedding one all-reduce; other nodes none."""
     if g < 2:
         return 0
     if layer.kind == "embedding":
         return 2 * (g - 1)
     if layer.index is None:
         return 0
-    if ep and layer.ffn == "moe" and layer.ffn_dims:
-        return 2 * (g - 1) + 2 * (g - 1)
-    return 4 * (g - 1)
+    known = [d for d in (layer.mixer_dims, layer.ffn_dims) if d]
+    reduces = len(known) if known else 2
+    if ep and layer.ffn == "moe" and (layer.ffn_dims or layer.tensors):
+        return 2 * (reduces - 1) * (g - 1) + 2 * (g - 1)
+    return 2 * reduces * (g - 1)

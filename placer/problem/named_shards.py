@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from placer.specs.model import Layer
 
-__all__ = ["named_refusal", "named_shapes", "named_params", "named_kv_elements"]
+__all__ = ["named_refusal", "named_shapes", "named_params", "named_kv_elements", "stacked_experts"]
 
 _VOCAB = ("embed_tokens", "lm_head")
 _COLUMN = ("q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "q_b_proj", "kv_b_proj", "wq_b", "wkv_b",
@@ -111,7 +111,10 @@ def _heads_refusal(layer: Layer, g: int) -> str | None:
         return None
     nq, nkv = layer.heads
     if nq % g:
-        return f"{nq} attention heads do not divide by tp {g}"
+        d = 1
+        while d * 2 < g and nq % (d * 2) == 0:
+            d *= 2
+        return f"{nq} attention heads do not divide by tp {g} (--tp {d} divides them)"
     if g <= nkv and nkv % g:
         return f"{nkv} KV heads do not divide by tp {g}"
     if g > nkv and g % nkv:
@@ -140,13 +143,7 @@ def named_shapes(layer: Layer, g: int, ep: bool = False) -> list[tuple[str, tupl
 
 def named_params(layer: Layer, g: int, ep: bool = False) -> int:
     """Parameters the heaviest rank holds of a layer known by its tensors."""
-    total = 0
-    for _, _, part in named_shapes(layer, g, ep):
-        n = 1
-        for x in part:
-            n *= x
-        total += n
-    return total
+    return sum(named_numel(part) for _, _, part in named_shapes(layer, g, ep))
 
 
 def named_kv_elements(layer: Layer, g: int) -> int:
@@ -155,3 +152,23 @@ def named_kv_elements(layer: Layer, g: int) -> int:
         return layer.kv_elements_per_token
     held, nkv = _kv_held(layer, g)
     return layer.kv_elements_per_token // nkv * held
+
+
+def stacked_experts(layer: Layer) -> tuple[int, int] | None:
+    """(routed experts, parameters of one) of a layer known by its tensors, from its stacked expert
+    tensors ``(E, out, in)``; None when it has none."""
+    count, one = 0, 0
+    for name, shape in layer.tensors:
+        if _role(name, len(shape))[0] == "experts":
+            if count and shape[0] != count:
+                return None
+            count = shape[0]
+            one += named_numel(shape[1:])
+    return (count, one) if count else None
+
+
+def named_numel(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n

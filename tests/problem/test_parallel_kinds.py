@@ -122,3 +122,46 @@ def test_meta_import_deepseek_v4_at_tp8():
     hc = 2 * (24 * 16384 + 24 + 3)
     assert _both(x, h, 8) == attention + moe + 2 * h + hc
     assert P.kv_elements_per_rank(x, h, 8) == x.kv_elements_per_token
+
+
+@needs_meta
+def test_meta_import_under_expert_and_attention_data_parallelism():
+    """DeepSeek-V4-Flash's stacked experts (256) spread whole: under attention data parallelism a
+    rank holds its layer whole but 32 of the experts (the solver's rule and the validator's); under
+    --ep 8 the same 32 experts and the attention split as at tp 8."""
+    from placer.mapping.dp_ranks import dp_rank_params
+    from placer.problem.reductions.attention_dp import dp_params_per_rank
+
+    m = load_model(CORPUS / "deepseek-ai--DeepSeek-V4-Flash.json", text_only=True)
+    x, h = _layer(m, "layers.0"), 4096
+    assert x.ffn == "moe"
+    experts = 256 * (4096 * h + h * 2048)
+    whole = x.params - experts + 32 * (4096 * h + h * 2048)
+    assert dp_params_per_rank(x, h, 8) == dp_rank_params(x, h, 8) == whole
+    assert _both(x, h, 8, ep=True) == _both(x, h, 8)               # 32 whole experts = 1/8 of each of 256
+
+
+def test_nemotron_h_plan_validates_and_exports_its_pattern():
+    """Nemotron-3-Super (FP8, Mamba-2 / MoE / attention layers, each a sub-block alone) at tp 4:
+    the plan validates, each layer's one all-reduce is counted, and the exports run it at TP 4
+    (Megatron's hybrid pattern is the checkpoint's own)."""
+    import json
+
+    from placer.export import ExportOptions, export_mapping
+    from placer.mapping.validate import validate_mapping
+    from placer.planning import Placement, Requirements, SolverSettings, plan
+    from placer.specs.fleet import load_fleet
+
+    path = CORPUS / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json"
+    m, fleet = load_model(path), load_fleet("b200")
+    p = plan(m, fleet, workload_for(m, context="32k", concurrency=8),
+             Requirements(placement=Placement(degrees=(4,))), SolverSettings(method="dp"))
+    assert p.feasible and p.solved.instance.tp == 4
+    assert validate_mapping(p.mapping, model=m, fleet=fleet) == []
+    link = min(lat for _, _, lat, _ in fleet.links)
+    assert p.mapping["summary"]["group_latency_us"] == pytest.approx((88 + 1) * 2 * 3 * link)
+    vllm = export_mapping(p.mapping, "vllm", model=m, fleet=fleet, options=ExportOptions())
+    assert "--tensor-parallel-size 4" in vllm.text
+    pattern = json.loads(path.read_text())["hybrid_override_pattern"]
+    megatron = export_mapping(p.mapping, "megatron", model=m, fleet=fleet, options=ExportOptions())
+    assert f"--hybrid-override-pattern '{pattern}'" in megatron.text

@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, weight_bytes
+from placer.problem.named_shards import stacked_experts
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.model import Layer, LayerGraph
 from placer.specs.workload import Workload
@@ -66,7 +67,12 @@ def _ceil(a: int, b: int) -> int:
 
 
 def _routed(layer: Layer, hidden: int) -> tuple[int, int, int] | None:
-    """(experts, parameters of one routed expert, experts per token) of an MoE layer, else None."""
+    """(experts, parameters of one routed expert, experts per token) of an MoE layer, else None; a
+    layer known by its tensors (whose spec gives no experts per token) counts every expert of the
+    rank as active, as its own spec does at degree 1."""
+    if layer.ffn == "moe" and layer.tensors and layer.weight_bytes_fixed is None:
+        found = stacked_experts(layer)
+        return None if found is None else (found[0], found[1], found[0])
     if layer.ffn != "moe" or not layer.ffn_dims:
         return None
     d = dict(layer.ffn_dims)
@@ -87,7 +93,7 @@ def dp_refusal(layer: Layer, hidden: int, g: int) -> str | None:
     where = f"{layer.name}: "
     if layer.part is not None:
         return where + "a refined node (split mode) has no attention-data-parallel rule"
-    if layer.ffn == "moe" and (layer.weight_bytes_fixed is not None or not layer.ffn_dims):
+    if layer.ffn == "moe" and _routed(layer, hidden) is None:
         return where + "the spec gives the MoE layer's size as a total, not the experts data parallelism spreads"
     return None
 

@@ -157,6 +157,8 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
         heads = _heads(layers[i])
         if heads:
             e["heads"] = list(heads)
+        if any(len(shape) == 3 and "experts" in name.split(".") for name, shape in e["tensors"].items()):
+            e["ffn"] = "moe"                # routed experts, stacked (E, out, in)
         if kv_el:
             e["kv_elements_per_token"] = kv_el
         if window:
