@@ -19,6 +19,7 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
   else the single group is replicated);
 * norms, routers, per-head-dim norms, sinks' heads split, the shared-expert gate replicated;
 * embedding and LM head: ``ceil(V / g)`` vocabulary rows per rank, the final norm whole;
+* a vision / audio tower: whole on every rank (a data-parallel encoder, as the exports launch it);
 * routed experts: tensor-split (each expert's width ``1/g``, a down bias whole) or, with
   ``ep``, ``ceil(E / g)`` whole experts on the heaviest rank; shared experts split ``1/g``; a
   latent MoE's down and up projections and its norm are replicated (vLLM's ``nemotron_h``
@@ -141,6 +142,8 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
         return None
     if layer.tensors and layer.part is None and layer.weight_bytes_fixed is None:
         return named_rank_refusal(layer, g, ep)             # a layer known by its tensors' names
+    if layer.kind == "vision":
+        return None                                          # a whole copy a rank: the data-parallel encoder
     if layer.kind in ("embedding", "lm_head"):
         return None if layer.vocab_size and layer.weight_bytes_fixed is None else "no vocabulary size to split"
     if layer.part is not None:
@@ -269,6 +272,8 @@ def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
         raise ValueError(f"{layer.name}: {why}")
     if layer.tensors:
         return named_rank_params(layer, g, ep)
+    if layer.kind == "vision":
+        return layer.params
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, g) * hidden
     if layer.kind == "lm_head":
@@ -336,7 +341,7 @@ def rank_state_elements(layer: Layer, hidden: int, g: int) -> tuple[int, int]:
 
 
 def rank_weight_bytes(layer: Layer, hidden: int, wl, g: int, ep: bool = False) -> int:
-    if g == 1:
+    if g == 1 or layer.kind == "vision":                     # a tower: a whole copy on each rank
         return weight_bytes(layer, wl)
     if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
         return rank_stored_weight_bytes(layer, hidden, g, ep)

@@ -37,6 +37,11 @@ Rules (``h`` hidden size, ``g`` the degree):
   divide by g); with ``ep`` they are spread whole across the ranks, ``ceil(E / g)`` on the
   heaviest rank (vLLM's ``--enable-expert-parallel``: the first ``E mod g`` ranks take one more).
   Shared experts are tensor-split in both cases.
+* **A vision / audio tower** (known by its parameter count) is whole on every rank of its group:
+  each rank encodes its share of the images with its own copy, vLLM's ``--mm-encoder-tp-mode data``
+  and SGLang's ``--mm-enable-dp-encoder``, which the exports set; by default the runtimes shard the
+  encoders they know by heads, fewer bytes than planned, so a plan fits either way. ``--text-only``
+  drops the tower.
 * A decoder layer with one sub-block (a Nemotron-H FFN-only or MoE-only layer, a NAS-pruned
   layer without attention, a Mamba layer alone) splits the one it has.
 * **A layer known by its tensors' names and shapes** (a meta-device import of a family the
@@ -170,8 +175,7 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
             return where + "the spec gives no vocabulary size to split"
         return None
     if layer.kind == "vision":
-        return where + ("a vision/audio tower has no tensor-parallel rule (the spec gives its size as a total); "
-                        "--text-only drops it and plans the text model alone")
+        return None                                          # replicated on every rank: see params_per_rank
     if layer.part is not None:
         return where + "a refined node (split mode) has no tensor-parallel rule; use --mode contiguous or free"
     fixed = (layer.weight_bytes_fixed, layer.kv_bytes_per_token_fixed, layer.state_bytes_per_request_fixed)
@@ -366,6 +370,8 @@ def params_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> int
         raise ValueError(why)
     if layer.tensors:
         return named_params(layer, tp, ep)
+    if layer.kind == "vision":
+        return layer.params                                  # the tower whole on every rank (data-parallel encoder)
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, tp) * hidden
     if layer.kind == "lm_head":
@@ -422,8 +428,9 @@ def state_elements_per_rank(layer: Layer, hidden: int, tp: int) -> tuple[int, in
 # ----------------------------------------------------------------------------- bytes
 def weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, tp: int, ep: bool = False) -> int:
     """Weight bytes of the heaviest rank: its slices in their stored formats (scales included) when
-    the layer keeps them and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (plus group scales)."""
-    if tp == 1:
+    the layer keeps them and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (plus group scales).
+    A vision / audio tower is whole on every rank."""
+    if tp == 1 or layer.kind == "vision":
         return weight_bytes(layer, wl)
     if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
         why = refusal(layer, hidden, tp, ep)
