@@ -45,7 +45,7 @@ def test_dsa_indexer_replicated_at_tp8():
 def test_mamba2_and_ffn_only_layers_at_tp2():
     """Nemotron-3-Nano (published vLLM recipes serve it at TP 2): a Mamba-2 mixer alone (64 heads of
     64, 8 groups of state 128, conv 4) and an MoE layer with no mixer (128 ungated experts of 1856,
-    one shared of 3712), as vLLM's MambaMixer2 and fused MoE shard them."""
+    one shared of 3712; the router whole), as vLLM's MambaMixer2 and fused MoE shard them."""
     m = load_model(CORPUS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json")
     h = 2688
     mamba, moe = _layer(m, "layers.0"), _layer(m, "layers.1")
@@ -53,7 +53,7 @@ def test_mamba2_and_ffn_only_layers_at_tp2():
     in_proj = h * (2 * 2048 + 2 * 4 * 128 + 32)                   # x, z, B, C and 32 dt heads
     assert _both(mamba, h, 2) == in_proj + conv * 4 + conv + 3 * 32 + 2048 + 2048 * h + h
     assert P.state_elements_per_rank(mamba, h, 2) == V.rank_state_elements(mamba, h, 2) == (32 * 64 * 128, conv * 3)
-    assert _both(moe, h, 2) == 128 * h + 128 * 2 * h * 928 + 2 * h * 1856 + h
+    assert _both(moe, h, 2) == 128 * h + 128 * 2 * h * 928 + 2 * h * 1856 + h       # the router whole
     assert P.model_refusal(m, 2) is None
 
 
