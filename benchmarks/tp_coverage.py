@@ -9,8 +9,8 @@ Each config is read as ``placer solve <config> -H b200 --tp 8 --text-only --cont
 refused, with experts spread whole (``--ep``), as the issue measures. A solve uses the exact chain
 DP (contiguous mode), which places exactly what CP-SAT's first level places. Each row: the config,
 how it planned (``tp8``, ``tp8 ep``, ``tp8 attention-dp``) with the devices, or the reason it did
-not; and the degrees of 1, 2, 4, 8 the model's layers allow (the degrees a user gets without
-``--tp``, experts spread whole where only that allows them). Meta-device imports need the
+not; and the degrees of 1, 2, 4, 8 the model allows, its stored formats included (the degrees a
+user gets without ``--tp``; ``8e``: with experts spread whole, ``--ep``). Meta-device imports need the
 ``hf`` extra (transformers and torch); without it they are counted as import refusals.
 """
 
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     paths = [Path(p) for p in args.configs] or configs()
     fleet = load_fleet("b200")
-    planned = 0
+    planned, split = 0, 0
     print(f"{'config':<58} {'degrees':<10} tp 8")
     for path in paths:
         name = f"{path.parent.name}/{path.stem}"
@@ -102,8 +102,11 @@ def main(argv=None) -> int:
         else:
             ok, what = plan_tp8(model, fleet, wl)
         planned += ok
-        print(f"{name:<58} {degrees(model, wl):<10} {what[:200]}", flush=True)
-    print(f"{planned} of {len(paths)} configs plan at tp 8 on b200 ({'degree check' if args.degrees_only else 'solved'})")
+        allowed = degrees(model, wl)
+        split += allowed not in ("1", "-")
+        print(f"{name:<58} {allowed:<10} {what[:200]}", flush=True)
+    print(f"{planned} of {len(paths)} configs plan at tp 8 on b200 ({'degree check' if args.degrees_only else 'solved'}); "
+          f"{split} of {len(paths)} run at some tp > 1")
     return 0
 
 
