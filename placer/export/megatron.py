@@ -131,6 +131,8 @@ def parse_layout(text: str, pp_size: int, num_layers: int) -> list[int]:
 def _layer_symbols(kind: str, mixer: str | None, ffn: str | None, release: MegatronRelease, force: bool) -> str:
     # an explicit-form attention layer names no mixer: standard attention
     sym = "*" if kind == "attention" and mixer is None else release.mixer_symbols.get(mixer or "")
+    if kind == "ffn" and mixer is None and ffn in _FFN_SYMBOL:
+        sym = ""                                   # a layer of an FFN alone (Nemotron-H's - and E)
     if sym is None and mixer == "mamba" and force:
         sym = "M"
     if sym is None:

@@ -52,6 +52,8 @@ def export_sglang(view: MappingView, graph: LayerGraph, source: str = "<mapping>
         argv += ["--tp-size", str(launch.tp)]
     if launch.ep > 1:
         argv += ["--ep-size", str(launch.ep)]
+    if launch.tp > 1 and any(x.kind == "vision" for x in graph.layers):
+        argv += ["--mm-enable-dp-encoder"]                  # the tower whole on every rank, as planned
     if view.parallel.attention_dp:
         argv += ["--attn-dp-size", str(launch.tp), "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
     expert_argv, expert_warnings = sglang_expert_flags(view, graph, launch.ep)

@@ -75,7 +75,8 @@ def runtime_stages(view: MappingView, graph: LayerGraph, runtime: str,
     mixer_of: dict[int, str | None] = {}
     for x in graph.layers:
         if x.index is not None:
-            if x.kind != "ffn":                  # a block-refined layer's FFN nodes carry kind "ffn"
+            # a block-refined layer's FFN nodes carry kind "ffn"; a whole FFN-only layer (Nemotron-H) too
+            if x.kind != "ffn" or x.part is None:
                 kind_of.setdefault(x.index, x.kind)
                 mixer_of.setdefault(x.index, x.mixer)
             if x.ffn is not None:

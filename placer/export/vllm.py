@@ -211,6 +211,8 @@ def export_vllm(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
             argv += ["--tensor-parallel-size", str(tp)]
         if launch.ep > 1:
             argv += ["--enable-expert-parallel"]
+        if tp > 1 and any(x.kind == "vision" for x in graph.layers):
+            argv += ["--mm-encoder-tp-mode", "data"]       # the tower whole on every rank, as planned
     argv += vllm_expert_flags(view)
     argv += ["--max-num-seqs", str(seqs), "--max-model-len", str(limits.context_tokens)]
     utilization = memory_utilization(view)

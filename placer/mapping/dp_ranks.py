@@ -17,16 +17,20 @@ rules, written here apart from the solver's (:mod:`placer.problem.reductions.att
 * per decode step only an MoE layer communicates: a dispatch and a combine all-to-all, ``g - 1``
   link latencies each (:func:`dp_collective_link_latencies`).
 
-A refined node, an MoE layer given as totals, a model without MoE layers and weights kept in a
-checkpoint's stored formats have no rule
+* weights kept in a checkpoint's stored formats: each tensor at its stored bytes, scales included,
+  the routed experts' with ``ceil(E / g)`` experts (each its own stored tensor).
+
+A refined node, an MoE layer given as totals and a model without MoE layers have no rule
 (:func:`dp_rank_refusal`).
 """
 
 from __future__ import annotations
 
+from placer.mapping.named_ranks import named_dp_params
 from placer.problem.memory import bits_to_bytes, weight_bytes
 from placer.specs.layers import ffn_tensors
 from placer.specs.model import Layer
+from placer.specs.precision import tensor_bytes
 
 __all__ = ["dp_rank_refusal", "dp_rank_params", "dp_rank_weight_bytes", "rank_requests", "group_holds",
            "dp_collective_link_latencies"]
@@ -38,6 +42,9 @@ def _ceil(a: int, b: int) -> int:
 
 def _moe(layer: Layer) -> dict | None:
     d = dict(layer.ffn_dims) if layer.ffn_dims else None
+    if d is None and layer.ffn == "moe" and layer.tensors and layer.weight_bytes_fixed is None \
+            and named_dp_params(layer, 2) is not None:
+        return {"type": "moe", "tensors": True}          # stacked experts known by their names
     return d if d is not None and d.get("type") == "moe" else None
 
 
@@ -46,8 +53,6 @@ def dp_rank_refusal(layers, g: int, wl=None) -> str | None:
     ``wl``, or None."""
     if g == 1:
         return None
-    if wl is not None and wl.weights_as_stored and any(x.weight_groups for x in layers):
-        return "weights kept in the checkpoint's stored formats have no attention-data-parallel rule"
     if not any(_moe(x) for x in layers):
         return "attention data parallelism spreads experts, and the model has no MoE layer"
     for x in layers:
@@ -63,6 +68,8 @@ def dp_rank_params(layer: Layer, hidden: int, g: int) -> int:
     d = _moe(layer)
     if g == 1 or d is None:
         return layer.params
+    if d.get("tensors"):
+        return named_dp_params(layer, g)
     tensors = ffn_tensors(d, hidden)
     if sum(x.numel for x in tensors) != layer.params_ffn:
         raise ValueError(f"{layer.name}: its FFN count is not that of its dimensions")
@@ -72,14 +79,34 @@ def dp_rank_params(layer: Layer, hidden: int, g: int) -> int:
 
 
 def dp_rank_weight_bytes(layer: Layer, hidden: int, wl, g: int) -> int:
-    """Weight bytes of the heaviest rank (a layer without routed experts: the whole layer)."""
-    if g == 1 or _moe(layer) is None:
+    """Weight bytes of the heaviest rank (a layer without routed experts: the whole layer); in the
+    checkpoint's stored formats, every tensor at its stored bytes (:func:`tensor_bytes` of its
+    whole shape), the routed experts' stacked tensors with ``ceil(E / g)`` experts."""
+    d = _moe(layer)
+    if g == 1 or d is None:
         return weight_bytes(layer, wl)
+    if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
+        return _stored_bytes(layer, d, hidden, g)
     p = dp_rank_params(layer, hidden, g)
     b = bits_to_bytes(p, wl.weight_bits)
     if wl.weight_group_size > 0:
         b += bits_to_bytes(_ceil(p, wl.weight_group_size), wl.weight_scale_bits)
     return b
+
+
+def _stored_bytes(layer: Layer, d: dict, hidden: int, g: int) -> int:
+    fmt = {name: grp.fmt for grp in layer.weight_groups for name in grp.tensors}
+    e = d["num_experts"]
+    total = 0
+    for x in ffn_tensors(d, hidden):
+        if x.name in fmt and x.numel:
+            shape = ((_ceil(e, g),) + x.shape[1:]) if x.name.startswith("mlp.experts.") else x.shape
+            total += tensor_bytes(shape, fmt[x.name], stacked=x.role == "experts")
+    # the mixer's tensors, the norms and what a spec gives only by its count: whole, as stored
+    return total + sum(grp.bytes for grp in layer.weight_groups if grp.role not in _FFN_ROLES)
+
+
+_FFN_ROLES = ("dense", "experts", "shared", "router", "latent")
 
 
 def rank_requests(live: int, g: int) -> int:

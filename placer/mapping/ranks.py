@@ -13,16 +13,21 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
 * GQA KV heads: ``n_kv / g`` per rank, one (replicated) when ``g > n_kv``: the k and v
   projections, their biases and full-width k norms follow their heads, and so does the KV cache;
 * MLA: the latent cache is whole on every rank; the down-projections (q_a, kv_a) and their
-  norms are replicated; a DSA indexer has no rule (refused above degree 1);
+  norms are replicated, and so is a DSA indexer (``wq_b``, ``wk``, ``weights_proj``, its key
+  norm: ``ReplicatedLinear`` in vLLM's and SGLang's indexers), whose key cache is whole too;
 * linear-attention and Mamba states split by heads (Mamba-2 groups split when they divide,
   else the single group is replicated);
 * norms, routers, per-head-dim norms, sinks' heads split, the shared-expert gate replicated;
 * embedding and LM head: ``ceil(V / g)`` vocabulary rows per rank, the final norm whole;
+* a vision / audio tower: whole on every rank (a data-parallel encoder, as the exports launch it);
 * routed experts: tensor-split (each expert's width ``1/g``, a down bias whole) or, with
   ``ep``, ``ceil(E / g)`` whole experts on the heaviest rank (``(E + N) / g`` with ``N``
   redundant experts, :mod:`placer.mapping.expert_ranks`); shared experts split ``1/g``; a
   latent MoE's down and up projections and its norm are replicated (vLLM's ``nemotron_h``
   ``ReplicatedLinear`` latent projections), its experts split as any.
+
+A layer known by its tensors' names and shapes (a meta-device import) splits each tensor by its
+name (:mod:`placer.mapping.named_ranks`).
 
 A degree that some split dimension does not divide is refused with the reason; so is a layer
 given as totals (no tensors to split) and a refined node. Weights kept in a checkpoint's stored
@@ -34,6 +39,7 @@ group or block scales, per-tensor scales whole); a slice that cuts through a sca
 
 from __future__ import annotations
 
+from placer.mapping.named_ranks import named_rank_kv_elements, named_rank_params, named_rank_refusal
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
 from placer.specs.layers import ffn_tensors, mixer_tensors
 from placer.specs.model import Layer
@@ -74,8 +80,6 @@ def _mixer_refusal(d: dict, g: int) -> str | None:
         if g <= nkv:
             return _need("KV heads", nkv, g)
         return None if g % nkv == 0 else f"degree {g} is not a multiple of the {nkv} KV heads"
-    if t == "mla" and d.get("index_head_dim"):
-        return "a DSA indexer has no per-rank rule"
     if t in ("mla", "kda", "lightning"):
         return _need(f"{t} heads", d["num_heads"], g)
     if t == "gated_deltanet":
@@ -106,7 +110,7 @@ def stored_formats_refusal(layers, wl, hidden: int = 0, g: int = 2, ep: bool = F
     if not wl.weights_as_stored or g == 1:
         return None
     for x in layers:
-        if not x.weight_groups or not x.mixer_dims or rank_refusal(x, hidden, g, ep) is not None:
+        if not x.weight_groups or not (x.mixer_dims or x.ffn_dims) or rank_refusal(x, hidden, g, ep) is not None:
             continue
         for name, shape, fmt in _stored_tensors(x, hidden):
             why = _cuts(fmt, shape, _tensor_shard(x, name, shape, hidden, g, ep), name.startswith("mlp.experts."))
@@ -137,6 +141,10 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
     """Why ``layer`` cannot run on a group of ``g`` devices, or None."""
     if g == 1:
         return None
+    if layer.tensors and layer.part is None and layer.weight_bytes_fixed is None:
+        return named_rank_refusal(layer, g, ep)             # a layer known by its tensors' names
+    if layer.kind == "vision":
+        return None                                          # a whole copy a rank: the data-parallel encoder
     if layer.kind in ("embedding", "lm_head"):
         return None if layer.vocab_size and layer.weight_bytes_fixed is None else "no vocabulary size to split"
     if layer.part is not None:
@@ -146,9 +154,9 @@ def rank_refusal(layer: Layer, hidden: int, g: int, ep: bool = False) -> str | N
         return "sizes given as totals, not dimensions"
     if layer.params_mixer and not layer.mixer_dims or layer.params_ffn and not layer.ffn_dims:
         return "sizes given as totals, not dimensions"
-    if not layer.mixer_dims:
-        return "no token mixer dimensions"
-    why = _mixer_refusal(_mixer(layer, hidden), g)
+    if not layer.mixer_dims and not layer.ffn_dims:
+        return "neither token mixer nor FFN dimensions"
+    why = _mixer_refusal(_mixer(layer, hidden), g) if layer.mixer_dims else None
     if why is None and layer.ffn_dims:
         why = _ffn_refusal(dict(layer.ffn_dims), g, ep)
     return why
@@ -244,8 +252,8 @@ def _stored_tensors(layer: Layer, hidden: int):
     fmt = {}
     for grp in layer.weight_groups:
         fmt.update(dict.fromkeys(grp.tensors, grp.fmt))
-    tensors = mixer_tensors(_mixer(layer, hidden), hidden) + (ffn_tensors(dict(layer.ffn_dims), hidden)
-                                                              if layer.ffn_dims else [])
+    tensors = (mixer_tensors(_mixer(layer, hidden), hidden) if layer.mixer_dims else []) \
+        + (ffn_tensors(dict(layer.ffn_dims), hidden) if layer.ffn_dims else [])
     return [(x.name, x.shape, fmt[x.name]) for x in tensors if x.numel]
 
 
@@ -264,13 +272,17 @@ def rank_params(layer: Layer, hidden: int, g: int, ep: bool = False) -> int:
     why = rank_refusal(layer, hidden, g, ep)
     if why is not None:
         raise ValueError(f"{layer.name}: {why}")
+    if layer.tensors:
+        return named_rank_params(layer, g, ep)
+    if layer.kind == "vision":
+        return layer.params
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, g) * hidden
     if layer.kind == "lm_head":
         untied = layer.params_other > hidden                   # vocabulary rows plus the final norm
         return (_ceil(layer.vocab_size, g) * hidden if untied else 0) + hidden
-    d = _mixer(layer, hidden)
-    tensors = mixer_tensors(d, hidden)
+    d = _mixer(layer, hidden) if layer.mixer_dims else {}
+    tensors = mixer_tensors(d, hidden) if d else []
     if sum(x.numel for x in tensors) != layer.params_mixer:
         raise ValueError(f"{layer.name}: its mixer count is not that of its dimensions")
     p = sum(_numel(_mixer_shard(x.name, x.shape, d, g)) for x in tensors)
@@ -307,6 +319,8 @@ def rank_kv_elements(layer: Layer, hidden: int, g: int) -> int:
     """KV-cache elements per token one rank holds (the MLA latent whole)."""
     if g == 1 or not layer.kv_elements_per_token:
         return layer.kv_elements_per_token
+    if layer.tensors:
+        return named_rank_kv_elements(layer, g)
     d = _mixer(layer, hidden)
     if d["type"] == "mla":
         return layer.kv_elements_per_token
@@ -329,7 +343,7 @@ def rank_state_elements(layer: Layer, hidden: int, g: int) -> tuple[int, int]:
 
 
 def rank_weight_bytes(layer: Layer, hidden: int, wl, g: int, ep: bool = False) -> int:
-    if g == 1:
+    if g == 1 or layer.kind == "vision":                     # a tower: a whole copy on each rank
         return weight_bytes(layer, wl)
     if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
         return rank_stored_weight_bytes(layer, hidden, g, ep)
@@ -356,15 +370,18 @@ def rank_state_bytes_per_request(layer: Layer, hidden: int, wl, g: int) -> int:
 
 def collective_link_latencies(layer: Layer, g: int, ep: bool = False) -> int:
     """Link latencies ``layer``'s collectives take per decode step on a group of ``g``: a ring
-    all-reduce is ``2 (g - 1)`` steps, a pairwise all-to-all ``g - 1``; a decoder layer runs two
-    all-reduces (attention out, FFN down), or under EP an MoE layer one all-reduce and a dispatch
-    and a combine all-to-all; the embedding one all-reduce; other nodes none."""
+    all-reduce is ``2 (g - 1)`` steps, a pairwise all-to-all ``g - 1``; a decoder layer runs an
+    all-reduce after each of its sub-blocks (attention out, FFN down; both when the spec gives no
+    dimensions), or under EP an MoE layer swaps the FFN's for a dispatch and a combine all-to-all;
+    the embedding one all-reduce; other nodes none."""
     if g < 2:
         return 0
     if layer.kind == "embedding":
         return 2 * (g - 1)
     if layer.index is None:
         return 0
-    if ep and layer.ffn == "moe" and layer.ffn_dims:
-        return 2 * (g - 1) + 2 * (g - 1)
-    return 4 * (g - 1)
+    known = [d for d in (layer.mixer_dims, layer.ffn_dims) if d]
+    reduces = len(known) if known else 2
+    if ep and layer.ffn == "moe" and (layer.ffn_dims or layer.tensors):
+        return 2 * (reduces - 1) * (g - 1) + 2 * (g - 1)
+    return 2 * reduces * (g - 1)

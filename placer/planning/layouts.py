@@ -30,8 +30,9 @@ __all__ = ["Layouts", "device_layouts", "attention_dp_layouts", "has_gpus", "has
 
 
 def has_experts(model: LayerGraph) -> bool:
-    """Whether ``model`` has MoE layers with the dimensions expert parallelism spreads."""
-    return any(x.ffn == "moe" and x.ffn_dims for x in model.layers)
+    """Whether ``model`` has MoE layers with the dimensions (or the stacked expert tensors, a
+    meta-device import's) expert parallelism spreads."""
+    return any(x.ffn == "moe" and (x.ffn_dims or x.tensors) for x in model.layers)
 
 
 def layout_label(tp: int, ep: bool | str, attention_dp: bool = False) -> str:

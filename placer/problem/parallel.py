@@ -18,6 +18,10 @@ Rules (``h`` hidden size, ``g`` the degree):
 * **MLA latent cache is not split**: every rank holds the whole ``kv_lora_rank + qk_rope_head_dim``
   per token (vLLM keeps the latent whole on every TP rank), so TP does not raise MLA concurrency.
   The replicated down-projections (q_a, kv_a) and their norms stay whole as well.
+* **A DSA / NSA indexer** (DeepSeek-V3.2, GLM-5) is replicated: its ``wq_b``, ``wk`` and
+  ``weights_proj`` are ``ReplicatedLinear`` and its key norm whole on every rank (vLLM's and
+  SGLang's ``Indexer`` in ``deepseek_v2.py`` / ``nsa_indexer.py``), and its key cache
+  (``index_head_dim`` per token) is whole on every rank beside the MLA latent.
 * **Linear-attention and Mamba states split by heads** (KDA, Gated DeltaNet and lightning heads,
   Mamba-1 channels, Mamba-2 heads; Mamba-2 groups split when they divide, else one per rank).
 * **Output gates** (a gated attention's ``g_proj``, KDA's full-rank gate) are column-parallel, by head.
@@ -33,8 +37,18 @@ Rules (``h`` hidden size, ``g`` the degree):
   divide by g); with ``ep`` they are spread whole across the ranks, ``ceil(E / g)`` on the
   heaviest rank (vLLM's ``--enable-expert-parallel``: the first ``E mod g`` ranks take one more).
   Shared experts are tensor-split in both cases.
+* **A vision / audio tower** (known by its parameter count) is whole on every rank of its group:
+  each rank encodes its share of the images with its own copy, vLLM's ``--mm-encoder-tp-mode data``
+  and SGLang's ``--mm-enable-dp-encoder``, which the exports set; by default the runtimes shard the
+  encoders they know by heads, fewer bytes than planned, so a plan fits either way. ``--text-only``
+  drops the tower.
+* A decoder layer with one sub-block (a Nemotron-H FFN-only or MoE-only layer, a NAS-pruned
+  layer without attention, a Mamba layer alone) splits the one it has.
+* **A layer known by its tensors' names and shapes** (a meta-device import of a family the
+  interpreter does not list) splits each tensor by the role its name tells
+  (:mod:`placer.problem.named_shards`).
 * A layer whose spec gives its size as a total (``params``, ``weight_bytes`` or element overrides)
-  has no tensors to split: it only runs at degree 1; so does a DSA indexer (no rule written yet).
+  has no tensors to split: it only runs at degree 1.
 * **Weights kept in the checkpoint's stored formats** (:mod:`placer.problem.slices`) (MXFP4 experts beside bf16 attention, NVFP4
   with bf16 exceptions, fp8 blocks, int4 groups) split tensor by tensor with the rules above, each
   rank holding its slice of the packed weights *and of their scales*: a rank's bytes are the stored
@@ -52,6 +66,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
+from placer.problem.named_shards import named_kv_elements, named_params, named_refusal
 from placer.problem.slices import (
     cut_hint,
     kv_heads_per_rank,
@@ -92,22 +107,28 @@ def _attention_heads(d: dict) -> tuple[int, int, int]:
     return nq, nkv, d.get("head_dim") or 0
 
 
+def _fix(n: int, g: int) -> str:
+    """The largest power-of-two degree below ``g`` that divides ``n`` heads, as a hint."""
+    d = 1
+    while d * 2 < g and n % (d * 2) == 0:
+        d *= 2
+    return f" (--tp {d} divides them)" if d > 1 else " (--tp 1)"
+
+
 def _mixer_refusal(d: dict, g: int) -> str | None:
     t = d["type"]
     if t in ("mha", "gqa", "sliding"):
         nq, nkv, _ = _attention_heads(d)
         if nq % g:
-            return f"{nq} attention heads do not divide by tp {g}"
+            return f"{nq} attention heads do not divide by tp {g}{_fix(nq, g)}"
         if g <= nkv and nkv % g:
             return f"{nkv} KV heads do not divide by tp {g}"
         if g > nkv and g % nkv:
             return f"tp {g} is not a multiple of the {nkv} KV heads (each rank must hold whole heads)"
         return None
-    if t == "mla" and d.get("index_head_dim"):
-        return "the DSA indexer has no tensor-parallel rule"
     if t in ("mla", "kda", "lightning"):
         n = d["num_heads"]
-        return None if n % g == 0 else f"{n} {t} heads do not divide by tp {g}"
+        return None if n % g == 0 else f"{n} {t} heads do not divide by tp {g}{_fix(n, g)}"
     if t == "gated_deltanet":
         for key in ("num_k_heads", "num_v_heads"):
             if d[key] % g:
@@ -148,19 +169,22 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
     if tp == 1:
         return None
     where = f"{layer.name}: "
+    if layer.tensors and layer.part is None and layer.weight_bytes_fixed is None:
+        why = named_refusal(layer, tp, ep)                   # a layer known by its tensors' names
+        return None if why is None else where + why
     if layer.kind in ("embedding", "lm_head"):
         if layer.weight_bytes_fixed is not None or not layer.vocab_size:
             return where + "the spec gives no vocabulary size to split"
         return None
     if layer.kind == "vision":
-        return where + ("a vision/audio tower has no tensor-parallel rule (the spec gives its size as a total); "
-                        "--text-only drops it and plans the text model alone")
+        return None                                          # replicated on every rank: see params_per_rank
     if layer.part is not None:
         return where + "a refined node (split mode) has no tensor-parallel rule; use --mode contiguous or free"
     fixed = (layer.weight_bytes_fixed, layer.kv_bytes_per_token_fixed, layer.state_bytes_per_request_fixed)
-    if any(x is not None for x in fixed) or not layer.mixer_dims or (layer.params_ffn and not layer.ffn_dims):
+    if any(x is not None for x in fixed) or not (layer.mixer_dims or layer.ffn_dims) \
+            or (layer.params_mixer and not layer.mixer_dims) or (layer.params_ffn and not layer.ffn_dims):
         return where + "the spec gives its size as a total, not the head and width dimensions tensor parallelism splits"
-    why = _mixer_refusal(with_inner(dict(layer.mixer_dims), hidden), tp)
+    why = _mixer_refusal(with_inner(dict(layer.mixer_dims), hidden), tp) if layer.mixer_dims else None
     if why is None and layer.ffn_dims:
         why = _ffn_refusal(dict(layer.ffn_dims), tp, ep)
     return None if why is None else where + why
@@ -174,7 +198,7 @@ def model_refusal(model: LayerGraph, tp: int, ep: bool = False) -> str | None:
     seen: set = set()
     for layer in model.layers:
         key = (layer.kind, layer.mixer_dims, layer.ffn_dims, layer.vocab_size, layer.part,
-               layer.weight_bytes_fixed is None, bool(layer.params_ffn))
+               layer.weight_bytes_fixed is None, bool(layer.params_ffn), layer.tensors, layer.heads)
         if key in seen:
             continue
         seen.add(key)
@@ -192,7 +216,7 @@ def stored_refusal(model: LayerGraph, workload: Workload | None, tp: int = 2, ep
         return None
     seen: set = set()
     for layer in model.layers:
-        if not layer.weight_groups or not layer.mixer_dims:
+        if not layer.weight_groups or not (layer.mixer_dims or layer.ffn_dims):
             continue
         key = (layer.mixer_dims, layer.ffn_dims, tuple((g.format, g.tensors) for g in layer.weight_groups))
         if key in seen or refusal(layer, model.hidden_size, tp, ep) is not None:
@@ -253,6 +277,10 @@ def _mixer_params(d: dict, h: int, g: int) -> int:
         p += kvr * nr * (dn + dv) + nr * dv * h              # kv_b column, o row
         if d.get("output_gate"):
             p += h * nr * dv                                 # g_proj: column, by head
+        ih, nih = d.get("index_head_dim") or 0, d.get("index_num_heads") or 0
+        if ih:
+            # the DSA indexer: wq_b, wk, weights_proj and the key norm (weight and bias) replicated
+            p += (qlr or h) * nih * ih + h * ih + 2 * ih + h * nih
         return p
     if t == "kda":
         nr, dh, k = d["num_heads"] // g, d["head_dim"], d.get("conv_kernel", 4)
@@ -345,13 +373,17 @@ def params_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> int
     why = refusal(layer, hidden, tp, ep)
     if why is not None:
         raise ValueError(why)
+    if layer.tensors:
+        return named_params(layer, tp, ep)
+    if layer.kind == "vision":
+        return layer.params                                  # the tower whole on every rank (data-parallel encoder)
     if layer.kind == "embedding":
         return _ceil(layer.vocab_size, tp) * hidden
     if layer.kind == "lm_head":
         head = layer.params_other - hidden                   # 0 when tied to the embedding
         rows = _ceil(layer.vocab_size, tp) * hidden if head else 0
         return rows + hidden                                 # the final norm: replicated
-    p = _mixer_params(with_inner(dict(layer.mixer_dims), hidden), hidden, tp)
+    p = _mixer_params(with_inner(dict(layer.mixer_dims), hidden), hidden, tp) if layer.mixer_dims else 0
     if layer.ffn_dims:
         p += _ffn_params(dict(layer.ffn_dims), hidden, tp, ep)
     return p + layer.params_other                            # the layer's norms: replicated
@@ -363,6 +395,8 @@ def kv_elements_per_rank(layer: Layer, hidden: int, tp: int) -> int:
     latent whole."""
     if tp == 1 or not layer.kv_elements_per_token:
         return layer.kv_elements_per_token
+    if layer.tensors:
+        return named_kv_elements(layer, tp)
     d = dict(layer.mixer_dims)
     if d["type"] == "mla":
         return layer.kv_elements_per_token
@@ -399,8 +433,9 @@ def state_elements_per_rank(layer: Layer, hidden: int, tp: int) -> tuple[int, in
 # ----------------------------------------------------------------------------- bytes
 def weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, tp: int, ep: bool = False) -> int:
     """Weight bytes of the heaviest rank: its slices in their stored formats (scales included) when
-    the layer keeps them and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (plus group scales)."""
-    if tp == 1:
+    the layer keeps them and ``wl.weights_as_stored``; else at ``wl.weight_bits`` (plus group scales).
+    A vision / audio tower is whole on every rank."""
+    if tp == 1 or layer.kind == "vision":
         return weight_bytes(layer, wl)
     if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
         why = refusal(layer, hidden, tp, ep)

@@ -32,7 +32,7 @@ def with_inner(d: dict, h: int) -> dict:
 
 # how each tensor of a decoder layer splits, by the end of its name: "out" (column-parallel: rows, or
 # the channels of a convolution or a per-head vector), "in" (row-parallel: columns), "kv" (rows by
-# KV head), "whole" (replicated); names not listed split "out"
+# KV head), "whole" (replicated: also every tensor of a DSA indexer); names not listed split "out"
 _WHOLE_ENDINGS = ("o_proj.bias", "q_a_proj.weight", "q_a_layernorm.weight", "kv_a_proj_with_mqa.weight",
                   "kv_a_layernorm.weight", "f_a_proj.weight", "g_a_proj.weight", "o_norm.weight",
                   "linear_attn.norm.weight", "out_proj.bias", "down_proj.bias", "mlp.shared_expert_gate.weight")
@@ -42,7 +42,7 @@ _IN_ENDINGS = ("o_proj.weight", "out_proj.weight", "down_proj.weight", "x_proj.w
 def _split_of(name: str, mixer: dict, role: str) -> str:
     """How the tensor ``name`` (of ``role``, in a layer whose mixer is ``mixer``) splits across ranks."""
     t = mixer.get("type") if mixer else None
-    if role in ("norm", "router", "latent") or name.endswith(_WHOLE_ENDINGS):
+    if role in ("norm", "router", "latent") or name.endswith(_WHOLE_ENDINGS) or ".indexer." in name:
         return "whole"
     if name.endswith(_IN_ENDINGS):
         return "in"

@@ -122,6 +122,11 @@ class Layer:
     mixer_dims: tuple[tuple[str, object], ...] = ()
     ffn_dims: tuple[tuple[str, object], ...] = ()
     vocab_size: int = 0
+    # A layer known by its tensors rather than dimensions (a meta-device import): each tensor's
+    # name and shape, and the attention heads (query, KV) its projections hold; tensor parallelism
+    # splits each tensor by its role (placer.problem.named_shards)
+    tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    heads: tuple[int, int] | None = None
 
     @property
     def params(self) -> int:
@@ -367,7 +372,9 @@ def _explicit_layers(spec: ModelSpec, source: str) -> list[Layer]:
             kv_bytes_per_token_fixed=e.kv_bytes_per_token, kv_window=e.kv_window,
             state_elements_per_request=e.state_elements_per_request,
             state_bytes_per_request_fixed=e.state_bytes_per_request,
-            activation_elements_per_token=act))
+            activation_elements_per_token=act, vocab_size=e.vocab_size or 0,
+            tensors=tuple((k, tuple(v)) for k, v in (e.tensors or {}).items()),
+            heads=tuple(e.heads) if e.heads else None))
         dec += decoder
     return out
 

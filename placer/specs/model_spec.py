@@ -200,6 +200,12 @@ class ExplicitLayer(StrictSpec):
     state_elements_per_request: NonNegInt = 0
     state_bytes_per_request: int | str | None = None
     activation_elements_per_token: NonNegInt | None = None
+    # what tensor parallelism splits (a meta-device import records them): every tensor's name (as the
+    # module tree names it) and shape, summing to params; the attention heads (query, KV) the
+    # layer's projections hold; an embedding's or LM head's vocabulary
+    tensors: dict[str, list[PosInt]] | None = None
+    heads: tuple[PosInt, PosInt] | None = None
+    vocab_size: PosInt | None = None
 
     @field_validator("weight_bytes", "kv_bytes_per_token", "state_bytes_per_request", mode="before")
     @classmethod
@@ -221,7 +227,20 @@ class ExplicitLayer(StrictSpec):
             raise ValueError(f"mixer {self.mixer!r} is not an attention mixer {ATTENTION_MIXERS}")
         if self.kind == "linear_attention" and self.mixer not in (None, *LINEAR_MIXERS):
             raise ValueError(f"mixer {self.mixer!r} is not a linear-attention mixer {LINEAR_MIXERS}")
+        if self.tensors is not None:
+            total = sum(_prod(shape) for shape in self.tensors.values())
+            if self.params is None or total != self.params:
+                raise ValueError(f"the tensors hold {total:,} parameters but params is {self.params}")
+            if any(not shape for shape in self.tensors.values()):
+                raise ValueError("a tensor needs a shape of at least one dimension")
         return self
+
+
+def _prod(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
 
 
 class ModelSpec(StrictSpec):

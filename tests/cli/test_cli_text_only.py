@@ -1,13 +1,14 @@
 """``--text-only`` on every command that loads a model; it drops every tower (a compact spec's
 ``vision_tower`` and a vision layer listed among explicit layers, as a meta-device import writes
-it); a tower refused at tp > 1 names the flag."""
+it); at tp > 1 a tower is whole on every rank (a data-parallel encoder) and the exports say so."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
-from dirs import FIXTURES
+from dirs import FIXTURES, VENDORED
 
 from placer.problem.parallel import model_refusal
 from placer.specs.hf import spec_file
@@ -42,18 +43,36 @@ def test_text_only_drops_a_tower_listed_among_the_layers():
     assert "vision/audio tower (400,000,000 parameters) dropped (--text-only)" in text.notes
 
 
-def test_a_tower_refused_at_tp_names_text_only():
-    why = model_refusal(model_from_dict(META_SPEC), 8)
-    assert why.startswith("vision_tower: ") and "--text-only" in why
-    # without the tower the refusal is about the text layers, not the tower
-    assert not model_refusal(model_from_dict(META_SPEC, text_only=True), 8).startswith("vision_tower")
+def test_a_tower_is_whole_on_every_rank_at_tp():
+    from placer.mapping import ranks
+    from placer.problem.parallel import params_per_rank
+
+    full = model_from_dict(META_SPEC)
+    tower = full.layers[0]
+    assert not model_refusal(full, 8) or not model_refusal(full, 8).startswith("vision_tower")
+    assert params_per_rank(tower, 1024, 8) == ranks.rank_params(tower, 1024, 8) == 400_000_000
+    assert ranks.rank_refusal(tower, 1024, 8) is None
 
 
-def test_solve_refusal_at_tp_says_text_only(run_cli):
+def test_solve_at_tp_keeps_the_tower_and_the_exports_replicate_it(run_cli, tmp_path):
+    out = tmp_path / "q.json"
     code, _, err = run_cli(["solve", QWEN, "-H", "h100", "--racks", "1", "--tp", "2", "--context", "32k",
-                            "--concurrency", "8", "--method", "dp", "-q"])
-    assert code == 2
-    assert "tp 2: vision_tower: a vision/audio tower has no tensor-parallel rule" in err and "--text-only" in err
+                            "--concurrency", "8", "--method", "dp", "-q", "-o", str(out)])
+    assert code == 0, err
+    assert "vision_tower" in json.dumps(json.loads(out.read_text())["stages"])
+    code, _, err = run_cli(["validate", str(out)])
+    assert code == 0, err
+    code, text, err = run_cli(["export", str(out), "--format", "vllm"])
+    assert code == 0 and "--tensor-parallel-size 2 --mm-encoder-tp-mode data" in text, err
+    code, text, err = run_cli(["export", str(out), "--format", "sglang"])
+    assert code == 0 and "--tp-size 2 --mm-enable-dp-encoder" in text, err
+    # both flags as the runtimes define them (their argument tables, tests/vendored)
+    sys.path.insert(0, str(VENDORED))
+    import sglang_0_5_23_cli
+    import vllm_0_33_0_cli
+
+    assert "--mm-encoder-tp-mode" in vllm_0_33_0_cli.ENGINE_FLAGS
+    assert sglang_0_5_23_cli.FIELDS["mm_enable_dp_encoder"]["flags"] == ("--mm-enable-dp-encoder",)
 
 
 def test_plan_takes_text_only(run_cli):

@@ -78,7 +78,7 @@ def test_degrees_refused_with_reason_and_ep_rows_only_for_moe():
     doc = compare_degrees(m, _fleet(150_000), Workload(context_tokens=64, concurrency=2), Requirements(placement=Placement(degrees=[1, 3, 8])), SolverSettings(time_limit=5, threads=1), output_tokens=2)
     assert [r["tp"] for r in doc["degrees"]] == [1]
     assert {r["tp"]: r["reason"] for r in doc["refused"]} == {
-        3: "layers.0: 8 attention heads do not divide by tp 3",
+        3: "layers.0: 8 attention heads do not divide by tp 3 (--tp 2 divides them)",
         8: "no node of gpus has 8 available devices (the largest has 4)"}
     assert all(r["ep"] == 1 for r in doc["degrees"])      # a dense model: no expert-parallel rows
 
@@ -189,6 +189,6 @@ def test_compare_cli_prints_the_degree_table(run_cli, tmp_path):
     code, out, err = run_cli(["compare", str(spec), "-H", str(hw), "--context", "64", "--concurrency", "2",
                               "--degrees-only", "--tp", "2,3", "--time-limit", "5", "--threads", "1"])
     assert code == 0, err
-    assert "tp 3 excluded: layers.0: 8 attention heads do not divide by tp 3" in out
+    assert "tp 3 excluded: layers.0: 8 attention heads do not divide by tp 3 (--tp 2 divides them)" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("  2   -")]
     assert len(rows) == 1 and rows[0][2] == f"{doc['degrees'][1]['devices_used']}*"

@@ -254,5 +254,5 @@ def test_frontier_command_degrees_and_reserve(tmp_path, run_cli):
     assert code == 0, err
     rows = list(csv.DictReader(table.open()))
     assert {r["tp"] for r in rows} == {"1", "2"} and {int(r["target"]) for r in rows} <= {1, 2}
-    assert "not searched: tp 3 (layers.0: 8 attention heads do not divide by tp 3)" in out
+    assert "not searched: tp 3 (layers.0: 8 attention heads do not divide by tp 3 (--tp 2 divides them))" in out
     assert "runtime reserve 1.00 MB per device (--reserve)" in out

@@ -289,10 +289,14 @@ def test_formats_without_attention_dp_refuse_such_a_plan(dp_plan, fmt):
         export_mapping(p.mapping, fmt, model=m, fleet=fleet, options=ExportOptions(force=True))
 
 
-def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
+def test_weights_kept_in_stored_formats_by_hand_under_both_rules():
+    """DeepSeek-V3 as stored (fp8 128x128 blocks with fp32 scales, bf16 router and norms) at attention
+    DP 8: an MoE layer's rank holds 32 of the 256 experts, each at its stored bytes, and everything
+    else whole; the solver's rule and the validator's agree, and the instance builds."""
     import json
 
-    from placer.mapping.dp_ranks import dp_rank_refusal
+    from placer.mapping.dp_ranks import dp_rank_refusal, dp_rank_weight_bytes
+    from placer.problem.reductions.attention_dp import dp_weight_bytes_per_rank
     from placer.specs.hf import spec_from_hf_config
     from placer.specs.model import model_from_dict
     from placer.specs.workload import workload_for
@@ -301,12 +305,21 @@ def test_weights_kept_in_stored_formats_are_refused_by_both_rules():
     m = model_from_dict(spec_from_hf_config(cfg, "config.json"))
     stored = workload_for(m)
     assert stored.weights_as_stored
+    assert dp_rank_refusal(m.layers, 8, stored) is None
+    x, h = next(y for y in m.layers if y.name == "layers.3"), 7168
+
+    def fp8(rows, cols):                                      # 1 byte a weight, a 4-byte scale a 128x128 block
+        return rows * cols + -(-rows // 128) * -(-cols // 128) * 4
+
+    expert = 2 * fp8(2048, 7168) + fp8(7168, 2048)
+    mla = (fp8(1536, 7168) + fp8(24576, 1536) + fp8(576, 7168) + fp8(32768, 512) + fp8(7168, 16384)
+           + 2 * (1536 + 512))                                # q_a, q_b, kv_a, kv_b, o; the two latent norms in bf16
+    router = 2 * (256 * 7168 + 256)
+    shared = 2 * fp8(2048, 7168) + fp8(7168, 2048)
+    hand = mla + router + shared + 32 * expert + 2 * 2 * h
+    assert dp_weight_bytes_per_rank(x, h, stored, 8) == hand == dp_rank_weight_bytes(x, h, stored, 8)
     _, fleet, _ = load_inputs("deepseek-v3", "h200", racks=1)
-    with pytest.raises(InvalidSpec, match="stored formats"):
-        make_instance(m, fleet, stored, layout=Layout(tp=8, attention_dp=True))
-    assert "stored formats" in dp_rank_refusal(m.layers, 8, stored)
-    assert dp_rank_refusal(m.layers, 8, workload_for(m, weight_bits=8)) is None
-    assert make_instance(m, fleet, workload_for(m, weight_bits=8), layout=Layout(tp=8, attention_dp=True)).attention_dp
+    assert make_instance(m, fleet, stored, layout=Layout(tp=8, attention_dp=True)).attention_dp
 
 
 def test_a_runtime_without_attention_dp_is_refused_with_it():

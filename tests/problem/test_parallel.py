@@ -139,7 +139,7 @@ def test_non_dividing_degree_refused_with_reason():
     m = load_model("llama-3.1-70b")
     ok, refused = P.allowed_degrees(m, [1, 2, 3, 8, 6])
     assert ok == [1, 2, 8]
-    assert refused[3] == "layers.0: 64 attention heads do not divide by tp 3"
+    assert refused[3] == "layers.0: 64 attention heads do not divide by tp 3 (--tp 2 divides them)"
     assert "do not divide by tp 6" in refused[6]
     with pytest.raises(ValueError, match="do not divide by tp 3"):
         P.params_per_rank(m.layers[1], m.hidden_size, 3)

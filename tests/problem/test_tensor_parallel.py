@@ -116,7 +116,7 @@ def test_refused_degree_and_split_mode():
     with pytest.raises(InvalidSpec, match="split mode"):
         make_instance(m, _gpus(), wl, layout=Layout(tp=2), mode="split")
     search = search_layouts(m, _gpus(), wl, Requirements(placement=Placement(degrees=[3, 8], attention_dp=False), targets=Targets(objective="lex")), SolverSettings(time_limit=5, threads=1))
-    assert search.refused == {3: "layers.0: 64 attention heads do not divide by tp 3"}
+    assert search.refused == {3: "layers.0: 64 attention heads do not divide by tp 3 (--tp 2 divides them)"}
     assert [s.instance.tp for s in search.solved] == [8]
 
 

@@ -40,9 +40,13 @@ instance is ``g k`` live requests of the group (``ceil(c / g) <= k`` exactly whe
 which :func:`per_group` reports (:func:`placer.problem.reductions.tensor_parallel.per_device`
 applies it). The reduction itself is :func:`apply` (the rank's model and workload).
 
-A layer given as totals (no tensors), a refined node, and weights kept in a checkpoint's stored
-formats have no rule and are refused (:func:`dp_refusal`); a model without MoE layers gains
-nothing a replica would not give and is refused too.
+**Weights kept in a checkpoint's stored formats** (NVFP4, MXFP4, fp8 blocks, mixed) need no
+slicing rule here: nothing is cut inside a tensor. Every tensor is whole in its stored format with
+its scales, and the routed experts, each stored as its own tensor with its own scales, count
+``ceil(E / g)`` of ``E`` experts' stored bytes (:func:`dp_weight_bytes_per_rank`).
+
+A refined node and an MoE layer given as totals have no rule and are refused (:func:`dp_refusal`);
+a model without MoE layers gains nothing a replica would not give and is refused too.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, weight_bytes
+from placer.problem.named_shards import stacked_experts
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.experts import redundant_refusal
 from placer.specs.model import Layer, LayerGraph
@@ -64,7 +69,12 @@ def _ceil(a: int, b: int) -> int:
 
 
 def _routed(layer: Layer, hidden: int) -> tuple[int, int, int] | None:
-    """(experts, parameters of one routed expert, experts per token) of an MoE layer, else None."""
+    """(experts, parameters of one routed expert, experts per token) of an MoE layer, else None; a
+    layer known by its tensors (whose spec gives no experts per token) counts every expert of the
+    rank as active, as its own spec does at degree 1."""
+    if layer.ffn == "moe" and layer.tensors and layer.weight_bytes_fixed is None:
+        found = stacked_experts(layer)
+        return None if found is None else (found[0], found[1], found[0])
     if layer.ffn != "moe" or not layer.ffn_dims:
         return None
     d = dict(layer.ffn_dims)
@@ -91,7 +101,7 @@ def dp_refusal(layer: Layer, hidden: int, g: int) -> str | None:
     where = f"{layer.name}: "
     if layer.part is not None:
         return where + "a refined node (split mode) has no attention-data-parallel rule"
-    if layer.ffn == "moe" and (layer.weight_bytes_fixed is not None or not layer.ffn_dims):
+    if layer.ffn == "moe" and _routed(layer, hidden) is None:
         return where + "the spec gives the MoE layer's size as a total, not the experts data parallelism spreads"
     return None
 
@@ -107,9 +117,6 @@ def dp_model_refusal(model: LayerGraph, g: int, workload: Workload | None = None
         why = dp_refusal(x, model.hidden_size, g)
         if why is not None:
             return why
-    if g > 1 and workload is not None and workload.weights_as_stored and any(x.weight_groups for x in model.layers):
-        return ("weights kept in the checkpoint's stored formats have no attention-data-parallel rule yet "
-                "(--weight-bits N places every weight at N bits)")
     return None
 
 
@@ -133,10 +140,16 @@ def dp_params_per_rank(layer: Layer, hidden: int, g: int) -> int:
 
 
 def dp_weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, g: int) -> int:
-    """Weight bytes of the heaviest rank at ``wl.weight_bits`` (plus its group scales); a layer
-    without routed experts is whole (:func:`placer.problem.memory.weight_bytes`)."""
-    if g == 1 or _routed(layer, hidden) is None:
+    """Weight bytes of the heaviest rank at ``wl.weight_bits`` (plus its group scales), or in the
+    checkpoint's stored formats (each stored expert is its own tensor with its own scales, so the
+    routed experts' groups hold ``ceil(E / g)`` of their ``E`` experts' bytes, every other group
+    whole); a layer without routed experts is whole (:func:`placer.problem.memory.weight_bytes`)."""
+    routed = _routed(layer, hidden) if g > 1 else None
+    if routed is None:
         return weight_bytes(layer, wl)
+    if layer.weight_groups and wl.weights_as_stored and layer.weight_bytes_fixed is None:
+        e = routed[0]
+        return sum(grp.bytes * _ceil(e, g) // e if grp.role == "experts" else grp.bytes for grp in layer.weight_groups)
     p = dp_params_per_rank(layer, hidden, g)
     b = bits_to_bytes(p, wl.weight_bits)
     if wl.weight_group_size > 0:

@@ -167,19 +167,23 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
 
 def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
     """(all-reduces, all-to-alls) ``layer`` runs per decode step on a group of more than one
-    device (see the module docstring): a decoder layer (2, 0), or (1, 2) for an MoE layer under
-    expert parallelism; the embedding (1, 0); any other node (0, 0). Under attention data
-    parallelism (:mod:`placer.problem.reductions.attention_dp`) every rank runs its own requests through replicated
-    weights, so only an MoE layer communicates: a dispatch and a combine all-to-all (0, 2)."""
+    device (see the module docstring): a decoder layer (2, 0), one all-reduce for each sub-block it
+    has when its spec gives them (a Nemotron-H layer of a mixer or an FFN alone: (1, 0)), or (1, 2)
+    for an MoE layer under expert parallelism; the embedding (1, 0); any other node (0, 0). Under
+    attention data parallelism (:mod:`placer.problem.reductions.attention_dp`) every rank runs its
+    own requests through replicated weights, so only an MoE layer communicates: a dispatch and a
+    combine all-to-all (0, 2)."""
+    moe = layer.ffn == "moe" and bool(layer.ffn_dims or layer.tensors)
     if attention_dp:
-        return (0, 2) if layer.ffn == "moe" and layer.ffn_dims and layer.index is not None else (0, 0)
+        return (0, 2) if moe and layer.index is not None else (0, 0)
     if layer.kind == "embedding":
         return 1, 0
     if layer.index is None:
         return 0, 0
-    if ep and layer.ffn == "moe" and layer.ffn_dims:
-        return 1, 2
-    return 2, 0
+    blocks = (bool(layer.mixer_dims) + bool(layer.ffn_dims)) if (layer.mixer_dims or layer.ffn_dims) else 2
+    if ep and moe:
+        return blocks - 1, 2
+    return blocks, 0
 
 
 def group_link_us(fleet: Fleet, members) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 
 from placer.specs.errors import InvalidSpec
 from placer.specs.hf.config import Config
@@ -147,9 +148,17 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
     h = _cfg(cfg, "hidden_size")
     kv = [_kv_of(cfg, text, i, layers[i]) for i in range(n)]
     entries = [{"kind": "vision", "name": "vision_tower", "params": int(tower)}] if tower else []
-    entries.append({"kind": "embedding", "name": "embedding", "params": int(emb_params)})
+    emb_tensors = _tensors(("embed_tokens." + k, p) for k, p in emb.named_parameters()) if emb is not None else {}
+    vocab = emb.weight.shape[0] if emb is not None and getattr(emb, "weight", None) is not None else None
+    entries.append(_with_tensors({"kind": "embedding", "name": "embedding", "params": int(emb_params)},
+                                 emb_tensors, vocab))
     for i, (p, (kind, kv_el, window, state)) in enumerate(zip(per_layer, kv)):
-        e = {"kind": kind, "name": f"layers.{i}", "params": int(p)}
+        e = {"kind": kind, "name": f"layers.{i}", "params": int(p), "tensors": _tensors(layers[i].named_parameters())}
+        heads = _heads(layers[i])
+        if heads:
+            e["heads"] = list(heads)
+        if any(len(shape) == 3 and "experts" in name.split(".") for name, shape in e["tensors"].items()):
+            e["ffn"] = "moe"                # routed experts, stacked (E, out, in)
         if kv_el:
             e["kv_elements_per_token"] = kv_el
         if window:
@@ -157,7 +166,8 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
         if state:
             e["state_elements_per_request"] = state
         entries.append(e)
-    entries.append({"kind": "lm_head", "name": "lm_head", "params": int(rest)})
+    entries.append(_with_tensors({"kind": "lm_head", "name": "lm_head", "params": int(rest)},
+                                 _head_tensors(model, seen, head, emb, untied), vocab))
     spec = {"hidden_size": h, "layers": entries,
             "notes": f"parameters counted from transformers' {type(model).__name__} on the meta device "
                      f"({layers_name}); KV and state from the config fields"}
@@ -172,6 +182,71 @@ def spec_from_module_tree(top: Config, text: Config, arch, model_type, sibling, 
 
 
 _TOWER_WORDS = ("vision", "visual", "mm_projector", "multi_modal_projector", "audio", "embed_vision")
+_EXPERT_INDEX = re.compile(r"(^|\.)experts\.(\d+)\.")
+
+
+def _tensors(named) -> dict[str, list[int]]:
+    """Name -> shape of each parameter; experts stored one module each (``experts.<e>.``) are
+    written as one stacked tensor (``experts.``, shape ``(E, ...)``) when every expert's is alike."""
+    out: dict[str, list[int]] = {}
+    stacks: dict[str, list] = {}
+    for name, p in named:
+        shape = [int(x) for x in p.shape] or [1]
+        m = _EXPERT_INDEX.search(name)
+        if m:
+            stacks.setdefault(_EXPERT_INDEX.sub(r"\1experts.", name, count=1), []).append((int(m.group(2)), shape, name))
+        else:
+            out[name] = shape
+    for name, items in stacks.items():
+        shapes = {tuple(s) for _, s, _ in items}
+        if len(shapes) == 1 and sorted(e for e, _, _ in items) == list(range(len(items))):
+            out[name] = [len(items), *items[0][1]]
+        else:
+            out.update({full: s for _, s, full in items})
+    return out
+
+
+def _with_tensors(entry: dict, tensors: dict, vocab) -> dict:
+    """``entry`` with its tensors and vocabulary, when they account for its parameters."""
+    if tensors and sum(_numel(s) for s in tensors.values()) == entry["params"]:
+        entry["tensors"] = tensors
+        if isinstance(vocab, int) and vocab > 0:
+            entry["vocab_size"] = vocab
+    return entry
+
+
+def _numel(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _head_tensors(model, seen: set, head, emb, untied: bool) -> dict:
+    """The LM-head node's tensors: every parameter outside the layers, the embedding and the towers
+    (the final norm, the head itself), with the untied head a text model's wrapper would add."""
+    rest = _tensors((name, p) for name, p in model.named_parameters() if id(p) not in seen)
+    if head is not None and emb is not None and head.weight is emb.weight and untied:
+        rest["lm_head.weight"] = [int(x) for x in head.weight.shape]
+    elif head is None and emb is not None and untied:
+        rest["lm_head.weight"] = [int(x) for x in emb.weight.shape]
+    return rest
+
+
+def _heads(layer) -> tuple[int, int] | None:
+    """(query heads, KV heads) of the layer's attention module, from its projections and head size."""
+    import torch.nn as nn
+    for _, mod in layer.named_modules():
+        q, k = getattr(mod, "q_proj", None), getattr(mod, "k_proj", None)
+        d = getattr(mod, "head_dim", None)
+        if isinstance(q, nn.Linear) and isinstance(k, nn.Linear) and isinstance(d, int) and d > 0:
+            if k.out_features % d:
+                return None
+            nkv = k.out_features // d
+            groups = getattr(mod, "num_key_value_groups", None)
+            nq = nkv * groups if isinstance(groups, int) and groups > 0 else q.out_features // d
+            return (nq, nkv) if nq > 0 and nkv > 0 else None
+    return None
 
 
 def _cfg(cfg, name: str):
