@@ -139,7 +139,9 @@ def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ..
 def fleet_of_groups(fleet: Fleet, members) -> Fleet:
     """The derived fleet whose devices are the groups ``members`` (device ids of ``fleet``, each
     group named after its first member); two groups are linked when some pair of their members is,
-    at the lowest such latency."""
+    at the lowest such latency. The fleet's fabric (:mod:`placer.specs.fabric`) carries over when
+    every group lies in one rack and is named after its lowest slot (a group then links as its
+    first member does); else its implied links are listed."""
     by_id = fleet.by_id
     devices: list[Device] = []
     leader: dict[str, str] = {}
@@ -147,8 +149,13 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
         devices.append(by_id[ids[0]])
         for i in ids:
             leader[i] = ids[0]
+    keep = fleet.fabric is not None and all(
+        len({by_id[i].rack for i in ids}) == 1 and by_id[ids[0]].slot == min(by_id[i].slot for i in ids)
+        for ids in members)
+    listed = fleet.links if keep or fleet.fabric is None else \
+        [(a, b, lat, bw) for (a, b), (lat, bw) in fleet.link_table.items()]
     best: dict[tuple[str, str], tuple[float, float | None]] = {}
-    for a, b, lat, bw in fleet.links:
+    for a, b, lat, bw in listed:
         ga, gb = leader.get(a), leader.get(b)
         if ga is None or gb is None or ga == gb:
             continue
@@ -156,7 +163,7 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
         if key not in best or lat < best[key][0]:
             best[key] = (lat, bw)
     links = tuple((a, b, lat, bw) for (a, b), (lat, bw) in best.items())
-    return replace(fleet, devices=tuple(devices), links=links)
+    return replace(fleet, devices=tuple(devices), links=links, fabric=fleet.fabric if keep else None)
 
 
 def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
@@ -181,9 +188,8 @@ def group_link_us(fleet: Fleet, members) -> float:
     (0 for a group of one, or when the fleet gives them no direct link)."""
     if len(members) < 2:
         return 0.0
-    g = fleet.graph
-    a, b = members[0], members[1]
-    return float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0
+    link = fleet.link_latency_us(members[0], members[1])
+    return 0.0 if link is None else float(link)
 
 
 def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False,
