@@ -204,7 +204,8 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
             return None
         inst = instance.with_concurrency(c)
         why = infeasibility(inst)
-        if why is not None:
+        if why is not None or ("devices" in target and device_lower_bound(inst) > target["devices"]):
+            # bound first: no placement at c keeps the device count (or any fits): ruled out, no search
             ruled_out.append(c)
             return False
         r = sub(inst, before or ("devices",), max(left() / 4, 0.2), best[0],
