@@ -409,6 +409,8 @@ class Fleet:
             if boundary != "facility":
                 raise InvalidSpec(ARGUMENT, "pue", f"applies to the facility boundary only (power is {boundary})")
         pue = (DEFAULT_PUE if pue is None else float(pue)) if boundary == "facility" else None
+        if boundary == self.power_boundary and pue == self.pue:
+            return self         # every power_w is already counted there (power_at is idempotent)
         types = {name: replace(t, power_w=t.power_at(boundary, pue)) for name, t in self.device_types.items()}
         devices = tuple(replace(d, type=types[d.type.name]) for d in self.devices)
         return replace(self, devices=devices, power_boundary=boundary, pue=pue)
@@ -513,7 +515,8 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
             raise InvalidSpec(source, f"fleet.unavailable.{i}", f"device {u!r} is listed twice")
         unavailable_seen.add(u)
     unavailable = set(f.unavailable)
-    devices = [replace(d, available=d.id not in unavailable) for d in devices]
+    if unavailable:
+        devices = [replace(d, available=False) if d.id in unavailable else d for d in devices]
     intra_bw = parse_bandwidth(f.intra_rack_bandwidth) if f.intra_rack_bandwidth is not None else None
     inter_bw = parse_bandwidth(f.inter_rack_bandwidth) if f.inter_rack_bandwidth is not None else None
     links: list[tuple[str, str, float, float | None]] = []

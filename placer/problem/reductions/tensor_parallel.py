@@ -152,6 +152,8 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
     keep = fleet.fabric is not None and all(
         len({by_id[i].rack for i in ids}) == 1 and by_id[ids[0]].slot == min(by_id[i].slot for i in ids)
         for ids in members)
+    if keep and not fleet.fabric.extra:
+        return replace(fleet, devices=tuple(devices), links=_fabric_group_links(fleet, devices, leader))
     listed = fleet.links if keep or fleet.fabric is None else \
         [(a, b, lat, bw) for (a, b), (lat, bw) in fleet.link_table.items()]
     best: dict[tuple[str, str], tuple[float, float | None]] = {}
@@ -164,6 +166,22 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
             best[key] = (lat, bw)
     links = tuple((a, b, lat, bw) for (a, b), (lat, bw) in best.items())
     return replace(fleet, devices=tuple(devices), links=links, fabric=fleet.fabric if keep else None)
+
+
+def _fabric_group_links(fleet: Fleet, leaders: list[Device], leader: dict[str, str]) -> tuple:
+    """The listed links of groups of one rack each on a fabric without extra links: every pair of
+    groups of a rack at the intra-rack latency (their members' links all are), and the ring or
+    line links between gateways, which belong to the groups that lead with them."""
+    fabric = fleet.fabric
+    by_rack: dict[int, list[str]] = {}
+    for d in leaders:
+        by_rack.setdefault(d.rack, []).append(d.id)
+    out = [(a, b, fabric.intra_us, fabric.intra_bw) for ids in by_rack.values()
+           for k, a in enumerate(ids) for b in ids[k + 1:]]
+    if not fabric.implied:
+        out += [(leader[a], leader[b], lat, bw) for a, b, lat, bw in fleet.links
+                if a in leader and b in leader and fleet.by_id[a].rack != fleet.by_id[b].rack]
+    return tuple(out)
 
 
 def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
