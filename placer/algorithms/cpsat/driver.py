@@ -233,7 +233,16 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
     # no workload states more than MAX_CONCURRENCY live requests: the search stops there
     top = min(max(ceiling, base), MAX_CONCURRENCY)
-    c_star, proven = largest_true(decide, base, top)
+    search_top = top
+    if "devices" in target:
+        # bound first: the largest count the device lower bound leaves at the target count, by the
+        # bounds alone (no solve); the search runs below it, and above it every count is ruled out
+        fits, _ = largest_true(lambda c: device_lower_bound(instance.with_concurrency(c)) <= target["devices"],
+                               base, top)
+        if fits is not None and fits < top:
+            search_top = fits
+            ruled_out.append(fits + 1)
+    c_star, proven = largest_true(decide, base, search_top)
     if c_star is None:           # not even the base concurrency: the first solve says why
         return first if first is not None else sub(instance, after, left(), hint, lower_bound)
     start = probes[c_star].assignment if c_star in probes else best[0]
