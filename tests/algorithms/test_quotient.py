@@ -9,6 +9,7 @@ import random
 from fractions import Fraction
 
 import numpy as np
+import oracle
 import pytest
 
 from placer.algorithms import place
@@ -23,7 +24,6 @@ from placer.specs.fabric import shortest_paths
 from placer.specs.fleet import fleet_from_dict, load_fleet
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
-from tests import oracle
 
 TOPOLOGIES = ("full", "leaf-spine", "ring", "line")
 
