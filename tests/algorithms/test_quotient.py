@@ -191,3 +191,24 @@ def test_a_deadline_reached_while_building_the_model_ends_the_solve_with_honest_
     assert latency.bound is not None and latency.bound <= latency.value
     assert "time limit" in (latency.note or "")
     assert any(p.get("phase") == "time limit" for p in r.stats["phases"])
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("mode", ["contiguous", "free"])
+def test_large_fleets_agree_with_the_oracle_on_their_small_equivalent(topology, mode):
+    """A three-node chain on a 300-device hall (solved by place() on its quotient): its proven
+    device count and latency are the oracle's on a hall of three racks of three (six racks, three
+    leaves, for leaf-spine): no plan of three devices tells the halls apart (on a ring of 100
+    racks a plan uses an arc, a line of three racks). 0 false claims."""
+    rng = random.Random(f"{topology}-{mode}")
+    for _ in range(3):
+        weights = [rng.randint(20, 70) for _ in range(3)]
+        intra, inter = rng.choice([(1.7, 2.9), (2, 3), (0.5, 0.5)])
+        inst = _instance(weights, _fleet_spec(topology, 100, 3, 100, intra, inter), mode)
+        r = place(inst, "cpsat", time_limit=20, objective="lex")
+        assert "quotient" in r.stats
+        small = _fleet_spec("line" if topology == "ring" else topology, 6 if topology == "leaf-spine" else 3, 3,
+                            100, intra, inter)
+        want = oracle.solve(_layers(weights), small, mode=mode)
+        assert r.proven_optimal and r.devices_used == want.devices
+        assert Fraction(str(r.hop_latency_us)) == want.latency
