@@ -29,7 +29,7 @@ identity on ids). :func:`quotient` keeps, for a bound N on the devices an optima
   end j - i <= N - 1 racks apart, never more than either way round the ring before. A contraction
   keeps the device level, cannot raise the latency optimum and keeps every other level, so the
   optima are equal. Inside every rack, devices of one key other than the gateway are swapped
-  freely (an automorphism) down to N.
+  freely (an automorphism) down to N. A torus keeps every rack (devices trimmed the same way).
 
 Only where the fabric's formula holds (no extra links, gateways available; the formula is the
 real fleet's shortest path), no pin names a device, and devices come first among the levels (a
@@ -48,6 +48,7 @@ from placer.algorithms.chain import next_fit
 from placer.algorithms.packing import ffd_bins
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
+from placer.specs.fabric import GATEWAYS
 
 __all__ = ["Quotient", "quotient", "plan_limit", "QUOTIENT_MIN_DEVICES"]
 
@@ -101,7 +102,7 @@ def plan_limit(instance: Instance) -> int:
 
 def _keys(instance: Instance) -> list[tuple]:
     """Per device: what a swap must keep (type, capacity, group size, gateway of a ring or line)."""
-    gate = instance.fleet.fabric.kind in ("ring", "line")
+    gate = instance.fleet.fabric.kind in GATEWAYS
     return [(d.type.name, instance.capacity_bytes[i], len(instance.members(i)), gate and d.slot == 0)
             for i, d in enumerate(instance.devices)]
 
@@ -147,11 +148,12 @@ def _mesh(instance: Instance, racks: dict[int, list[int]], keys, limit: int) -> 
 
 
 def _chain_of_racks(instance: Instance, racks: dict[int, list[int]], keys, limit: int) -> tuple[list[int], str]:
-    """Ring and line: racks 0..N-1 where the module docstring's argument holds, else every rack;
+    """Ring, line and torus: racks 0..N-1 where the module docstring's argument holds, else every rack;
     N devices per key in a rack either way."""
     fabric = instance.fleet.fabric
     shapes = {_shape(members, keys) for members in racks.values()}
-    runs = instance.mode != "free" or fabric.kind == "line" or fabric.racks >= limit * (limit - 1)
+    runs = fabric.kind != "torus" and (instance.mode != "free" or fabric.kind == "line"
+                                       or fabric.racks >= limit * (limit - 1))
     if len(shapes) == 1 and len(racks) == fabric.racks and runs:
         chosen = [r for r in sorted(racks) if r < limit]
         why = f"racks 0..{len(chosen) - 1} of the {fabric.kind}"

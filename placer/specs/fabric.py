@@ -8,7 +8,9 @@ A hardware spec joins its racks by ``inter_rack_topology``:
   racks of one leaf are linked at ``inter_rack_latency_us``, of two leaves at that plus
   ``spine_latency_us`` (the hop up to a spine and down);
 * ``ring`` / ``line``: slot 0 of consecutive racks is linked (the last to the first on a ring of
-  more than two racks).
+  more than two racks);
+* ``torus``: the racks in rows of ``racks_per_row``, slot 0 of each linked to its neighbours in
+  its row and column, both wrapping round (a 2-D torus; a dimension of two racks has one link).
 
 Inside a rack every pair is linked at ``intra_rack_latency_us`` (a rack-scale domain). The mesh
 and leaf-spine links are implied by the fabric, never listed (a listed full mesh of n devices
@@ -25,9 +27,10 @@ between two devices of one rack may leave the rack). Why the formula is then the
 * two racks of a mesh (or of one leaf): the direct link; any other path holds at least one
   inter-rack hop plus another hop;
 * two leaves: the direct link (inter + spine); any other path crosses leaves once at least;
-* ring / line: leave through the gateway (an intra hop unless the device is the gateway), the
-  rack distance (the shorter way round a ring) in inter-rack hops between gateways, enter through
-  the other gateway. Gateways are the only links between racks, so every path does this.
+* ring / line / torus: leave through the gateway (an intra hop unless the device is the
+  gateway), the rack distance (the shorter way round a ring; on a torus the shorter way round in
+  each dimension, added) in inter-rack hops between gateways, enter through the other gateway.
+  Gateways are the only links between racks, so every path does this.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ import numpy as np
 
 __all__ = ["Fabric", "TOPOLOGIES", "shortest_paths", "DENSE_DIJKSTRA_DEVICES"]
 
-TOPOLOGIES = ("full", "ring", "line", "leaf-spine")
+TOPOLOGIES = ("full", "ring", "line", "leaf-spine", "torus")
+# topologies whose racks are joined only through one gateway device each (slot 0)
+GATEWAYS = ("ring", "line", "torus")
 # topologies whose inter-rack links are implied by the fabric instead of listed
 IMPLIED = ("full", "leaf-spine")
 
@@ -57,6 +62,7 @@ class Fabric:
     inter_bw: float | None = None
     racks_per_leaf: int = 0
     spine_us: float = 0.0
+    racks_per_row: int = 0          # torus: racks per row (the rows are racks / racks_per_row)
     extra: bool = False
     # the formula was checked on the full fleet this one is a part of (placer.algorithms.quotient):
     # it stays the shortest path of the full fleet, whose racks and gateways this part may lack
@@ -77,14 +83,20 @@ class Fabric:
             return True
         if self.extra or self.intra_us > 2 * self.inter_us:
             return False
-        if self.kind in ("ring", "line"):
+        if self.kind in GATEWAYS:
             return {d.rack for d in devices if d.slot == 0} == set(range(self.racks))
         return True
 
-    def rack_distance(self, ra: int, rb: int) -> int:
-        """Inter-rack hops between the gateways of racks ``ra`` and ``rb`` (ring and line)."""
-        d = abs(ra - rb)
-        return min(d, self.racks - d) if self.kind == "ring" and self.racks > 2 else d
+    def rack_distance(self, ra, rb):
+        """Inter-rack hops between the gateways of racks ``ra`` and ``rb`` (ring, line, torus; ints or
+        numpy arrays)."""
+        if self.kind == "torus":
+            width = self.racks_per_row
+            return _wrapped(ra % width, rb % width, width) + _wrapped(ra // width, rb // width,
+                                                                       self.racks // width)
+        if self.kind == "ring":
+            return _wrapped(ra, rb, self.racks)
+        return abs(ra - rb)
 
     def link_us(self, a, b) -> float | None:
         """Latency of the direct link between devices ``a`` and ``b`` (objects with ``rack`` and
@@ -126,9 +138,7 @@ class Fabric:
                 leaf = rack // self.racks_per_leaf
                 out = np.where(leaf[:, None] != leaf[None, :], float(self.inter_us + self.spine_us), out)
         else:
-            d = np.abs(rack[:, None] - rack[None, :])
-            if self.kind == "ring" and self.racks > 2:
-                d = np.minimum(d, self.racks - d)
+            d = self.rack_distance(rack[:, None], rack[None, :])
             # sums[s, k]: leave (s: through an intra hop) then k inter-rack hops, added hop by hop
             sums = np.zeros((2, int(d.max()) + 1 if d.size else 1))
             sums[1, 0] = self.intra_us
@@ -150,6 +160,12 @@ class Fabric:
             for b in devices[i + 1:]:
                 if a.rack != b.rack:
                     yield a.id, b.id, self.link_us(a, b), self.inter_bw
+
+
+def _wrapped(a, b, size: int):
+    """Steps between positions a and b of a cycle of ``size`` (a path when size <= 2)."""
+    d = abs(a - b)
+    return np.minimum(d, size - d) if size > 2 else d
 
 
 # fleets of up to this many available devices run Dijkstra in numpy (milliseconds; importing

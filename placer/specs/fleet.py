@@ -160,7 +160,8 @@ class FleetSpec(StrictSpec):
     inter_rack_latency_us: LatencyUs = 3.0
     intra_rack_bandwidth: float | str | None = None
     inter_rack_bandwidth: float | str | None = None
-    inter_rack_topology: Literal["full", "ring", "line", "leaf-spine"] = "full"
+    inter_rack_topology: Literal["full", "ring", "line", "leaf-spine", "torus"] = "full"
+    racks_per_row: Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)] | None = None
     racks_per_leaf: Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)] | None = None
     spine_latency_us: LatencyUs = 0.0
     unavailable: list[str] = Field(default_factory=list)
@@ -177,6 +178,8 @@ class FleetSpec(StrictSpec):
             raise ValueError("groups is empty: a fleet needs at least one device")
         if (self.inter_rack_topology == "leaf-spine") != (self.racks_per_leaf is not None):
             raise ValueError("racks_per_leaf is given with inter_rack_topology: leaf-spine, and only then")
+        if (self.inter_rack_topology == "torus") != (self.racks_per_row is not None):
+            raise ValueError("racks_per_row is given with inter_rack_topology: torus, and only then")
         return self
 
 
@@ -470,6 +473,17 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
                       **dict(perf))    # the cost-model constants, each a DeviceType field of the same name
 
 
+def _torus_pairs(racks: int, width: int) -> list[tuple[int, int]]:
+    """Neighbouring racks of a torus of rows of ``width``: along each row and column, wrapping."""
+    pairs = set()
+    for r in range(racks):
+        x, y = r % width, r // width
+        for nb in (y * width + (x + 1) % width, ((y + 1) % (racks // width)) * width + x):
+            if nb != r:
+                pairs.add((min(r, nb), max(r, nb)))
+    return sorted(pairs)
+
+
 def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:
     """Build a :class:`Fleet` from a hardware-spec mapping; raises :class:`InvalidSpec` naming the field."""
     try:
@@ -527,9 +541,11 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
     n = len(rack_members)
     fabric = Fabric(f.inter_rack_topology, float(f.intra_rack_latency_us), float(f.inter_rack_latency_us), n,
                     intra_bw, inter_bw, racks_per_leaf=f.racks_per_leaf or 0,
-                    spine_us=float(f.spine_latency_us), extra=bool(f.extra_links))
+                    spine_us=float(f.spine_latency_us), extra=bool(f.extra_links), racks_per_row=f.racks_per_row or 0)
+    if fabric.kind == "torus" and n % fabric.racks_per_row:
+        raise InvalidSpec(source, "fleet.racks_per_row", f"{n} racks do not fill rows of {fabric.racks_per_row}")
     if not fabric.implied:      # mesh and leaf-spine links are the fabric's, never listed
-        pairs = [(r, r + 1) for r in range(n - 1)]
+        pairs = _torus_pairs(n, fabric.racks_per_row) if fabric.kind == "torus" else [(r, r + 1) for r in range(n - 1)]
         if f.inter_rack_topology == "ring" and n > 2:
             pairs.append((n - 1, 0))
         for r1, r2 in pairs:

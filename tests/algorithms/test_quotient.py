@@ -28,11 +28,13 @@ from placer.specs.workload import Workload
 TOPOLOGIES = ("full", "leaf-spine", "ring", "line")
 
 
-def _fleet_spec(topology: str, racks: int, per_rack: int, memory: int, intra, inter, spine=1.5) -> dict:
+def _fleet_spec(topology: str, racks: int, per_rack: int, memory: int, intra, inter, spine=1.5, width=None) -> dict:
     f = {"racks": racks, "per_rack": per_rack, "intra_rack_latency_us": intra, "inter_rack_latency_us": inter,
          "inter_rack_topology": topology}
     if topology == "leaf-spine":
         f.update(racks_per_leaf=2, spine_latency_us=spine)
+    if topology == "torus":
+        f.update(racks_per_row=width or racks)
     return {"name": f"q-{topology}", "device": {"memory": memory}, "fleet": f}
 
 
@@ -108,16 +110,17 @@ def test_no_quotient_where_the_formula_does_not_hold():
     assert quotient(inst, force=True) is None
 
 
-@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("topology", (*TOPOLOGIES, "torus"))
 def test_latency_formula_equals_the_all_pairs_shortest_paths(topology):
     """The fabric's formula gives the floats Dijkstra over every listed and implied link gives, on
     small fleets of every topology (unavailable devices included where the formula holds)."""
     rng = random.Random(topology)
     checked = 0
     for _ in range(20):
-        racks, per = rng.randint(1, 7), rng.randint(1, 4)
+        width, rows, per = rng.randint(1, 4), rng.randint(1, 4), rng.randint(1, 4)
+        racks = width * rows if topology == "torus" else rng.randint(1, 7)
         spec = _fleet_spec(topology, racks, per, 100, rng.choice([0, 0.3, 1.7, 2.9]), rng.choice([0.1, 2.9, 7.3]),
-                           spine=rng.choice([0, 0.7, 4]))
+                           spine=rng.choice([0, 0.7, 4]), width=width)
         ids = [f"r{r}w{s}" for r in range(racks) for s in range(1, per)]
         spec["fleet"]["unavailable"] = rng.sample(ids, rng.randint(0, len(ids) // 2))
         fleet = fleet_from_dict(spec)

@@ -123,8 +123,8 @@ def path_latency_bound(link: dict, groups: list[list[int]], count: int, gateways
     links, at least (fewest groups holding ``count`` devices) - 1 of them between groups; each
     costs at least the cheapest link of its kind.
 
-    ``gateways``: racks are joined only through one gateway device each (a ring or line of racks,
-    :mod:`placer.specs.fabric`). A simple path then passes a rack it enters and leaves through the
+    ``gateways``: racks are joined only through one gateway device each (a ring, line or torus of
+    racks, :mod:`placer.specs.fabric`). A simple path then passes a rack it enters and leaves through the
     gateway alone (coming back would visit it twice), so only its first and last racks hold more
     than one device: ``count <= (k - 2) + (the two largest racks)`` over k racks."""
     arcs = count - 1

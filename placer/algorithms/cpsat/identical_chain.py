@@ -12,6 +12,7 @@ from placer.algorithms.cpsat.models import PathModel, Problem
 from placer.algorithms.cpsat.run import Run, finish, no_placement, objective_levels
 from placer.algorithms.paths import find_path
 from placer.problem.placement import Result, Status
+from placer.specs.fabric import GATEWAYS
 
 __all__ = ["identical_chain"]
 
@@ -38,7 +39,7 @@ def identical_chain(run: Run) -> Result:
     # the path level: the cheapest path when latency is wanted, else any path of ``count`` devices
     # (a path found already settles it: no search)
     fabric = instance.fleet.fabric
-    gateways = instance.fleet.formula and fabric.kind in ("ring", "line")
+    gateways = instance.fleet.formula and fabric.kind in GATEWAYS
     target = path_latency_bound(prob.link, prob.groups, count, gateways) if want_latency else None
     if start is not None and not want_latency:
         run.record("path", settled="a path of the stage count is found; no search")
