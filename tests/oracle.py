@@ -54,11 +54,16 @@ def fleet_devices(spec: dict) -> tuple[list[str], dict[str, int], dict[tuple[str
         for a, b in itertools.combinations(ids, 2):
             add(a, b, f["intra_rack_latency_us"])
     topo = f.get("inter_rack_topology", "full")
-    if topo == "full":
+    if topo in ("full", "leaf-spine"):
+        # leaf-spine: racks_per_leaf racks per leaf switch, spine_latency_us more between leaves
+        per_leaf = f.get("racks_per_leaf") or len(racks)
         for r1, r2 in itertools.combinations(range(len(racks)), 2):
+            lat = _dec(f["inter_rack_latency_us"])
+            if topo == "leaf-spine" and r1 // per_leaf != r2 // per_leaf:
+                lat += _dec(f.get("spine_latency_us", 0))
             for a in racks[r1]:
                 for b in racks[r2]:
-                    add(a, b, f["inter_rack_latency_us"])
+                    add(a, b, lat)
     else:
         pairs = [(r, r + 1) for r in range(len(racks) - 1)]
         if topo == "ring" and len(racks) > 2:

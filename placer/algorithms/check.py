@@ -37,15 +37,13 @@ def stage_order(instance: Instance, assignment, hint=None) -> list[int] | None:
         a, b = assignment[u], assignment[v]
         if a != b:
             succ[a].add(b)
-    link = instance.link_us
-
     def valid(order) -> bool:
         if sorted(order) != sorted(used):
             return False
         rank = {d: k for k, d in enumerate(order)}
         if any(rank[a] > rank[b] for a in succ for b in succ[a]):
             return False
-        return all((a, b) in link for a, b in zip(order, order[1:]))
+        return all(instance.link_between(a, b) is not None for a, b in zip(order, order[1:]))
 
     for candidate in (hint, used):
         if candidate is not None and valid(list(candidate)):
@@ -66,7 +64,7 @@ def stage_order(instance: Instance, assignment, hint=None) -> list[int] | None:
         if steps > _ORDER_SEARCH_STEPS:
             return False
         for d in used:
-            if indeg[d] == 0 and d not in placed and (not order or (order[-1], d) in link):
+            if indeg[d] == 0 and d not in placed and (not order or instance.link_between(order[-1], d) is not None):
                 placed.add(d)
                 order.append(d)
                 for b in succ[d]:
@@ -165,8 +163,7 @@ def check_placement(instance: Instance, result: Result) -> None:
         fail(broken)
     if instance.mode == "free":
         for u, v in instance.edges:
-            if a[u] != a[v] and (a[u], a[v]) not in instance.link_us \
-                    and math.isinf(instance.latency_us[a[u]][a[v]]):
+            if a[u] != a[v] and math.isinf(instance.hop_us(a[u], a[v])):
                 fail(f"edge {instance.nodes[u].name} -> {instance.nodes[v].name} joins unconnected devices")
     elif stage_order(instance, a, result.order) is None:
         fail("the stages are not contiguous along linked devices")

@@ -18,6 +18,8 @@ from placer.algorithms.bound import bounds
 from placer.algorithms.check import PlacementBug, check_placement, requirement_violation
 from placer.algorithms.deadline import Deadline, interrupt_scope, interrupted
 from placer.algorithms.guards import infeasibility
+from placer.algorithms.objectives import parse_objective
+from placer.algorithms.quotient import quotient
 from placer.algorithms.registry import method as method_row
 from placer.algorithms.search import largest_true
 from placer.problem.instance import Instance
@@ -90,7 +92,7 @@ def _place(instance: Instance, method: str, opts: dict) -> Result:
                       message=f"lower bound only ({which})", seconds=time.perf_counter() - t0,
                       stats={"bounds": named})
     kwargs = options.as_kwargs() if options is not None else {}
-    result = row.function(instance, lower_bound=lb, **kwargs)
+    result = _run_method(row, instance, lb, kwargs)
     broken = requirement_violation(instance, result.assignment) if result.assignment is not None else None
     if broken is not None:
         # a method that does not model the requirement: its placement is no answer, and claims nothing
@@ -113,6 +115,25 @@ def _place(instance: Instance, method: str, opts: dict) -> Result:
                                     message=f"{result.message}; the largest concurrency that fits is {mc}"
                                             + ("" if sure else " or more"))
     return result
+
+
+def _run_method(row, instance: Instance, lb: int, kwargs: dict) -> Result:
+    """The method on a quotient of the fleet where that is an exact reduction
+    (:mod:`placer.algorithms.quotient`: devices first among the levels, a large fleet of
+    interchangeable devices), its answer laid back on the real devices; else, or when the plan
+    found breaks the quotient's premise, on the whole fleet."""
+    objective = kwargs.get("objective")
+    q = quotient(instance) if objective is None or parse_objective(objective)[0] == "devices" else None
+    if q is not None:
+        hint = kwargs.get("hint")
+        assignment = getattr(hint, "assignment", hint)
+        inside = {d: k for k, d in enumerate(q.kept)}
+        mapped = None if assignment is None or any(d not in inside for d in assignment) else \
+            [inside[d] for d in assignment]
+        got = row.function(q.instance, lower_bound=lb, **{**kwargs, "hint": mapped} if "hint" in kwargs else kwargs)
+        if q.exact_for(got):
+            return q.expand(got)
+    return row.function(instance, lower_bound=lb, **kwargs)
 
 
 def _budget(options) -> float:

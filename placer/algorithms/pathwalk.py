@@ -85,7 +85,7 @@ def walk_paths(instance: Instance, *, budget: int = DEFAULT_BUDGET, deadline: De
     for s in sorted(range(nd), key=lambda d: (-caps[d], d))[:WALKS]:
         if stop.budget() < seconds / 2 and walked is not None:
             break
-        arc = _best_arc(_long_walk(adj, s, caps, lat), adj, prefix, caps, stop)
+        arc = _best_arc(_long_walk(adj, s, caps, lat, stop), adj, prefix, caps, stop)
         if arc is not None and (walked is None or len(arc[1]) < len(walked[1])):
             walked = arc
 
@@ -121,7 +121,7 @@ def walk_paths(instance: Instance, *, budget: int = DEFAULT_BUDGET, deadline: De
                 _pop(path, pos, stack, used)
                 continue
             expansions += 1
-            if expansions > budget or (expansions & 255 == 0 and stop.expired()):
+            if expansions > budget or stop.expired():     # an expansion sorts a dense fleet's neighbours: check each
                 exhausted = False
                 break
             nxt = None
@@ -157,18 +157,28 @@ def walk_paths(instance: Instance, *, budget: int = DEFAULT_BUDGET, deadline: De
     return WalkFound(order=order, ends=ends, proven=False, expansions=expansions)
 
 
-def _long_walk(adj, start: int, caps, lat) -> list[int]:
+def _long_walk(adj, start: int, caps, lat, stop: Deadline | None = None) -> list[int]:
     """A simple path from ``start``, always to the unused neighbour with the fewest unused
-    neighbours (Warnsdorff's rule), until a dead end."""
+    neighbours (Warnsdorff's rule), until a dead end (or ``stop``). The unused-neighbour counts
+    are kept up to date as the walk goes (a dense fleet would recount them cubically)."""
     used = [False] * len(adj)
+    free = [len(a) for a in adj]
+
+    def take(d: int) -> None:
+        used[d] = True
+        for w in adj[d]:
+            free[w] -= 1
+
     walk = [start]
-    used[start] = True
-    while True:
-        nxt = _ordered(adj, walk[-1], used, caps, lat)
-        if not nxt:
+    take(start)
+    while stop is None or not stop.expired():
+        v = walk[-1]
+        nxt = min((u for u in adj[v] if not used[u]), key=lambda u: (free[u], -caps[u], lat[v, u], u), default=None)
+        if nxt is None:
             return walk
-        walk.append(nxt[0])
-        used[nxt[0]] = True
+        walk.append(nxt)
+        take(nxt)
+    return walk
 
 
 def _best_arc(walk: list[int], adj, prefix, caps, stop: Deadline):

@@ -24,9 +24,12 @@ __all__ = ["DisjointSets", "components", "pieces", "node_parts", "restricted", "
 def pieces(instance: Instance) -> list[list[int]]:
     """The available devices (indices) grouped into pieces that reach each other (a route of
     links, i.e. a finite shortest-path latency), each sorted; the pieces by decreasing total
-    capacity, ties by their first device. One piece when the fleet is connected."""
-    reach = np.isfinite(np.asarray(instance.latency_us))
+    capacity, ties by their first device. One piece when the fleet is connected (always where the
+    fabric's formula holds: every rack reaches every other; no table is built)."""
     n = instance.n_devices
+    if instance.fleet.formula:
+        return [list(range(n))]
+    reach = np.isfinite(np.asarray(instance.latency_us))
     seen = np.zeros(n, dtype=bool)
     out: list[list[int]] = []
     for d in range(n):

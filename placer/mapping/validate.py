@@ -41,19 +41,23 @@ class _Links:
     """Latency between two devices as placer costs a hop: the direct link, else the shortest path."""
 
     def __init__(self, fleet):
-        self.graph = fleet.graph
+        self.fleet = fleet
         self._paths: dict[tuple[str, str], float] = {}
 
+    @property
+    def graph(self):
+        return self.fleet.graph
+
     def direct(self, a: str, b: str) -> float | None:
-        g = self.graph
-        return g.edges[a, b]["latency_us"] if g.has_edge(a, b) else None
+        """The direct link's latency, from the spec's links or its fabric's formula (no table)."""
+        return self.fleet.link_latency_us(a, b)
 
     def group_direct(self, ga, gb) -> float | None:
         """Lowest latency of a direct link between a member of ``ga`` and one of ``gb``."""
         best = None
         for a in ga:
             for b in gb:
-                d = self.direct(a, b) if a in self.graph and b in self.graph else None
+                d = self.direct(a, b)
                 if d is not None and (best is None or d < best):
                     best = d
         return best
@@ -67,6 +71,9 @@ class _Links:
         if d is not None:
             return float(d)
         key = (a, b) if a <= b else (b, a)
+        known = self.fleet.by_id
+        if self.fleet.formula and a in known and b in known and known[a].available and known[b].available:
+            return self.fleet.path_latency_us(a, b)     # the fabric's formula, exact (placer.specs.fabric)
         if key not in self._paths:
             try:
                 self._paths[key] = float(nx.dijkstra_path_length(self.graph, a, b, weight="latency_us"))

@@ -316,9 +316,18 @@ class Instance:
         return out
 
     def hop_us(self, a: int, b: int) -> float:
-        """Latency of a hop a -> b: the direct link when there is one, else the shortest path."""
+        """Latency of a hop a -> b: the direct link when there is one, else the shortest path (by
+        the fleet's formula when it holds: no table is built)."""
+        if self.fleet.formula:
+            return self.fleet.fabric.path_us(self.devices[a], self.devices[b])
         link = self.link_us.get((a, b))
         return link if link is not None else self.latency_us[a][b]
+
+    def link_between(self, a: int, b: int) -> float | None:
+        """Latency of the direct link between devices a and b (by index), None when there is none."""
+        if self.fleet.formula:
+            return None if a == b else self.fleet.fabric.link_us(self.devices[a], self.devices[b])
+        return self.link_us.get((a, b))
 
     def hops(self, assignment) -> tuple[int, float]:
         """(hops, hop latency in us) of ``assignment``: model edges whose ends sit on different

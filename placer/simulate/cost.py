@@ -438,7 +438,6 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
     stage_of: dict[int, int] = {}
     for run in runs:
         stage_of.setdefault(assignment[run[0]], len(stage_of))
-    graph = instance.fleet.graph
     low_precision = instance.workload.weight_bits <= 8
     out = []
     for k, run in enumerate(runs):
@@ -457,7 +456,7 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
             e = assignment[runs[k + 1][0]]
             hop = instance.hop_us(d, e)
             other = instance.devices[e].id
-            bw = graph.edges[dev.id, other].get("bandwidth") if graph.has_edge(dev.id, other) else None
+            bw = instance.fleet.link_bandwidth(dev.id, other)
             hop_bw = bw / 1e6 if bw else float("inf")
             act = costs[run[-1]].activation_bytes_per_token
         out.append(Segment(index=k, device=d, device_id=dev.id, stage=stage_of[d], nodes=tuple(run),
@@ -498,11 +497,10 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     if g == 1:
         return ()
     base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
-    graph = (base or instance.fleet).graph
+    fleet = base or instance.fleet
     a, b = members[0], members[1]
-    link = graph.edges[a, b] if graph.has_edge(a, b) else {}
-    latency = float(link.get("latency_us", 0.0))
-    bandwidth = link.get("bandwidth")
+    latency = float(fleet.link_latency_us(a, b) or 0.0)
+    bandwidth = fleet.link_bandwidth(a, b)
     fixed = instance.devices[device].type.collective_latency_us
     wl = instance.workload
     hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)

@@ -3,8 +3,11 @@
 A hardware spec names one or more device types and a fleet built from groups of racks. Devices
 get ids ``r<rack><w|g><slot>`` (``w`` for wafers, ``g`` for GPUs). Inside a rack every pair of
 devices is linked; racks are joined by ``inter_rack_topology`` (``full``: every device pair,
-as through a switch fabric; ``ring`` / ``line``: slot 0 of consecutive racks); ``extra_links`` add
-any link; ``unavailable`` devices stay in the spec but are never used.
+as through a switch fabric; ``leaf-spine``: the same through ``racks_per_leaf`` racks per leaf
+switch, ``spine_latency_us`` more between leaves; ``ring`` / ``line``: slot 0 of consecutive racks);
+``extra_links`` add any link; ``unavailable`` devices stay in the spec but are never used. The
+fabric (:mod:`placer.specs.fabric`) gives latencies by formula: mesh and leaf-spine links are
+implied, never listed, so a fleet of 100,000 devices costs what its devices cost.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import (
 )
 
 from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fabric import Fabric, shortest_paths
 from placer.specs.reserve import NO_RESERVE, Reserve, parse_reserve
 from placer.specs.spec_io import (
     SpecName,
@@ -156,7 +160,10 @@ class FleetSpec(StrictSpec):
     inter_rack_latency_us: LatencyUs = 3.0
     intra_rack_bandwidth: float | str | None = None
     inter_rack_bandwidth: float | str | None = None
-    inter_rack_topology: Literal["full", "ring", "line"] = "full"
+    inter_rack_topology: Literal["full", "ring", "line", "leaf-spine", "torus"] = "full"
+    racks_per_row: Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)] | None = None
+    racks_per_leaf: Annotated[int, BeforeValidator(reject_bool), Field(ge=1, le=100000)] | None = None
+    spine_latency_us: LatencyUs = 0.0
     unavailable: list[str] = Field(default_factory=list)
     extra_links: list[LinkSpec] = Field(default_factory=list)
 
@@ -169,6 +176,10 @@ class FleetSpec(StrictSpec):
             raise ValueError("a fleet needs racks and per_rack, or groups")
         if self.groups is not None and not self.groups:
             raise ValueError("groups is empty: a fleet needs at least one device")
+        if (self.inter_rack_topology == "leaf-spine") != (self.racks_per_leaf is not None):
+            raise ValueError("racks_per_leaf is given with inter_rack_topology: leaf-spine, and only then")
+        if (self.inter_rack_topology == "torus") != (self.racks_per_row is not None):
+            raise ValueError("racks_per_row is given with inter_rack_topology: torus, and only then")
         return self
 
 
@@ -243,33 +254,8 @@ class Device:
         return self.type.memory_bytes
 
 
-# fleets of up to this many available devices run Dijkstra in numpy (milliseconds; importing
-# scipy for it would cost more than the search)
-DENSE_DIJKSTRA_DEVICES = 400
-
-
-def _all_pairs_dijkstra(n: int, rows, cols, vals) -> np.ndarray:
-    """Shortest-path lengths between all ``n`` nodes of the undirected graph with edges
-    ``rows[k] - cols[k]`` of length ``vals[k] >= 0`` (inf when unreachable).
-
-    Dijkstra from every node at once on the dense length matrix: each round settles, for every
-    source, its nearest unsettled node ``u`` and relaxes ``dist[u] + length(u, v)``, the sum
-    Dijkstra forms, so the floats equal those of any other Dijkstra (scipy's, networkx's).
-    """
-    w = np.full((n, n), np.inf)
-    for a, b, x in zip(rows, cols, vals):
-        if a != b and x < w[a, b]:
-            w[a, b] = w[b, a] = x
-    dist = np.full((n, n), np.inf)
-    np.fill_diagonal(dist, 0.0)
-    settled = np.zeros((n, n), dtype=bool)
-    every = np.arange(n)
-    for _ in range(n):
-        u = np.where(settled, np.inf, dist).argmin(axis=1)
-        settled[every, u] = True
-        dist = np.minimum(dist, dist[every, u][:, None] + w[u])
-    return dist
-
+# the largest fleet a spec may describe (devices, available or not)
+MAX_DEVICES = 200_000
 
 @dataclass(frozen=True)
 class Fleet:
@@ -283,6 +269,8 @@ class Fleet:
     spec: dict = field(default_factory=dict, compare=False, repr=False)
     power_boundary: str = DEFAULT_POWER_BOUNDARY    # where every device type's power_w is counted
     pue: float | None = None                        # the facility boundary's PUE (None at the others)
+    # the racks' fabric (placer.specs.fabric): mesh and leaf-spine links are implied by it, not in links
+    fabric: Fabric | None = None
 
     @cached_property
     def by_id(self) -> dict[str, Device]:
@@ -293,12 +281,21 @@ class Fleet:
         return tuple(d for d in self.devices if d.available)
 
     @cached_property
+    def formula(self) -> bool:
+        """Whether the fabric's formula is the shortest path among the available devices
+        (:meth:`placer.specs.fabric.Fabric.exact_for`): latencies then need no table."""
+        return self.fabric is not None and self.fabric.exact_for(self.available)
+
+    @cached_property
     def link_table(self) -> dict[tuple[str, str], tuple[float, float]]:
         """The direct links among available devices: ``(a, b) -> (latency_us, bandwidth)``, each
-        pair once (in the direction first listed), the least latency when a pair is listed twice."""
+        pair once (in the direction first listed), the least latency when a pair is listed twice.
+        Holds the fabric's implied links too: quadratic in a mesh's devices (:meth:`link_latency_us`
+        and :meth:`path_latency_us` answer one pair without it)."""
         avail = {d.id for d in self.available}
         out: dict[tuple[str, str], tuple[float, float]] = {}
-        for a, b, lat, bw in self.links:
+        implied = self.fabric.implied_links(self.available) if self.fabric is not None else ()
+        for a, b, lat, bw in (*self.links, *implied):
             if a in avail and b in avail:
                 key = (b, a) if (b, a) in out else (a, b)
                 if key in out and out[key][0] <= lat:
@@ -322,10 +319,11 @@ class Fleet:
     @cached_property
     def latency_matrix(self) -> np.ndarray:
         """Shortest-path latency (us) between available devices, in ``available`` order; inf when
-        disconnected. Dijkstra from every device: in numpy up to :data:`DENSE_DIJKSTRA_DEVICES`
-        devices (importing scipy would cost more than the search), else in compiled code
-        (scipy.sparse.csgraph): thousands of devices in seconds. Both relax the same sums, so they
-        give the same floats."""
+        disconnected. By the fabric's formula when it holds (:attr:`formula`), else Dijkstra from
+        every device (:func:`placer.specs.fabric.shortest_paths`). Quadratic in the devices:
+        large fleets are solved on a quotient (:mod:`placer.algorithms.quotient`)."""
+        if self.formula:
+            return self.fabric.matrix(self.available)
         ids = [d.id for d in self.available]
         index = {d: k for k, d in enumerate(ids)}
         rows, cols, vals = [], [], []
@@ -338,34 +336,7 @@ class Fleet:
             out = np.full((n, n), np.inf)
             np.fill_diagonal(out, 0.0)
             return out
-        if n <= DENSE_DIJKSTRA_DEVICES:
-            return _all_pairs_dijkstra(n, rows, cols, vals)
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import connected_components, shortest_path
-
-        if min(vals) <= 0.0:
-            # scipy's sparse graphs drop zero-weight edges: contract every group of devices joined by
-            # 0 us links into one node (all at distance 0), run Dijkstra on the positive rest, expand
-            zero = [(r, c) for r, c, v in zip(rows, cols, vals) if v <= 0.0]
-            zr, zc = zip(*zero)
-            _, label = connected_components(csr_matrix((np.ones(len(zero)), (zr, zc)), shape=(n, n)),
-                                            directed=False)
-            k = int(label.max()) + 1
-            best: dict[tuple[int, int], float] = {}
-            for r, c, v in zip(rows, cols, vals):
-                a, b = int(label[r]), int(label[c])
-                if v > 0.0 and a != b:
-                    key = (min(a, b), max(a, b))
-                    best[key] = min(best.get(key, np.inf), v)
-            if best:
-                (qa, qb), qv = zip(*best.keys()), list(best.values())
-                quotient = shortest_path(csr_matrix((qv, (qa, qb)), shape=(k, k)), method="D", directed=False)
-            else:
-                quotient = np.full((k, k), np.inf)
-                np.fill_diagonal(quotient, 0.0)
-            return quotient[np.ix_(label, label)]
-        graph = csr_matrix((vals, (rows, cols)), shape=(n, n))
-        return shortest_path(graph, method="D", directed=False)
+        return shortest_paths(n, rows, cols, vals)
 
     @property
     def shortest_latency_us(self) -> dict[str, dict[str, float]]:
@@ -376,9 +347,36 @@ class Fleet:
                 for i, a in enumerate(ids)}
 
     def link_latency_us(self, a: str, b: str) -> float | None:
-        """Latency of the direct link a-b, or ``None`` when there is none."""
+        """Latency of the direct link a-b, or ``None`` when there is none (or a device of it is
+        unavailable). By the fabric's formula when it holds (no table built)."""
+        if self.formula:
+            da, db = self.by_id.get(a), self.by_id.get(b)
+            if da is None or db is None or not (da.available and db.available) or a == b:
+                return None
+            return self.fabric.link_us(da, db)
         link = self.link_table.get((a, b)) or self.link_table.get((b, a))
         return None if link is None else link[0]
+
+    def link_bandwidth(self, a: str, b: str) -> float | None:
+        """Bandwidth (B/s) of the direct link a-b (None: none stated, or no link)."""
+        if self.formula:
+            if self.link_latency_us(a, b) is None:
+                return None
+            return self.fabric.link_bw(self.by_id[a], self.by_id[b])
+        link = self.link_table.get((a, b)) or self.link_table.get((b, a))
+        return None if link is None else link[1]
+
+    def path_latency_us(self, a: str, b: str) -> float:
+        """Shortest-path latency (us) between available devices a and b (inf when disconnected): by
+        the fabric's formula when it holds, else from :attr:`latency_matrix`."""
+        if self.formula:
+            return self.fabric.path_us(self.by_id[a], self.by_id[b])
+        index = self._available_index
+        return float(self.latency_matrix[index[a], index[b]])
+
+    @cached_property
+    def _available_index(self) -> dict[str, int]:
+        return {d.id: k for k, d in enumerate(self.available)}
 
     @property
     def device_types(self) -> dict[str, DeviceType]:
@@ -414,6 +412,8 @@ class Fleet:
             if boundary != "facility":
                 raise InvalidSpec(ARGUMENT, "pue", f"applies to the facility boundary only (power is {boundary})")
         pue = (DEFAULT_PUE if pue is None else float(pue)) if boundary == "facility" else None
+        if boundary == self.power_boundary and pue == self.pue:
+            return self         # every power_w is already counted there (power_at is idempotent)
         types = {name: replace(t, power_w=t.power_at(boundary, pue)) for name, t in self.device_types.items()}
         devices = tuple(replace(d, type=types[d.type.name]) for d in self.devices)
         return replace(self, devices=devices, power_boundary=boundary, pue=pue)
@@ -473,6 +473,17 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
                       **dict(perf))    # the cost-model constants, each a DeviceType field of the same name
 
 
+def _torus_pairs(racks: int, width: int) -> list[tuple[int, int]]:
+    """Neighbouring racks of a torus of rows of ``width``: along each row and column, wrapping."""
+    pairs = set()
+    for r in range(racks):
+        x, y = r % width, r // width
+        for nb in (y * width + (x + 1) % width, ((y + 1) % (racks // width)) * width + x):
+            if nb != r:
+                pairs.add((min(r, nb), max(r, nb)))
+    return sorted(pairs)
+
+
 def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "") -> Fleet:
     """Build a :class:`Fleet` from a hardware-spec mapping; raises :class:`InvalidSpec` naming the field."""
     try:
@@ -490,8 +501,8 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
         raise InvalidSpec(source, "fleet.device", f"unknown device type {default_type!r} (defined: {sorted(types)})")
     groups = f.groups or [GroupSpec(device=default_type, racks=f.racks, per_rack=f.per_rack)]
     total = sum(g.racks * g.per_rack for g in groups)
-    if total > 20000:
-        raise InvalidSpec(source, "fleet", f"{total} devices; placer handles fleets up to 20,000 devices")
+    if total > MAX_DEVICES:
+        raise InvalidSpec(source, "fleet", f"{total} devices; placer handles fleets up to {MAX_DEVICES:,} devices")
     devices: list[Device] = []
     rack_members: list[list[str]] = []
     rack = 0
@@ -518,7 +529,8 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
             raise InvalidSpec(source, f"fleet.unavailable.{i}", f"device {u!r} is listed twice")
         unavailable_seen.add(u)
     unavailable = set(f.unavailable)
-    devices = [replace(d, available=d.id not in unavailable) for d in devices]
+    if unavailable:
+        devices = [replace(d, available=False) if d.id in unavailable else d for d in devices]
     intra_bw = parse_bandwidth(f.intra_rack_bandwidth) if f.intra_rack_bandwidth is not None else None
     inter_bw = parse_bandwidth(f.inter_rack_bandwidth) if f.inter_rack_bandwidth is not None else None
     links: list[tuple[str, str, float, float | None]] = []
@@ -527,17 +539,13 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
             for b in members[i + 1:]:
                 links.append((a, b, f.intra_rack_latency_us, intra_bw))
     n = len(rack_members)
-    if f.inter_rack_topology == "full":
-        if len(devices) > 2000:
-            raise InvalidSpec(source, "fleet.inter_rack_topology",
-                              "a full inter-rack mesh over more than 2,000 devices is too large; use ring or line")
-        for r1 in range(n):
-            for r2 in range(r1 + 1, n):
-                for a in rack_members[r1]:
-                    for b in rack_members[r2]:
-                        links.append((a, b, f.inter_rack_latency_us, inter_bw))
-    else:
-        pairs = [(r, r + 1) for r in range(n - 1)]
+    fabric = Fabric(f.inter_rack_topology, float(f.intra_rack_latency_us), float(f.inter_rack_latency_us), n,
+                    intra_bw, inter_bw, racks_per_leaf=f.racks_per_leaf or 0,
+                    spine_us=float(f.spine_latency_us), extra=bool(f.extra_links), racks_per_row=f.racks_per_row or 0)
+    if fabric.kind == "torus" and n % fabric.racks_per_row:
+        raise InvalidSpec(source, "fleet.racks_per_row", f"{n} racks do not fill rows of {fabric.racks_per_row}")
+    if not fabric.implied:      # mesh and leaf-spine links are the fabric's, never listed
+        pairs = _torus_pairs(n, fabric.racks_per_row) if fabric.kind == "torus" else [(r, r + 1) for r in range(n - 1)]
         if f.inter_rack_topology == "ring" and n > 2:
             pairs.append((n - 1, 0))
         for r1, r2 in pairs:
@@ -559,4 +567,4 @@ def fleet_from_dict(data: dict, *, source: str = "<hardware>", sha256: str = "")
     if not any(d.available for d in devices):
         raise InvalidSpec(source, "fleet.unavailable", "every device is unavailable: the fleet is empty")
     return Fleet(name=spec.name, devices=tuple(devices), links=tuple(links), sha256=sha256, source=source,
-                 spec=data)
+                 spec=data, fabric=fabric)

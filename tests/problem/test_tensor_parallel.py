@@ -85,7 +85,7 @@ def test_group_fleet_chunks_available_devices_of_each_node():
     assert members == (("r0g0", "r0g2", "r0g3", "r0g4"), ("r1g0", "r1g1", "r1g2", "r1g3"),
                        ("r1g4", "r1g5", "r1g6", "r1g7"))
     assert [d.id for d in derived.devices] == ["r0g0", "r1g0", "r1g4"]
-    lat = {frozenset((a, b)): x for a, b, x, _ in derived.links}
+    lat = {frozenset(key): x for key, (x, _) in derived.link_table.items()}
     assert lat == {frozenset(("r0g0", "r1g0")): 4, frozenset(("r0g0", "r1g4")): 4,
                    frozenset(("r1g0", "r1g4")): 2}
     with pytest.raises(InvalidSpec, match="no node of gpus has 16 available devices"):

@@ -258,7 +258,7 @@ def test_every_catalog_fleet_holds_every_catalog_model():
      "device.power"),
     (_spec(intra_rack_bandwidth="2.4 Tbz"), "fleet.intra_rack_bandwidth"),
     (_spec(inter_rack_latency_us=float("nan")), "fleet.inter_rack_latency_us"),
-    (_spec(inter_rack_topology="torus"), "fleet.inter_rack_topology"),
+    (_spec(inter_rack_topology="hypercube"), "fleet.inter_rack_topology"),
     (_spec(colour="red"), "fleet.colour"),
     ({"name": "t", "fleet": {"racks": 1, "per_rack": 1}}, "(whole file)"),      # no device type at all
     ({"name": "t", "device": {"memory": "44 GB"}, "fleet": {"racks": 1}}, "fleet"),  # per_rack missing

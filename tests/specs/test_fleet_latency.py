@@ -78,7 +78,8 @@ def test_small_fleets_shortest_paths_equal_scipys():
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    from placer.specs.fleet import _all_pairs_dijkstra, fleet_from_dict, load_fleet
+    from placer.specs.fabric import _all_pairs_dijkstra
+    from placer.specs.fleet import fleet_from_dict, load_fleet
 
     rng = random.Random(3)
     fleets = [load_fleet("wse-3t")]

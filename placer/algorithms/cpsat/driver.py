@@ -179,6 +179,10 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
         return _solve(inst, levels, search, t0=time.monotonic(), time_limit=limit, hint=start, lower_bound=lb)
 
     first = sub(instance, before, left() / 3, hint, lower_bound) if before else None
+    if first is not None and first.feasible and not first.interrupted and left() > 0.5 \
+            and not all(lv.proven for lv in first.levels):
+        # not settled in its share: the rest of the budget goes on, from the placement found
+        first = sub(instance, before, left(), first, lower_bound)
     if first is not None and (not first.feasible or first.interrupted
                               or not all(lv.proven for lv in first.levels)):
         # the levels before concurrency are not settled: concurrency cannot be maximised under them
@@ -188,11 +192,10 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     probes: dict[int, Result] = {}
     ruled_out: list[int] = []
     best = [first.assignment if first is not None else hint]
-    stopped = [False]
+    stopped, settled = [False], []
     # the first placement meets the levels before concurrency and holds this many requests on
     # every stage: any c up to it is decided without a search
     held = first.concurrency_ceiling if first is not None else None
-    settled: list[int] = []
 
     def decide(c: int) -> bool | None:
         if c == base and first is not None:
@@ -204,7 +207,8 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
             return None
         inst = instance.with_concurrency(c)
         why = infeasibility(inst)
-        if why is not None:
+        if why is not None or ("devices" in target and device_lower_bound(inst) > target["devices"]):
+            # bound first: no placement at c keeps the device count (or any fits): ruled out, no search
             ruled_out.append(c)
             return False
         r = sub(inst, before or ("devices",), max(left() / 4, 0.2), best[0],
@@ -232,7 +236,10 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     ceiling = min((cmax - w) // r for w, r in zip(instance.weight_bytes, instance.request_bytes) if r > 0)
     # no workload states more than MAX_CONCURRENCY live requests: the search stops there
     top = min(max(ceiling, base), MAX_CONCURRENCY)
-    c_star, proven = largest_true(decide, base, top)
+    search_top = _bound_first(instance, base, top, target.get("devices"))
+    if search_top < top:
+        ruled_out.append(search_top + 1)
+    c_star, proven = largest_true(decide, base, search_top)
     if c_star is None:           # not even the base concurrency: the first solve says why
         return first if first is not None else sub(instance, after, left(), hint, lower_bound)
     start = probes[c_star].assignment if c_star in probes else best[0]
@@ -245,20 +252,34 @@ def _with_concurrency(instance: Instance, order, search: _Search, *, hint, lower
     upper = min(ruled_out) - 1 if ruled_out else max(ceiling, base)
     if settled:
         final.stats.setdefault("phases", []).append(dict(
-            phase="concurrency", settled="the first placement holds these counts; no search",
-            probes=len(settled), held=held))
+            phase="concurrency", settled="the first placement holds these counts; no search", probes=len(settled),
+            held=held))
     result = _attach(instance, final, order, None)
     value = result.concurrency_ceiling
-    sure = proven and not stopped[0]
-    if c_star == top < ceiling:
-        # capped: every probe up to the limit fits; the placement's own ceiling (at least the
-        # limit) is the optimum only when it meets the per-node upper bound
-        met = sure and value is not None and value >= upper
-        level = Level("concurrency", value, value if met else max(upper, value or 0), bool(met), cap=top)
-    else:
-        level = Level("concurrency", value, value if sure and value == c_star else max(upper, value or 0),
-                      bool(sure and value == c_star))
+    level = _concurrency_level(value, c_star, proven and not stopped[0], upper, top if c_star == top < ceiling else None)
     return _attach(instance, final, order, level)
+
+
+def _concurrency_level(value, c_star: int, sure: bool, upper: int, cap: int | None) -> Level:
+    """The level for a placement holding ``value`` requests, ``c_star`` the largest count found
+    (``sure``: every probe decided), ``upper`` the least count ruled out less one. ``cap``: the
+    search stopped at that limit, every probe up to it fitting; the placement's own ceiling (at
+    least the limit) is the optimum only when it meets the per-node upper bound."""
+    if cap is not None:
+        met = sure and value is not None and value >= upper
+        return Level("concurrency", value, value if met else max(upper, value or 0), bool(met), cap=cap)
+    return Level("concurrency", value, value if sure and value == c_star else max(upper, value or 0),
+                 bool(sure and value == c_star))
+
+
+def _bound_first(instance: Instance, base: int, top: int, devices: int | None) -> int:
+    """The largest count in ``[base, top]`` at which the device lower bound still allows
+    ``devices`` devices (``top`` when no count is known): by the bounds alone, no solve. Above it
+    no placement keeps the device count, so every count there is ruled out."""
+    if devices is None:
+        return top
+    fits, _ = largest_true(lambda c: device_lower_bound(instance.with_concurrency(c)) <= devices, base, top)
+    return top if fits is None else fits
 
 
 def _meets(value, target) -> bool:

@@ -12,7 +12,15 @@ from placer.algorithms.quantize import check_row
 if TYPE_CHECKING:   # annotations only (models imports this module)
     from placer.algorithms.cpsat.models import Problem
 
-__all__ = ["EdgeLatency"]
+
+def tick(p: Problem, k: int, every: int = 32) -> None:
+    """Every ``every`` steps of a loop that builds a model: raise
+    :class:`~placer.algorithms.deadline.DeadlineReached` once the problem's deadline has passed
+    (the strategy then reports its best placement, its unsearched levels "not solved")."""
+    if p.deadline is not None and k % every == 0:
+        p.deadline.check()
+
+__all__ = ["EdgeLatency", "tick"]
 
 
 class EdgeLatency:
@@ -44,12 +52,14 @@ class EdgeLatency:
         for step, labels in p.hierarchy:
             member = []
             for node in range(p.n):
+                tick(p, node)
                 by_g: dict[int, list] = {}
                 for d, v in by_node[node]:
                     by_g.setdefault(labels[d], []).append(v)
                 member.append(by_g)
             crosses = []
-            for u, v in p.edges:
+            for k, (u, v) in enumerate(p.edges):
+                tick(p, k)
                 if step is None:     # unreachable groups: an edge never crosses them
                     for g in set(member[u]) | set(member[v]):
                         m.add(sum(member[u].get(g, [])) == sum(member[v].get(g, [])))
@@ -75,6 +85,7 @@ class EdgeLatency:
         if not p.is_chain:
             return
         for _, labels, crosses in self.levels:
+            tick(p, 0)
             pieces = level_runs(p.demand_bytes, p.capacity_bytes, labels, devices)
             lits = [c for c in crosses if c is not None]
             if pieces > 1 and lits:
@@ -87,9 +98,8 @@ class EdgeLatency:
         check_row(max((sum(x for x in row if x is not None) for row in table), default=0),
                   "hop-latency row (latencies x scale)")
         self.edge_lat = []
-        for u, v in p.edges:
-            if p.deadline is not None:
-                p.deadline.check()      # DeadlineReached: the caller keeps its best placement
+        for k, (u, v) in enumerate(p.edges):
+            tick(p, k, 1)       # DeadlineReached: the caller keeps its best placement
             lat = m.new_int_var(0, top, "")
             xv = dict(by_node[v])
             for a, xa in by_node[u]:

@@ -118,17 +118,25 @@ def level_runs(demand_bytes, capacity_bytes, labels, devices: int | None = None)
     return runs
 
 
-def path_latency_bound(link: dict, groups: list[list[int]], count: int) -> int:
+def path_latency_bound(link: dict, groups: list[list[int]], count: int, gateways: bool = False) -> int:
     """A lower bound on the latency of any simple path of ``count`` devices: it has ``count - 1``
     links, at least (fewest groups holding ``count`` devices) - 1 of them between groups; each
-    costs at least the cheapest link of its kind."""
+    costs at least the cheapest link of its kind.
+
+    ``gateways``: racks are joined only through one gateway device each (a ring, line or torus of
+    racks, :mod:`placer.specs.fabric`). A simple path then passes a rack it enters and leaves through the
+    gateway alone (coming back would visit it twice), so only its first and last racks hold more
+    than one device: ``count <= (k - 2) + (the two largest racks)`` over k racks."""
     arcs = count - 1
     if arcs <= 0 or not link:
         return 0
     label = {d: g for g, members in enumerate(groups) for d in members}
     intra = [w for (a, b), w in link.items() if label[a] == label[b]]
     inter = [w for (a, b), w in link.items() if label[a] != label[b]]
-    k_min = max(0, min_groups_covering([len(g) for g in groups], count) - 1)
+    sizes = sorted((len(g) for g in groups), reverse=True)
+    k_min = max(0, min_groups_covering(sizes, count) - 1)
+    if gateways and count > sizes[0]:
+        k_min = max(k_min, count - sizes[0] - (sizes[1] if len(sizes) > 1 else 0) + 1)
     if not inter:
         return arcs * min(intra)
     if not intra:

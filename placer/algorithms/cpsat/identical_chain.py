@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from placer.algorithms.chain import bottleneck_ends, next_fit, prefix_sums
 from placer.algorithms.cpsat.fleet import path_latency_bound
-from placer.algorithms.cpsat.levels import exact_latency_units, latency_level, solve_level
+from placer.algorithms.cpsat.levels import LevelSearch, exact_latency_units, latency_level, solve_level
 from placer.algorithms.cpsat.models import PathModel, Problem
 from placer.algorithms.cpsat.run import Run, finish, no_placement, objective_levels
 from placer.algorithms.paths import find_path
 from placer.problem.placement import Result, Status
+from placer.specs.fabric import GATEWAYS
 
 __all__ = ["identical_chain"]
 
@@ -36,10 +37,17 @@ def identical_chain(run: Run) -> Result:
     path = find_path(instance, count, budget=20_000).path
     start = None if path is None else (_lay_cuts(instance.n_nodes, cuts, path), list(path))
     # the path level: the cheapest path when latency is wanted, else any path of ``count`` devices
-    found = solve_level(run, "path", lambda p: _PathLevel(p, count, cuts, instance.n_nodes, want_latency),
-                        start=start, value=lambda a: exact_latency_units(run, a),
-                        target=path_latency_bound(prob.link, prob.groups, count) if want_latency else None,
-                        scale=prob.lat_scale, light=True, sizes=False)
+    # (a path found already settles it: no search)
+    fabric = instance.fleet.fabric
+    gateways = instance.fleet.formula and fabric.kind in GATEWAYS
+    target = path_latency_bound(prob.link, prob.groups, count, gateways) if want_latency else None
+    if start is not None and not want_latency:
+        run.record("path", settled="a path of the stage count is found; no search")
+        found = LevelSearch(start, None)
+    else:
+        found = solve_level(run, "path", lambda p: _PathLevel(p, count, cuts, instance.n_nodes, want_latency),
+                            start=start, value=lambda a: exact_latency_units(run, a), target=target,
+                            scale=prob.lat_scale, light=True, sizes=False)
     if found.infeasible:
         return no_placement(
             run, Status.INFEASIBLE, f"a contiguous pipeline needs {count} stages, but the fleet graph has no "

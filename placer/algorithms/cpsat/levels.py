@@ -236,6 +236,8 @@ def solve_levels(run: Run, strategy: Strategy, *, start, device_target: int, wan
     why. ``latency_skipped``: why hop latency cannot be modelled (a wanted level then gets the
     incumbent's value against the bounds known without a model: proven only when it meets them)."""
     instance = run.instance
+    if start is not None:       # what a deadline reached while building the model leaves standing
+        run.best = (start[0], start[1], {"devices": device_level(run, len(set(start[0])), device_target)})
     found = solve_level(run, "devices", strategy.devices, start=start, value=lambda a: len(set(a)),
                         target=device_target, light=strategy.light)
     if found.infeasible:
@@ -261,6 +263,11 @@ def solve_levels(run: Run, strategy: Strategy, *, start, device_target: int, wan
         found = LevelSearch(best, fixed.target)
         run.record("latency", note=latency_skipped, bound=fixed.target / run.prob.lat_scale)
     else:
+        # the better start against the bound known without a model stands if the deadline passes
+        # while the model is built (DeadlineReached)
+        best = min((fixed.start, (assignment, order)), key=lambda b: exact_latency_units(run, b[0]))
+        run.best = (best[0], best[1], {**levels, "latency": latency_level(
+            run, best[0], fixed.target, "not searched: the time limit was reached while building its model")})
         found = solve_level(run, "latency", fixed.latency, start=fixed.start,
                             value=lambda a: exact_latency_units(run, a), target=fixed.target,
                             scale=run.prob.lat_scale, light=strategy.light)

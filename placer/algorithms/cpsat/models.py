@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model, cp_model_helper
 
 from placer.algorithms.chain import prefix_bounds
-from placer.algorithms.cpsat.edge_latency import EdgeLatency
+from placer.algorithms.cpsat.edge_latency import EdgeLatency, tick
 from placer.algorithms.cpsat.fleet import min_groups_covering, symmetry_classes
 from placer.algorithms.quantize import check_row
 
@@ -223,12 +223,14 @@ class _Placement:
         self.by_node = [[] for _ in range(p.n)]
         self.by_dev = [[] for _ in range(p.d)]
         for node in range(p.n):
+            tick(p, node)
             for d in p.allowed(node, relax_pins=explain):
                 v = m.new_bool_var(f"x{node}_{d}")
                 self.x[node, d] = v
                 self.by_node[node].append((d, v))
                 self.by_dev[d].append((node, v))
         for node in range(p.n):
+            tick(p, node)
             m.add_exactly_one(v for _, v in self.by_node[node])
             for d, v in self.by_node[node]:
                 m.add_implication(v, used[d])
@@ -255,6 +257,7 @@ class _Placement:
                     m.add(used[d] == 0)
         self.capacity_lits = {}
         for d in range(p.d):
+            tick(p, d)
             terms = self.by_dev[d]
             if not terms:
                 m.add(used[d] == 0)
@@ -294,7 +297,8 @@ class _Placement:
         used = set(assignment)
         for d in range(self.p.d if with_used else 0):
             m.add_hint(self.used[d], d in used)
-        for (node, d), v in self.x.items():
+        for k, ((node, d), v) in enumerate(self.x.items()):
+            tick(self.p, k, 4096)
             m.add_hint(v, assignment[node] == d)
         for lit in list(self.capacity_lits.values()) + self.pin_lits:
             m.add_hint(lit, True)
@@ -452,6 +456,7 @@ class FreeModel(_Placement):
         for g in groups:
             prefix, acc = [], None
             for node in range(p.n):
+                tick(p, node)
                 xs = [self.x[node, d] for d in g if (node, d) in self.x]
                 cur = m.new_bool_var("")
                 for v in xs:

@@ -145,7 +145,9 @@ def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ..
 def fleet_of_groups(fleet: Fleet, members) -> Fleet:
     """The derived fleet whose devices are the groups ``members`` (device ids of ``fleet``, each
     group named after its first member); two groups are linked when some pair of their members is,
-    at the lowest such latency."""
+    at the lowest such latency. The fleet's fabric (:mod:`placer.specs.fabric`) carries over when
+    every group lies in one rack and is named after its lowest slot (a group then links as its
+    first member does); else its implied links are listed."""
     by_id = fleet.by_id
     devices: list[Device] = []
     leader: dict[str, str] = {}
@@ -153,8 +155,15 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
         devices.append(by_id[ids[0]])
         for i in ids:
             leader[i] = ids[0]
+    keep = fleet.fabric is not None and all(
+        len({by_id[i].rack for i in ids}) == 1 and by_id[ids[0]].slot == min(by_id[i].slot for i in ids)
+        for ids in members)
+    if keep and not fleet.fabric.extra:
+        return replace(fleet, devices=tuple(devices), links=_fabric_group_links(fleet, devices, leader))
+    listed = fleet.links if keep or fleet.fabric is None else \
+        [(a, b, lat, bw) for (a, b), (lat, bw) in fleet.link_table.items()]
     best: dict[tuple[str, str], tuple[float, float | None]] = {}
-    for a, b, lat, bw in fleet.links:
+    for a, b, lat, bw in listed:
         ga, gb = leader.get(a), leader.get(b)
         if ga is None or gb is None or ga == gb:
             continue
@@ -162,7 +171,23 @@ def fleet_of_groups(fleet: Fleet, members) -> Fleet:
         if key not in best or lat < best[key][0]:
             best[key] = (lat, bw)
     links = tuple((a, b, lat, bw) for (a, b), (lat, bw) in best.items())
-    return replace(fleet, devices=tuple(devices), links=links)
+    return replace(fleet, devices=tuple(devices), links=links, fabric=fleet.fabric if keep else None)
+
+
+def _fabric_group_links(fleet: Fleet, leaders: list[Device], leader: dict[str, str]) -> tuple:
+    """The listed links of groups of one rack each on a fabric without extra links: every pair of
+    groups of a rack at the intra-rack latency (their members' links all are), and the ring or
+    line links between gateways, which belong to the groups that lead with them."""
+    fabric = fleet.fabric
+    by_rack: dict[int, list[str]] = {}
+    for d in leaders:
+        by_rack.setdefault(d.rack, []).append(d.id)
+    out = [(a, b, fabric.intra_us, fabric.intra_bw) for ids in by_rack.values()
+           for k, a in enumerate(ids) for b in ids[k + 1:]]
+    if not fabric.implied:
+        out += [(leader[a], leader[b], lat, bw) for a, b, lat, bw in fleet.links
+                if a in leader and b in leader and fleet.by_id[a].rack != fleet.by_id[b].rack]
+    return tuple(out)
 
 
 def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple[int, int]:
@@ -193,8 +218,8 @@ def group_link_us(fleet: Fleet, members) -> float:
     between them on its share of the steps; 0 for a group of one, a missing link counts 0)."""
     if len(members) < 2:
         return 0.0
-    g, a = fleet.graph, members[0]
-    lats = [float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0 for b in members[1:]]
+    a = members[0]
+    lats = [float(fleet.link_latency_us(a, b) or 0.0) for b in members[1:]]
     return lats[0] if len(set(lats)) == 1 else sum(lats) / len(lats)
 
 
