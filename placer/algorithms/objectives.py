@@ -5,8 +5,9 @@ from __future__ import annotations
 __all__ = ["LEVELS", "OBJECTIVE_ALIASES", "OBJECTIVES", "DEFAULT_OBJECTIVE", "parse_objective"]
 
 # objective levels CP-SAT solves; an objective is an order of them ("devices,concurrency,latency"),
-# or one of the names below
-LEVELS = ("devices", "concurrency", "latency", "bottleneck")
+# or one of the names below; "moved" (weight bytes placed on a device that did not hold them
+# before, :mod:`placer.algorithms.cpsat.moved`) needs the previous placement and comes first
+LEVELS = ("moved", "devices", "concurrency", "latency", "bottleneck")
 OBJECTIVE_ALIASES = {"devices": ("devices",), "lex": ("devices", "latency"),
                      "lex3": ("devices", "latency", "bottleneck")}
 OBJECTIVES = tuple(OBJECTIVE_ALIASES)
@@ -18,7 +19,7 @@ DEFAULT_OBJECTIVE = "devices,concurrency,latency"
 def parse_objective(text: str) -> tuple[str, ...]:
     """The levels of an objective, in order: a name of :data:`OBJECTIVE_ALIASES` or a comma list of
     :data:`LEVELS` that holds ``devices`` before ``latency`` before ``bottleneck`` (``concurrency``
-    anywhere). ValueError naming the objective otherwise."""
+    anywhere, ``moved`` first when present). ValueError naming the objective otherwise."""
     if text in OBJECTIVE_ALIASES:
         return OBJECTIVE_ALIASES[text]
     order = tuple(x.strip() for x in str(text).split(",") if x.strip())
@@ -26,7 +27,9 @@ def parse_objective(text: str) -> tuple[str, ...]:
     if bad or not order or len(set(order)) != len(order):
         raise ValueError(f"objective {text!r}: a comma list of levels {', '.join(LEVELS)} (each once), "
                          f"or one of {', '.join(OBJECTIVES)}")
-    fixed = [x for x in order if x != "concurrency"]
+    if "moved" in order[1:]:
+        raise ValueError(f"objective {text!r}: moved must be the first level")
+    fixed = [x for x in order if x not in ("concurrency", "moved")]
     if "devices" not in fixed or fixed != [x for x in ("devices", "latency", "bottleneck") if x in fixed]:
         raise ValueError(f"objective {text!r}: devices must come first among devices, latency, bottleneck")
     return order

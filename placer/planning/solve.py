@@ -120,7 +120,8 @@ def check_accept(speculation) -> None:
 
 
 def place_instance(instance: Instance, solver: SolverSettings, *, method: str | None = None,
-                   objective: str | None = None, reports: bool = True, keep_interrupted: bool = True) -> Solved:
+                   objective: str | None = None, reports: bool = True, keep_interrupted: bool = True,
+                   hint=None) -> Solved:
     """Place ``instance`` with ``method`` (default the settings', else the mode's search method).
 
     An impossible request is an ``infeasible`` result, never an exception. ``keep_interrupted``:
@@ -131,7 +132,10 @@ def place_instance(instance: Instance, solver: SolverSettings, *, method: str | 
     method = method or solver.method_in(instance.mode)
     try:
         # looked up at each call: tests and tools count or intercept solves there
-        raw = algorithms.place(instance, method, **solver.options(method, objective, reports=reports))
+        options = solver.options(method, objective, reports=reports)
+        if hint is not None:
+            options["hint"] = hint
+        raw = algorithms.place(instance, method, **options)
     except InfeasiblePlacement as exc:
         raw = Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
                      max_concurrency=exc.max_concurrency)

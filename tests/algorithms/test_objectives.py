@@ -20,7 +20,7 @@ def test_comma_lists_keep_their_order_and_concurrency_may_sit_anywhere():
     assert parse_objective("devices,bottleneck") == ("devices", "bottleneck")
     assert parse_objective("devices,latency,bottleneck,concurrency") == (
         "devices", "latency", "bottleneck", "concurrency")
-    assert LEVELS == ("devices", "concurrency", "latency", "bottleneck")
+    assert LEVELS == ("moved", "devices", "concurrency", "latency", "bottleneck")
 
 
 @pytest.mark.parametrize("text", ["latency,devices", "bottleneck,devices", "devices,bottleneck,latency",
