@@ -154,7 +154,7 @@ def replan(plan_or_mapping, failed, *, model=None, hardware=None, solver: Solver
     loaded anew, then devices, concurrency and hop latency (see the module docstring).
 
     ``plan_or_mapping``: a Plan, a mapping document or its file; ``model`` / ``hardware`` override
-    the specs the mapping names; ``solver``: CP-SAT's settings (time limit, seed, threads, progress,
+    the specs the mapping (or the Plan) names; ``solver``: CP-SAT's settings (time limit, seed, threads, progress,
     deadline) for each of the two solves; ``fresh``: also solve afresh on the survivors;
     ``bandwidth``: B/s from storage for the reload times.
     """
@@ -164,6 +164,9 @@ def replan(plan_or_mapping, failed, *, model=None, hardware=None, solver: Solver
     if not bandwidth > 0:
         raise InvalidSpec("--reload-bandwidth", "reload_bandwidth", "a positive rate")
     doc, _ = mapping_of(plan_or_mapping)
+    if not isinstance(plan_or_mapping, (str, os.PathLike, dict)):     # a Plan: its own specs
+        model = model if model is not None else plan_or_mapping.model
+        hardware = hardware if hardware is not None else plan_or_mapping.fleet
     if (doc.get("parallel") or {}).get("per_stage"):
         raise InvalidSpec("<mapping>", "/parallel/per_stage", "re-placement of per-stage plans is not supported")
     spec_model, fleet, _, before = instance_from_mapping(doc, model=model, hardware=hardware)
