@@ -27,31 +27,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import reduce
 
 from placer.algorithms.check import acceptable, stage_order
 from placer.algorithms.cpsat.core import explain_infeasible
-from placer.algorithms.cpsat.fleet import FleetView, path_latency_bound
-from placer.algorithms.cpsat.levels import (
-    Built,
-    bottleneck_level,
-    cheapest_hops_bound,
-    exact_latency_units,
-    latency_level,
-    solve_level,
-)
-from placer.algorithms.cpsat.models import ContiguousModel, FreeModel, fix_latency
-from placer.algorithms.cpsat.run import (
-    LIGHT_F1,
-    LIGHT_F2,
-    Run,
-    bottleneck_value,
-    device_level,
-    finish,
-    no_placement,
-    reachable,
-)
+from placer.algorithms.cpsat.first import First, after_first, first_model
+from placer.algorithms.cpsat.fleet import FleetView
+from placer.algorithms.cpsat.levels import Built, solve_level
+from placer.algorithms.cpsat.run import LIGHT_F1, LIGHT_F2, Run, no_placement, reachable
 from placer.algorithms.quantize import ROW_LIMIT
 from placer.problem.instance import Instance
 from placer.problem.placement import Result, Status
@@ -114,25 +97,16 @@ def moved_levels(run: Run, previous) -> Result:
     row = _Row(instance, previous)
     run.stats.update(strategy=f"moved bytes first ({'F1' if kind == 'free' else 'F2'})", moved_unit_bytes=row.unit,
                      moved_exact=row.exact)
-    s_max = min(prob.n, prob.d)
 
-    def model(p, *, bottleneck=False, moved_at_most=None, count=None, latency=None):
-        mdl = FreeModel(p, bottleneck=bottleneck) if kind == "free" else \
-            ContiguousModel(p, s_max=s_max, bottleneck=bottleneck)
-        mdl.moved = row.expr(mdl)
-        if moved_at_most is not None:
-            mdl.m.add(mdl.moved <= moved_at_most)
-        if count is not None:
-            mdl.fix_count(count)
-        if latency is not None:
-            fix_latency(mdl, latency)
+    def hints(mdl):
         for i in row.nodes:                          # the old placement, where it still stands
             if (i, previous[i]) in mdl.x:
                 mdl.m.add_hint(mdl.x[i, previous[i]], True)
-        return mdl
 
+    first = First("moved", row.expr, row.units, lambda a: moved_bytes(instance, previous, a), hints)
+    model = first_model(run, kind, first)
     start = substitute(instance, previous, prob)
-    found = solve_level(run, "moved", lambda p: Built(model(p), lambda m: m.moved, ordered=kind != "free"),
+    found = solve_level(run, "moved", lambda p: Built(model(p), lambda m: m.lead, ordered=kind != "free"),
                         start=start, value=row.units, target=0, light=light)
     if found.infeasible:
         return explain_infeasible(run, kind)
@@ -142,7 +116,7 @@ def moved_levels(run: Run, previous) -> Result:
     best = found.best
     fixed = row.units(best[0])
     levels = {"moved": _moved_level(instance, previous, row, best[0], found.bound)}
-    return _after_moved(run, model, row, best, fixed, levels, kind, light)
+    return after_first(run, model, first, best, fixed, levels, kind, light)
 
 
 def _moved_level(instance, previous, row: _Row, assignment, bound_units) -> dict:
@@ -153,75 +127,6 @@ def _moved_level(instance, previous, row: _Row, assignment, bound_units) -> dict
     bound = lost + instance.tp * bound_units * row.unit
     proven = value <= bound
     return dict(value=value, bound=value if proven else min(bound, value), proven=proven)
-
-
-def _after_moved(run: Run, model, row: _Row, best, fixed: int, levels: dict, kind: str, light: bool) -> Result:
-    """Devices, latency and bottleneck with the moved bytes fixed (each only after a proven level)."""
-    instance, prob = run.instance, run.prob
-    ordered = kind != "free"
-    exact_moved = moved_bytes(instance, row.previous, best[0])
-
-    def no_worse(found, keep):
-        got = found.best
-        if got is None or moved_bytes(instance, row.previous, got[0]) > exact_moved:
-            return keep                              # a rounded moved row let it slip
-        return got
-
-    run.best = (best[0], best[1], dict(levels))
-    if not levels["moved"]["proven"] or run.interrupted:
-        used = len(set(best[0]))
-        levels["devices"] = device_level(run, used, run.lower)
-        if not levels["devices"]["proven"]:
-            levels["devices"]["note"] = "not searched: " + ("interrupted" if run.interrupted else
-                                                            "the moved bytes are not proven")
-        return _rest_unsearched(run, best, levels)
-    found = solve_level(run, "devices", lambda p: Built(model(p, moved_at_most=fixed), lambda m: m.devices_count(),
-                                                        ordered=ordered),
-                        start=best, value=lambda a: len(set(a)), target=run.lower, light=light)
-    best = no_worse(found, best)
-    used = len(set(best[0]))
-    levels["devices"] = device_level(run, used, max(run.lower, found.bound or 0))
-    run.best = (best[0], best[1], dict(levels))
-    want_latency, want_bottleneck = "latency" in run.order, "bottleneck" in run.order
-    probe = model(prob) if want_latency else None
-    if not want_latency or run.interrupted or not levels["devices"]["proven"] or not probe.latency_supported:
-        return _rest_unsearched(run, best, levels, None if probe is None or probe.latency_supported else
-                                "not searched: the fleet is too large for the per-edge latency table")
-    target = cheapest_hops_bound(run, used)
-    if kind != "free" and prob.is_chain:
-        target = max(target, path_latency_bound(prob.link, prob.groups, used))
-    found = solve_level(run, "latency", lambda p: Built(model(p, moved_at_most=fixed, count=used),
-                                                        lambda m: m.latency(), ordered=ordered),
-                        start=best, value=lambda a: exact_latency_units(run, a), target=target,
-                        scale=prob.lat_scale, light=light)
-    best = no_worse(found, best)
-    levels["latency"] = latency_level(run, best[0], found.bound)
-    run.best = (best[0], best[1], dict(levels))
-    if not want_bottleneck or run.interrupted or not levels["latency"]["proven"]:
-        return _rest_unsearched(run, best, levels)
-    proven_latency = found.bound
-    unit = run.quant.unit
-    found = solve_level(run, "bottleneck", lambda p: Built(
-        model(p, bottleneck=True, moved_at_most=fixed, count=used, latency=proven_latency),
-        lambda m: m.bottleneck, ordered=ordered), start=best,
-        value=lambda a: Fraction(bottleneck_value(instance, a), unit))
-    got = no_worse(found, best)
-    if exact_latency_units(run, got[0]) <= proven_latency:
-        best = got
-    levels["bottleneck"] = bottleneck_level(run, best[0], found.bound)
-    return finish(run, best[0], best[1], levels)
-
-
-def _rest_unsearched(run: Run, best, levels: dict, note: str | None = None) -> Result:
-    """The levels after the last one searched, with the placement's values, unproven, and why."""
-    why = note or ("not searched: interrupted" if run.interrupted else "not searched: a level before it is "
-                   "not proven")
-    if "latency" in run.order and "latency" not in levels:
-        levels["latency"] = latency_level(run, best[0], None, why)
-    if "bottleneck" in run.order and "bottleneck" not in levels:
-        levels["bottleneck"] = dict(value=bottleneck_value(run.instance, best[0]), bound=None, proven=False,
-                                    note=why)
-    return finish(run, best[0], best[1], levels)
 
 
 def substitute(instance: Instance, previous, prob=None):
