@@ -40,7 +40,7 @@ from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_bytes, format_duration_us, plural
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
-LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
+LEVEL_UNITS = {"cost": "$/h", "devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
 
 
 def _fmt(value, unit: str = "") -> str:
@@ -134,7 +134,9 @@ def print_progress(info) -> None:
                    "--context is its prompt).")
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
-                   "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
+                   "latency, bottleneck), or cost (the devices' price per hour from the hardware's price: blocks "
+                   "first, then devices, concurrency, latency). With a speed floor: devices (default), mw, "
+                   "tokens-per-mw or cost.")
 @click.option("--per-stage-tp", "per_stage_tp", is_flag=True,
               help="Let the tensor-parallel degree differ per stage, chosen from --tp (default: the divisors of "
                    "every node size the model allows), for fleets of mixed GPU types and runtimes that allow it "
@@ -299,6 +301,8 @@ def _level_value(name: str, value, missing: str = "-") -> str:
         return format_duration_us(value)
     if unit == "B":
         return format_bytes(value)
+    if unit == "$/h":
+        return f"${value:,.2f} per hour"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

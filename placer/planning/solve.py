@@ -172,11 +172,13 @@ class DegreeSearch:
 
 
 def rank_key(s: Solved):
-    """Fewest devices, then the highest concurrency ceiling, then the least hop latency, then the
-    lower degree, then tensor parallelism before attention data parallelism."""
+    """The least price per hour when solved with the ``cost`` level, then fewest devices, then the
+    highest concurrency ceiling, then the least hop latency, then the lower degree, then tensor
+    parallelism before attention data parallelism."""
     r = s.result
     ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
-    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
+    cost = r.level("cost")
+    return (0.0 if cost is None else cost.value, r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
 
 
 def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,

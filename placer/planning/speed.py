@@ -221,6 +221,10 @@ def _better(objective: str):
         return lambda c: (c.devices, -(c.sim.per_user_tokens_per_s or 0.0))
     if objective == "mw":
         return lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices)
+    if objective == "cost":         # US dollars per hour of every replica's devices (the specs' price: blocks)
+        from placer.algorithms.cpsat.cost import price_of
+
+        return lambda c: (c.replicas * price_of(c.shape.instance, c.shape.result.assignment), c.devices)
     return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
 
 
@@ -261,7 +265,8 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     """Serve ``workload.concurrency`` live requests at the requirements' speed floor.
 
     The speed objective picks among the candidates: ``devices`` (fewest, then fastest), ``mw``
-    (least power) or ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load).
+    (least power), ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load) or
+    ``cost`` (least US dollars per hour, each shape placed with CP-SAT's cost level first).
     ``max_concurrency`` caps the shapes' targets (default: the planned concurrency x 4). The
     requirements' degrees and expert parallelism choose the device layouts searched
     (:func:`placer.planning.layouts.device_layouts`; default every degree the model and the nodes
@@ -291,7 +296,8 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
         tag = layout_label(tp, spread, adp)
         # targets are a rank's live requests under attention data parallelism (the group holds tp times)
         for t in _targets(-(-total // base.requests_factor), -(-top // base.requests_factor)):
-            solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
+            solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False,
+                                    objective="cost,devices,latency" if objective == "cost" else None)
             r = solved.per_group
             if not r.feasible:
                 say(f"{tag}, target {t} live requests: no placement ({r.status})")

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from placer.algorithms.bound import lower_bound as device_lower_bound
 from placer.algorithms.cpsat.contiguous import contiguous
+from placer.algorithms.cpsat.cost import cost_levels
 from placer.algorithms.cpsat.free import free
 from placer.algorithms.cpsat.identical_chain import identical_chain
 from placer.algorithms.cpsat.moved import Previous, moved_levels
@@ -126,7 +127,7 @@ class _Search:
 
 def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: float, time_limit: float, hint,
            lower_bound) -> Result:
-    """The levels of ``order`` (moved, devices, then latency, then bottleneck) by the strategy that fits."""
+    """The levels of ``order`` (moved or cost, devices, then latency, then bottleneck) by the strategy that fits."""
     run = Run(instance, t0, time_limit, search.seed, search.threads, search.progress, ",".join(order), order=order,
               deadline=search.deadline.within(time_limit), work_limit=search.work_limit)
     run.prob, run.quant = build_problem(instance)
@@ -139,6 +140,8 @@ def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: f
     try:
         if "moved" in order:
             return moved_levels(run, search.previous)
+        if "cost" in order:
+            return cost_levels(run)
         if instance.mode == "free":
             return free(run)
         identical = len(set(instance.capacity_bytes)) == 1
