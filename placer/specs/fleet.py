@@ -490,7 +490,8 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
     if s.price is not None:
         p = s.price
         price = p.device_hour if p.device_hour is not None else p.system_hour / s.devices_per_system
-        per = "device-hour" if p.device_hour is not None else f"system-hour of {s.devices_per_system} devices"
+        n = s.devices_per_system
+        per = "device-hour" if p.device_hour is not None else f"system-hour of {n} device{'s' if n != 1 else ''}"
         rate = p.device_hour if p.device_hour is not None else p.system_hour
         price_source = f"${rate:g} per {per}: {p.source}, {p.date}" + (" (assumption)" if p.assumption else "")
     return DeviceType(reserve=reserve, price_per_hour=price, price_source=price_source, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,

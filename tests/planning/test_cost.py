@@ -104,3 +104,22 @@ def test_a_level_of_cost_on_a_mixed_gpu_fleet_is_exact_in_dollars():
     r = place(inst, "cpsat", objective="cost,devices", time_limit=20, threads=1)
     cheapest = min(d.type.price_per_hour for d in inst.devices)
     assert r.level("cost").value == pytest.approx(cheapest) and r.level("cost").proven
+
+
+def test_dollars_per_million_tokens_from_the_price_and_the_simulated_rate(run_cli):
+    from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
+
+    price, source = fleet_price(load_fleet("h100"))
+    assert price == pytest.approx(39.33 / 8) and "AWS" in source
+    assert usd_per_million_tokens(3.6, 1000.0) == pytest.approx(1.0)    # $3.6 an hour for 3.6 M tokens
+    assert usd_per_million_tokens(None, 1000.0) is None
+    assert fleet_price(load_fleet("wse-2"))[0] is None and "no price" in price_line([load_fleet("wse-2")])
+    assert fleet_price(load_fleet("mixed-gpu"))[0] is None      # types of different prices
+    code, out, err = run_cli(["sweep", "llama-3.1-8b", "-H", "h100", "--context", "8k", "--concurrency", "2",
+                              "--simulate", "-j", "1", "-q"])
+    assert code == 0, err
+    head, row = next((a, b) for a, b in zip(out.splitlines(), out.splitlines()[1:]) if "$/M tok" in a)
+    assert head.split()[-1] == "tok" and "$/M tok" in head
+    tokens, usd = float(row.split()[-3]), float(row.split()[-1])
+    assert usd == pytest.approx(39.33 / 8 / (tokens * 3600) * 1e6, rel=0.02)
+    assert "$/M tokens at h100 $4.916 per device-hour ($39.33 per system-hour of 8 devices: AWS EC2" in out
