@@ -72,6 +72,10 @@ def print_spares(spares, availability) -> None:
     click.echo(f"  availability: {per:g} per device ({'--availability' if availability is not None else AVAILABILITY_SOURCE}); "
                f"the pipeline {spares.pipeline_availability(False):.5f} without spares (every device up), "
                f"{spares.pipeline_availability(True):.5f} with them (the devices down within one {survive} failure)")
+    before, after = spares.price_per_hour(False), spares.price_per_hour(True)
+    if before is not None:
+        click.echo(f"  price: ${before:,.2f} per hour without spares, ${after:,.2f} with them "
+                   f"(+{after / before - 1:.1%}; the hardware's price: {inst.devices[0].type.price_source})")
 
 
 def _name(f) -> str:

@@ -131,6 +131,13 @@ class Spares:
         racks = [inst.devices[d].rack for d in self.provisioned]
         return availability_with(per, racks, self.survive)
 
+    def price_per_hour(self, spares: bool) -> float | None:
+        """US dollars per hour of the plan's devices (``spares``: and the spares'); None when a type
+        has no price."""
+        inst = self.instance
+        prices = [inst.devices[d].type.price_per_hour for d in (self.provisioned if spares else self.used)]
+        return None if None in prices else sum(prices) * inst.tp
+
     def to_dict(self) -> dict:
         inst = self.instance
         worst = self.worst
@@ -142,6 +149,8 @@ class Spares:
                     availability=dict(per_device=self.availability, source=AVAILABILITY_SOURCE,
                                       without_spares=self.pipeline_availability(False),
                                       with_spares=self.pipeline_availability(True)),
+                    price_per_hour=dict(without_spares=self.price_per_hour(False),
+                                        with_spares=self.price_per_hour(True)),
                     failures=[f.to_dict() for f in self.failures])
 
 

@@ -12,7 +12,7 @@ from placer.mapping.validate import validate_mapping
 from placer.planning import Placement, Requirements, SolverSettings, plan
 from placer.planning.replan import replan
 from placer.planning.spares import availability_with, plan_spares, spares_lower_bound
-from placer.specs.fleet import fleet_from_dict
+from placer.specs.fleet import fleet_from_dict, load_fleet
 from placer.specs.model import model_from_dict
 from placer.specs.workload import Workload
 
@@ -94,3 +94,15 @@ def test_survive_refuses_what_it_cannot_plan(run_cli):
                  ["--survive", "1-device", "--availability", "1.5"], ["--survive", "2-racks"]):
         code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", *argv])
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_the_spares_cost_is_counted_where_the_hardware_has_a_price():
+    base = _plan()
+    spares = plan_spares(base, "1-device", solver=SOLVER)
+    assert spares.price_per_hour(False) is None            # the toy fleet has no price: block
+    h100 = plan(MODEL, load_fleet("h100"), Workload(concurrency=1, context_tokens=1),
+                Requirements(Placement(mode="contiguous", degrees=(1,))), SOLVER)
+    spares = plan_spares(h100, "1-device", solver=SOLVER)
+    assert spares.survives and spares.devices == h100.result.devices_used + 1
+    assert spares.price_per_hour(True) == pytest.approx(spares.price_per_hour(False) + 39.33 / 8)
+    assert spares.to_dict()["price_per_hour"]["with_spares"] == spares.price_per_hour(True)
