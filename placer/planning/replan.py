@@ -27,7 +27,7 @@ from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import Fleet
 
 __all__ = ["RELOAD_BANDWIDTH", "RELOAD_SOURCE", "REPLAN_OBJECTIVE", "Replan", "replan", "failed_devices",
-           "previous_placement", "mapping_of"]
+           "previous_placement", "mapping_of", "lost_devices"]
 
 # the storage read rate assumed for reloading weights, bytes/s (--reload-bandwidth overrides it)
 RELOAD_BANDWIDTH = 26.4e9
@@ -129,6 +129,17 @@ def failed_devices(fleet: Fleet, failed) -> tuple[str, ...]:
     return tuple(out)
 
 
+def lost_devices(instance: Instance, failed) -> tuple[str, ...]:
+    """The fleet devices out of service when ``failed`` fail: each failed device's whole group under
+    tensor parallelism (its other members stay idle; the other groups keep their members)."""
+    lost = list(dict.fromkeys(failed))
+    groups = instance.layout.groups if instance.layout is not None else ()
+    for members in groups or ():
+        if set(members) & set(failed):
+            lost += [m for m in members if m not in lost]
+    return tuple(lost)
+
+
 def previous_placement(doc: dict, instance: Instance) -> tuple[int, ...]:
     """Per node of ``instance``: the index of the device (group) that held it in ``doc``, or
     -(k + 1) when stage k's device (or a member of its group) is no longer among ``instance``'s."""
@@ -167,11 +178,13 @@ def replan(plan_or_mapping, failed, *, model=None, hardware=None, solver: Solver
     if not isinstance(plan_or_mapping, (str, os.PathLike, dict)):     # a Plan: its own specs
         model = model if model is not None else plan_or_mapping.model
         hardware = hardware if hardware is not None else plan_or_mapping.fleet
+    if doc.get("kind") == "disaggregated":
+        raise InvalidSpec("<mapping>", "/kind", "a disaggregated plan: re-place each pool's own mapping")
     if (doc.get("parallel") or {}).get("per_stage"):
         raise InvalidSpec("<mapping>", "/parallel/per_stage", "re-placement of per-stage plans is not supported")
     spec_model, fleet, _, before = instance_from_mapping(doc, model=model, hardware=hardware)
     ids = failed_devices(fleet, failed)
-    survivors = fleet.without(ids)
+    survivors = fleet.without(lost_devices(before, ids))
     if not survivors.available:
         raise InvalidSpec("--failed", "failed", f"every device of {fleet.name} failed")
     after = before.with_fleet(survivors)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placer.algorithms.cpsat.moved import moved_bytes, substitute
-from placer.planning.replan import previous_placement, replan
+from placer.planning.replan import lost_devices, previous_placement, replan
 from placer.planning.requirements import SolverSettings
 from placer.planning.solve import Solved
 from placer.problem.placement import Status, evaluate
@@ -289,7 +289,7 @@ def _by_spare(plan, before, fleet, failed, solver, *, like) -> Failure:
     """Each lost device's nodes onto a spare, checked by the validator (CP-SAT when no spare takes them)."""
     from placer.mapping.validate import validate_mapping
 
-    survivors = fleet.without(failed)
+    survivors = fleet.without(lost_devices(before, failed))
     after = before.with_fleet(survivors)
     previous = previous_placement(plan.mapping, after)
     start = substitute(after, previous)

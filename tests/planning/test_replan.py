@@ -95,3 +95,19 @@ def test_failed_devices_are_ids_or_racks_and_bad_ones_name_the_flag(run_cli):
     assert code == 2 and "missing.json" in err and len(err.strip().splitlines()) == 1
     code, out, err = run_cli(["replan", KIMI, "--failed", "r0w0", "--reload-bandwidth", "fast"])
     assert code == 2 and "--reload-bandwidth" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_failed_gpu_takes_only_its_own_group_out(run_cli, tmp_path):
+    plan_file = tmp_path / "l405tp4.json"
+    code, _, err = run_cli(["solve", "llama-3.1-405b", "-H", "h100", "--tp", "4", "-q", "-o", plan_file])
+    assert code == 0, err
+    doc = read_mapping(plan_file)
+    groups = [tuple(s["group"]["devices"]) for s in doc["stages"]]
+    hit = next(k for k, g in enumerate(groups) if any(g[0][:2] == h[0][:2] for h in groups if h != g))
+    out = replan(plan_file, [groups[hit][1]], solver=SolverSettings(time_limit=60, threads=1), fresh=False)
+    assert out.feasible and out.proven and not out.violations
+    # the failed GPU's group is out; its node's other group keeps its stage and its weights
+    assert out.moved == 4 * doc["stages"][hit]["bytes"]["weights"]
+    kept = {tuple(s["group"]["devices"]) for s in out.mapping["stages"]}
+    assert set(groups) - kept == {groups[hit]}
