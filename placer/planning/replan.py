@@ -23,7 +23,7 @@ from placer.algorithms.objectives import DEFAULT_OBJECTIVE
 from placer.planning.requirements import SolverSettings
 from placer.planning.solve import Solved, place_instance
 from placer.problem.instance import Instance
-from placer.specs.errors import InvalidSpec
+from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 
 __all__ = ["RELOAD_BANDWIDTH", "RELOAD_SOURCE", "REPLAN_OBJECTIVE", "Replan", "replan", "failed_devices",
@@ -114,18 +114,18 @@ def failed_devices(fleet: Fleet, failed) -> tuple[str, ...]:
             try:
                 rack = int(text[5:])
             except ValueError:
-                raise InvalidSpec("--failed", "failed", f"{text!r}: a rack is rack:N, N a number") from None
+                raise InvalidSpec(ARGUMENT, "failed", f"{text!r}: a rack is rack:N, N a number") from None
             if rack not in racks:
-                raise InvalidSpec("--failed", "failed", f"{text!r}: {fleet.name} has racks {racks[0]}..{racks[-1]}")
+                raise InvalidSpec(ARGUMENT, "failed", f"{text!r}: {fleet.name} has racks {racks[0]}..{racks[-1]}")
             ids = [d.id for d in fleet.devices if d.rack == rack]
         elif text in fleet.by_id:
             ids = [text]
         else:
-            raise InvalidSpec("--failed", "failed", f"{text!r} is no device of {fleet.name} (a device id such as "
+            raise InvalidSpec(ARGUMENT, "failed", f"{text!r} is no device of {fleet.name} (a device id such as "
                                                     f"{fleet.devices[0].id}, or rack:N)")
         out += [i for i in ids if i not in out]
     if not out:
-        raise InvalidSpec("--failed", "failed", "name at least one failed device or rack")
+        raise InvalidSpec(ARGUMENT, "failed", "name at least one failed device or rack")
     return tuple(out)
 
 
@@ -173,7 +173,7 @@ def replan(plan_or_mapping, failed, *, model=None, hardware=None, solver: Solver
     from placer.mapping.validate import validate_mapping
 
     if not bandwidth > 0:
-        raise InvalidSpec("--reload-bandwidth", "reload_bandwidth", "a positive rate")
+        raise InvalidSpec(ARGUMENT, "reload_bandwidth", "a positive rate")
     doc, _ = mapping_of(plan_or_mapping)
     if not isinstance(plan_or_mapping, (str, os.PathLike, dict)):     # a Plan: its own specs
         model = model if model is not None else plan_or_mapping.model
@@ -186,7 +186,7 @@ def replan(plan_or_mapping, failed, *, model=None, hardware=None, solver: Solver
     ids = failed_devices(fleet, failed)
     survivors = fleet.without(lost_devices(before, ids))
     if not survivors.available:
-        raise InvalidSpec("--failed", "failed", f"every device of {fleet.name} failed")
+        raise InvalidSpec(ARGUMENT, "failed", f"every device of {fleet.name} failed")
     after = before.with_fleet(survivors)
     previous = previous_placement(doc, after)
     solver = (solver or SolverSettings()).replace(method="cpsat")

@@ -12,7 +12,7 @@ from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
 from placer.planning.replan import RELOAD_BANDWIDTH, failed_devices, replan
 from placer.planning.requirements import SolverSettings
-from placer.specs.errors import InvalidSpec
+from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import load_fleet
 
 KIMI = SOLUTIONS / "kimi-k3__wse-3t__contiguous.json"
@@ -88,7 +88,7 @@ def test_failed_devices_are_ids_or_racks_and_bad_ones_name_the_flag(run_cli):
     for bad in (["r99w1"], ["rack:x"], ["rack:99"], []):
         with pytest.raises(InvalidSpec) as exc:
             failed_devices(fleet, bad)
-        assert exc.value.source == "--failed"
+        assert (exc.value.source, exc.value.field) == (ARGUMENT, "failed")
     code, out, err = run_cli(["replan", KIMI, "--failed", "nope"])
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--failed" in err
     code, out, err = run_cli(["replan", "missing.json", "--failed", "r0w0"])
