@@ -50,15 +50,17 @@ def print_spares(spares, availability) -> None:
     if inst is None or not spares.failures:
         click.echo(f"survive {survive}: no plan to add spares to")
         return
-    ids = [inst.members(d)[0] if inst.tp == 1 else "+".join(inst.members(d)) for d in spares.spares]
+    ids = [inst.members(d)[0] for d in spares.spares]
+    groups = "" if inst.tp == 1 else f" in {plural(len(ids), 'group')} of {inst.tp}, led by"
     bound = "none" if spares.lower_bound is None else str(spares.lower_bound * inst.tp)
     click.echo(f"survive {survive}: {plural(spares.devices, 'device')} ({len(spares.used) * inst.tp} of the plan + "
-               f"{plural(len(spares.spares) * inst.tp, 'spare')}: {_short(ids)}), lower bound {bound}, "
+               f"{plural(len(spares.spares) * inst.tp, 'spare')}{groups}: {_short(ids)}), lower bound {bound}, "
                f"{'proven' if spares.proven else 'not proven'}")
     failures = spares.failures
     solved = sum(f.how == "cpsat" for f in failures)
     lost = [f for f in failures if not f.survived]
-    click.echo(f"  {plural(len(failures), 'failure')} checked: {solved} re-placed by CP-SAT (fewest bytes moved "
+    each = "" if inst.tp == 1 or survive != "1-device" else " (a device of each group: any takes its group out)"
+    click.echo(f"  {plural(len(failures), 'failure')} checked{each}: {solved} re-placed by CP-SAT (fewest bytes moved "
                f"first; one per class of devices holding the same weights), {len(failures) - solved} by moving the "
                f"lost nodes onto a spare; " + ("every re-placement validated" if not lost else
                                                f"{len(lost)} without a valid re-placement: {_short([_name(f) for f in lost])}"))
