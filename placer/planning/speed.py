@@ -266,7 +266,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
 
     The speed objective picks among the candidates: ``devices`` (fewest, then fastest), ``mw``
     (least power), ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load) or
-    ``cost`` (least US dollars per hour, each shape placed with CP-SAT's cost level first).
+    ``cost`` (least US dollars per hour of every replica's devices, from the specs' price: blocks).
     ``max_concurrency`` caps the shapes' targets (default: the planned concurrency x 4). The
     requirements' degrees and expert parallelism choose the device layouts searched
     (:func:`placer.planning.layouts.device_layouts`; default every degree the model and the nodes
@@ -296,8 +296,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
         tag = layout_label(tp, spread, adp)
         # targets are a rank's live requests under attention data parallelism (the group holds tp times)
         for t in _targets(-(-total // base.requests_factor), -(-top // base.requests_factor)):
-            solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False,
-                                    objective="cost,devices,latency" if objective == "cost" else None)
+            solved = place_instance(base.with_concurrency(t), solver, reports=False, keep_interrupted=False)
             r = solved.per_group
             if not r.feasible:
                 say(f"{tag}, target {t} live requests: no placement ({r.status})")

@@ -123,3 +123,23 @@ def test_dollars_per_million_tokens_from_the_price_and_the_simulated_rate(run_cl
     tokens, usd = float(row.split()[-3]), float(row.split()[-1])
     assert usd == pytest.approx(39.33 / 8 / (tokens * 3600) * 1e6, rel=0.02)
     assert "$/M tokens at h100 $4.916 per device-hour ($39.33 per system-hour of 8 devices: AWS EC2" in out
+
+
+def test_a_speed_floor_with_the_cost_objective_takes_the_cheapest_candidate():
+    from types import SimpleNamespace
+
+    from placer.planning.speed import _better
+    from placer.problem.instance import make_instance
+
+    model = model_from_dict(yaml.safe_load(MODEL))
+    inst = make_instance(model, load_fleet("mixed-gpu"), Workload(concurrency=1, context_tokens=1))
+    types = [d.type.name for d in inst.devices]
+
+    def candidate(kind, speed):
+        where = types.index(kind)
+        return SimpleNamespace(replicas=1, devices=1, sim=SimpleNamespace(per_user_tokens_per_s=speed),
+                               shape=SimpleNamespace(instance=inst, result=SimpleNamespace(assignment=(where,) * 4)))
+
+    fast_b200, slow_h100 = candidate("b200", 200.0), candidate("h100", 100.0)
+    assert min((fast_b200, slow_h100), key=_better("devices")) is fast_b200     # one device each: the faster
+    assert min((fast_b200, slow_h100), key=_better("cost")) is slow_h100        # $4.92 an hour against $6.03
