@@ -2,10 +2,14 @@
 
 Public API (heavier parts load on first use)::
 
-    from placer import load_model, load_fleet, workload_for, plan, Placement, Requirements, SolverSettings
+    from placer import load_model, load_fleet, workload_for, plan, replan, Placement, Requirements, SolverSettings
     model = load_model("kimi-k3")
     p = plan(model, load_fleet("wse-3t"), workload_for(model), Requirements(Placement(mode="contiguous")))
     p.devices, p.proven, p.mapping["summary"]["devices_used"]
+
+    # after a failure: the plan again on the devices left, fewest weight bytes loaded anew first
+    again = replan(p, ["r5w1"])      # or a mapping file; devices or whole racks ("rack:5")
+    again.moved, again.fresh_moved, again.mapping
 
     # one placement on one instance, without a planner:
     from placer import make_instance, place
@@ -30,6 +34,7 @@ __all__ = [
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
     "plan", "Plan", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
+    "replan", "plan_spares",
 ]
 __version__ = "0.1.0"
 
@@ -46,6 +51,8 @@ _LAZY = {
     "SpecDecoding": ("placer.planning", "SpecDecoding"),
     "Pools": ("placer.planning", "Pools"),
     "SolverSettings": ("placer.planning", "SolverSettings"),
+    "replan": ("placer.planning.replan", "replan"),
+    "plan_spares": ("placer.planning.spares", "plan_spares"),
 }
 
 

@@ -36,6 +36,7 @@ COMMANDS = {
     "plot": "plot_cmd",
     "plan": "plan_cmd",
     "frontier": "frontier_cmd",
+    "replan": "replan_cmd",
 }
 
 

@@ -30,6 +30,7 @@ from placer.cli.common import (
     workload_text,
 )
 from placer.planning import Placement, Requirements, SolverSettings, Targets
+from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
 from placer.problem.instance import MODES
 from placer.simulate.arguments import study_traffic
 from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
@@ -158,6 +159,9 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     written = [str(p) for p in (output, plot) if p]
     # both per-user figures, named (placer.simulate.per_user): the mean request rate and aggregate / live
     rows = [with_aggregate_per_live(r) for r in rep.rows]
+    prices = {f.name: fleet_price(f)[0] for f in fleets}
+    for r in rows:      # the devices' price over the tokens they make, at each point's per-user speed
+        r["usd_per_million_tokens"] = usd_per_million_tokens(prices.get(r["platform"]), r.get("tokens_per_s_per_device"))
     traffic = study_traffic(wl.context_tokens, output_tokens, {"cached_prompt_tokens": cached_prompt})
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
@@ -166,7 +170,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
                                     aggregate_per_live_tokens_per_s=AGGREGATE_PER_LIVE_MEANING),
                        traffic=traffic.to_dict("each point's live load"),
                        csv=str(output) if output else None, png=str(plot) if plot else None,
-                       workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue))
+                       workload=workload_doc(wl), power_boundary=fleets[0].power_boundary, pue=fleets[0].pue,
+                       prices=price_line(fleets)))
         return 0
     _print_text(rep, rows, m, wl, fleets, reserve, traffic, written)
     return 0
@@ -194,9 +199,12 @@ def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:
             click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user (aggregate / live "
                        f"{r['aggregate_per_live_tokens_per_s']:,.0f}), "
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
+                       + ("" if r.get("usd_per_million_tokens") is None else
+                          f"${r['usd_per_million_tokens']:,.3f} per million tokens, ") +
                        f"{r['tokens_per_s_per_device']:,.0f} per "
                        f"device ({plural(r['devices'], 'device')} at tp {r['tp']}{' ep' if r['ep'] else ''}, "
                        f"{r['live_per_replica']} live, {plural(r['replicas'], 'replica')} fit)")
+    click.echo(price_line(fleets))
     for s in rep.sentences:
         click.echo(s)
     for n in rep.notes:

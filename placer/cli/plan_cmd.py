@@ -47,11 +47,14 @@ from placer.specs.units import plural
 @click.option("--kv-bits", type=click.IntRange(1, 64), default=None)
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
 @text_only_option()
+@click.option("--objective", type=click.Choice(["devices", "mw", "tokens-per-mw", "cost"]), default="devices",
+              show_default=True, help="With --rate: what the aggregated plan minimises among those meeting the "
+                                      "targets (cost: US dollars per hour from the hardware's price: blocks).")
 @click.option("--json", "as_json", is_flag=True)
 @quiet_option
 def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl,
                  prefill_hardware, context, mode, granularity, method, time_limit, weight_bits, kv_bits, racks,
-                 text_only, as_json, quiet):
+                 text_only, objective, as_json, quiet):
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k;
     with --rate, the fewest devices meeting TTFT and TPOT targets at that request rate, aggregated
     and disaggregated side by side."""
@@ -61,10 +64,13 @@ def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_
         from placer.cli.plan_rate import print_recommendation
         from placer.cli.solve_disagg import _prefill_fleet
 
-        req = Requirements(targets=Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps),
+        req = Requirements(targets=Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
+                                           speed_objective=objective),
                            pools=Pools(prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate,
                                        prompt_tokens=isl, decode_tokens=osl))
         return print_recommendation(m, fleet, wl, req, time_limit, as_json=as_json, quiet=quiet)
+    if objective != "devices":
+        raise InvalidSpec("--objective", "objective", "applies with --rate")
     if total_concurrency is None:
         raise InvalidSpec("--total-concurrency", "total_concurrency", "give --total-concurrency N or --rate R")
     inst = build_instance(m, fleet, wl, Requirements(Placement(mode=mode, granularity=granularity)))

@@ -32,6 +32,7 @@ from placer.cli.common import (
     write_mapping_if_asked,
 )
 from placer.cli.solve_disagg import disagg_options, disagg_pools, print_disagg_plan
+from placer.cli.solve_spares import check_survive, plan_survivable, print_spares, survive_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets, plan
 from placer.planning.studies.compare import node_ranges
 from placer.problem.instance import MODES, REQUIREMENTS
@@ -40,7 +41,7 @@ from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_bytes, format_duration_us, plural
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
-LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
+LEVEL_UNITS = {"cost": "$/h", "devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
 
 
 def _fmt(value, unit: str = "") -> str:
@@ -135,7 +136,9 @@ def print_progress(info) -> None:
                    "--context is its prompt).")
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
-                   "latency, bottleneck). With a speed floor: devices (default), mw or tokens-per-mw.")
+                   "latency, bottleneck), or cost (the devices' price per hour from the hardware's price: blocks "
+                   "first, then devices, concurrency, latency). With a speed floor: devices (default), mw, "
+                   "tokens-per-mw or cost.")
 @click.option("--per-stage-tp", "per_stage_tp", is_flag=True,
               help="Let the tensor-parallel degree differ per stage, chosen from --tp (default: the divisors of "
                    "every node size the model allows), for fleets of mixed GPU types and runtimes that allow it "
@@ -154,13 +157,14 @@ def print_progress(info) -> None:
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
 @disagg_options
 @cached_prompt_option
+@survive_options
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
                   prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, output_tokens=None,
-                  **kw):
+                  survive=None, availability=None, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -179,6 +183,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
+    check_survive(survive, availability, floor=floor, disagg=disagg, per_stage=per_stage_tp)
     if output_tokens is not None and not floor:
         raise InvalidSpec("--output-tokens", "output_tokens", "applies to a speed floor (--min-user-tps or "
                                                               "--max-itl-ms); --osl sets a disaggregated plan's")
@@ -203,10 +208,26 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         from placer.cli.solve_stage_degrees import print_per_stage_plan
 
         return print_per_stage_plan(planned, output, as_json)
+    if survive is not None:
+        return _with_spares(planned, survive, availability, solver, output, as_json, show_stages, deadline)
     return _print_plan(planned, output, as_json, show_stages, deadline)
 
 
-def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
+def _with_spares(planned, survive, availability, solver, output, as_json, show_stages, deadline) -> int:
+    """The plan, then the spares that survive every --survive failure; exit 1 when some failure has
+    no valid re-placement."""
+    if not planned.feasible:
+        return _print_plan(planned, output, as_json, show_stages, deadline)
+    spares = plan_survivable(planned, survive, availability, solver)
+    code = 0 if spares.survives else 1
+    if as_json:
+        return _print_plan(planned, output, as_json, show_stages, deadline, extra={"spares": spares.to_dict()}) or code
+    done = _print_plan(planned, output, as_json, show_stages, deadline)
+    print_spares(spares, availability)
+    return done or code
+
+
+def _print_plan(planned, output, as_json, show_stages, deadline, extra: dict | None = None) -> int:
     """The degree search's plan as ``placer solve`` prints it; the exit code."""
     m, fleet, wl, req = planned.model, planned.fleet, planned.workload, planned.requirements
     method = planned.solver.method
@@ -237,7 +258,7 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
         return done or 1
     where = write_mapping_if_asked(output, doc)
     if as_json:
-        return echo_json_mapping(doc, where, done)
+        return echo_json_mapping(dict(doc, **extra) if extra else doc, where, done)
     sm = doc["summary"]
     levels = r.levels
     click.echo(f"{m.name} on {fleet.name}, {inst.mode} ({inst.model.granularity}), method {method}: "
@@ -287,6 +308,8 @@ def _level_value(name: str, value, missing: str = "-") -> str:
         return format_duration_us(value)
     if unit == "B":
         return format_bytes(value)
+    if unit == "$/h":
+        return f"${value:,.2f} per hour"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

@@ -25,6 +25,7 @@ from placer.cli.common import (
     workload_notes,
     workload_text,
 )
+from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.sweep import Grid, SweepSettings, run_sweep
 from placer.simulate.arguments import Traffic
@@ -158,11 +159,14 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
-    _print_table(report.rows, degrees=grid.tps != (1,))
+    price = fleet_price(fleet)[0]
+    _print_table(report.rows, degrees=grid.tps != (1,), price=price)
     if traffic is not None:
         click.echo(traffic["text"])
     if any(r.get("tokens_per_s_per_mw") is not None for r in report.rows):
         click.echo(f"tok/s/MW: power counted at the {fleet.power_label()} boundary (--power)")
+    if any(r.get("aggregate_tokens_per_s") for r in report.rows):
+        click.echo(price_line([fleet]))
     click.echo(f"{report.solved} solved, {report.reused} reused in {format_duration_us(report.seconds * 1e6)} "
                f"({report.backend}, {report.jobs} job(s)); * = Pareto-optimal; proven 'devices' = "
                f"device count proven, hop latency not"
@@ -175,6 +179,12 @@ def _varied(grid: Grid) -> tuple[str, ...]:
             + (("kv_bits",) if grid.kv_bits else ()))
 
 
+def _usd(r, price) -> float | None:
+    """$ per million tokens of one point: its devices' price over its simulated tokens/s."""
+    agg, used = r.get("aggregate_tokens_per_s"), r.get("devices_used")
+    return usd_per_million_tokens(price, agg / used) if agg and used else None
+
+
 def _proven(r) -> str:
     """yes: every objective level proven; devices: the device count only; no: neither."""
     if r.get("proven_optimal"):
@@ -182,14 +192,14 @@ def _proven(r) -> str:
     return "devices" if r.get("devices_proven") else "no"
 
 
-def _print_table(rows, degrees: bool = False):
+def _print_table(rows, degrees: bool = False, price: float | None = None):
     sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
     rep = any(r.get("replicas_best") is not None for r in rows)
     tp = f" {'tp':>3}" if degrees else ""
     head = (f"{'':1} {'mode':<10}{tp} {'context':>7} {'w/kv':>5} {'conc':>6} {'budget':>6} {'devices':>7} {'bound':>5} "
             f"{'hops':>5} {'latency':>9} {'ceiling':>7} {'status':<10} {'proven':<7} {'time':>9}")
     if sim:
-        head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9}"
+        head += f" {'tok/s/user':>10} {'tok/s':>9} {'tok/s/MW':>9} {'$/M tok':>8}"
     if rep:
         head += f" {'replicas':>8} {'total':>5}"
     click.echo(head)
@@ -206,7 +216,7 @@ def _print_table(rows, degrees: bool = False):
                 f"{r['status'] or '-':<10} {_proven(r):<7} {format_duration_us(None if r['seconds'] is None else r['seconds'] * 1e6):>9}")
         if sim:
             line += (f" {v(r['per_user_tokens_per_s'], '{:.0f}'):>10} {v(r['aggregate_tokens_per_s'], '{:.0f}'):>9}"
-                     f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9}")
+                     f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9} {v(_usd(r, price), '{:.3f}'):>8}")
         if rep:
             line += f" {v(r['replicas_best']):>8} {v(r['replicas_total_devices']):>5}"
         if r.get("error") and r["status"] not in ("optimal", "feasible", "heuristic"):

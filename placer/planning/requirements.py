@@ -39,7 +39,7 @@ DEFAULT_METHOD = "cpsat"            # plan()'s and placer solve's method
 SEARCH_METHOD = {"contiguous": "dp", "free": "cpsat", "split": "cpsat"}
 # when the asked method does not place in a mode (the simulator's mode comparison), the one used instead
 FALLBACK_METHOD = {"contiguous": "dp", "free": "ffd", "split": "dp"}
-SPEED_OBJECTIVES = ("devices", "mw", "tokens-per-mw")
+SPEED_OBJECTIVES = ("devices", "mw", "tokens-per-mw", "cost")
 DEFAULT_OBJECTIVE = "devices,concurrency,latency"
 
 

@@ -120,7 +120,8 @@ def check_accept(speculation) -> None:
 
 
 def place_instance(instance: Instance, solver: SolverSettings, *, method: str | None = None,
-                   objective: str | None = None, reports: bool = True, keep_interrupted: bool = True) -> Solved:
+                   objective: str | None = None, reports: bool = True, keep_interrupted: bool = True,
+                   hint=None) -> Solved:
     """Place ``instance`` with ``method`` (default the settings', else the mode's search method).
 
     An impossible request is an ``infeasible`` result, never an exception. ``keep_interrupted``:
@@ -131,7 +132,10 @@ def place_instance(instance: Instance, solver: SolverSettings, *, method: str | 
     method = method or solver.method_in(instance.mode)
     try:
         # looked up at each call: tests and tools count or intercept solves there
-        raw = algorithms.place(instance, method, **solver.options(method, objective, reports=reports))
+        options = solver.options(method, objective, reports=reports)
+        if hint is not None:
+            options["hint"] = hint
+        raw = algorithms.place(instance, method, **options)
     except InfeasiblePlacement as exc:
         raw = Result(method=method, mode=instance.mode, status=Status.INFEASIBLE, message=exc.reason,
                      max_concurrency=exc.max_concurrency)
@@ -168,11 +172,13 @@ class DegreeSearch:
 
 
 def rank_key(s: Solved):
-    """Fewest devices, then the highest concurrency ceiling, then the least hop latency, then the
-    lower degree, then tensor parallelism before attention data parallelism."""
+    """The least price per hour when solved with the ``cost`` level, then fewest devices, then the
+    highest concurrency ceiling, then the least hop latency, then the lower degree, then tensor
+    parallelism before attention data parallelism."""
     r = s.result
     ceiling = r.concurrency_ceiling if r.concurrency_ceiling is not None else float("inf")
-    return (r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
+    cost = r.level("cost")
+    return (0.0 if cost is None else cost.value, r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
 
 
 def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,

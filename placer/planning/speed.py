@@ -221,6 +221,10 @@ def _better(objective: str):
         return lambda c: (c.devices, -(c.sim.per_user_tokens_per_s or 0.0))
     if objective == "mw":
         return lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices)
+    if objective == "cost":         # US dollars per hour of every replica's devices (the specs' price: blocks)
+        from placer.algorithms.cpsat.cost import price_of
+
+        return lambda c: (c.replicas * price_of(c.shape.instance, c.shape.result.assignment), c.devices)
     return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
 
 
@@ -261,7 +265,8 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     """Serve ``workload.concurrency`` live requests at the requirements' speed floor.
 
     The speed objective picks among the candidates: ``devices`` (fewest, then fastest), ``mw``
-    (least power) or ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load).
+    (least power), ``tokens-per-mw`` (most aggregate tokens/s per MW at the planned load) or
+    ``cost`` (least US dollars per hour of every replica's devices, from the specs' price: blocks).
     ``max_concurrency`` caps the shapes' targets (default: the planned concurrency x 4). The
     requirements' degrees and expert parallelism choose the device layouts searched
     (:func:`placer.planning.layouts.device_layouts`; default every degree the model and the nodes

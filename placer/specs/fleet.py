@@ -79,6 +79,23 @@ class PerfSpec(StrictSpec):
     compute_half_saturation_tokens: _NonNegFloat = 0.0
 
 
+class PriceSpec(StrictSpec):
+    """What a device costs to run, in US dollars: per device-hour or per system-hour (the system of
+    ``devices_per_system`` devices), with its ``source`` and ``date``; ``assumption``: no published
+    price, a derived or assumed figure (the source says how)."""
+    device_hour: Annotated[float, BeforeValidator(reject_bool), Field(gt=0, allow_inf_nan=False)] | None = None
+    system_hour: Annotated[float, BeforeValidator(reject_bool), Field(gt=0, allow_inf_nan=False)] | None = None
+    source: str
+    date: str
+    assumption: bool = False
+
+    @model_validator(mode="after")
+    def _one_rate(self):
+        if (self.device_hour is None) == (self.system_hour is None):
+            raise ValueError("give device_hour or system_hour (US dollars per hour), one of them")
+        return self
+
+
 class DeviceTypeSpec(StrictSpec):
     memory: int | str
     memory_bandwidth: float | str | None = None
@@ -94,6 +111,7 @@ class DeviceTypeSpec(StrictSpec):
     # memory the runtime keeps for itself: a fraction, bytes, or "0.1 + 3.5 GB" (placer.specs.reserve)
     reserve: float | int | str | None = None
     notes: str | None = None
+    price: PriceSpec | None = None
 
     @field_validator("reserve", mode="before")
     @classmethod
@@ -223,6 +241,8 @@ class DeviceType:
     compute_half_saturation_tokens: float = 0.0
     chip_power_w: float | None = None           # W, the device alone (the spec's power)
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
+    price_per_hour: float | None = None         # US dollars per device-hour (its share of a system's)
+    price_source: str | None = None             # where the price comes from, its date, "assumption" when one
 
     @property
     def reserve_bytes(self) -> int:
@@ -466,7 +486,15 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
         raise InvalidSpec(source, f"{where}.reserve", f"reserve {reserve.describe()} leaves nothing of "
                                                       f"{s.memory:,} B of memory")
     system = s.system_power / s.devices_per_system if s.system_power is not None else None
-    return DeviceType(reserve=reserve, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
+    price, price_source = None, None
+    if s.price is not None:
+        p = s.price
+        price = p.device_hour if p.device_hour is not None else p.system_hour / s.devices_per_system
+        n = s.devices_per_system
+        per = "device-hour" if p.device_hour is not None else f"system-hour of {n} device{'s' if n != 1 else ''}"
+        rate = p.device_hour if p.device_hour is not None else p.system_hour
+        price_source = f"${rate:g} per {per}: {p.source}, {p.date}" + (" (assumption)" if p.assumption else "")
+    return DeviceType(reserve=reserve, price_per_hour=price, price_source=price_source, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision,
                       power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,
                       compute_fp8_flops=s.compute_fp8, kind=s.kind,

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 # the unit of each objective level's value and bound (placer.problem.placement.Level, the mapping's summary)
-LEVEL_UNITS = {"devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
+LEVEL_UNITS = {"moved": "B", "cost": "$/h", "devices": "devices", "concurrency": "live requests", "latency": "us", "bottleneck": "B"}
 
 _BYTE_UNITS = {
     "": 1, "b": 1, "B": 1,

@@ -11,7 +11,8 @@ def test_aliases_expand_to_their_levels():
     assert parse_objective("devices") == ("devices",)
     assert parse_objective("lex") == ("devices", "latency")
     assert parse_objective("lex3") == ("devices", "latency", "bottleneck")
-    assert set(OBJECTIVE_ALIASES) == {"devices", "lex", "lex3"}
+    assert parse_objective("cost") == ("cost", "devices", "concurrency", "latency")
+    assert set(OBJECTIVE_ALIASES) == {"devices", "lex", "lex3", "cost"}
 
 
 def test_comma_lists_keep_their_order_and_concurrency_may_sit_anywhere():
@@ -20,7 +21,7 @@ def test_comma_lists_keep_their_order_and_concurrency_may_sit_anywhere():
     assert parse_objective("devices,bottleneck") == ("devices", "bottleneck")
     assert parse_objective("devices,latency,bottleneck,concurrency") == (
         "devices", "latency", "bottleneck", "concurrency")
-    assert LEVELS == ("devices", "concurrency", "latency", "bottleneck")
+    assert LEVELS == ("moved", "cost", "devices", "concurrency", "latency", "bottleneck")
 
 
 @pytest.mark.parametrize("text", ["latency,devices", "bottleneck,devices", "devices,bottleneck,latency",

@@ -32,6 +32,8 @@ NAME_RUNS = {
     "run": [["run", MAPPING, "--model", "{m}"], ["run", MAPPING, "-H", "{h}"]],
     "plot": [["plot", MAPPING, "-o", "{out}", "-H", "{h}"]],
     "frontier": [["frontier", "{m}", "-H", "wse-3t"], ["frontier", "kimi-k3", "-H", "wse-3t,{h}"]],
+    "replan": [["replan", MAPPING, "--failed", "r0w0", "--model", "{m}"],
+               ["replan", MAPPING, "--failed", "r0w0", "-H", "{h}"]],
 }
 # commands that take no catalog name (import-hf reads a config.json file)
 NO_NAMES = {"models", "hardware", "schema", "import-hf"}

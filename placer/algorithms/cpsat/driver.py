@@ -48,8 +48,10 @@ from dataclasses import dataclass
 
 from placer.algorithms.bound import lower_bound as device_lower_bound
 from placer.algorithms.cpsat.contiguous import contiguous
+from placer.algorithms.cpsat.cost import cost_levels
 from placer.algorithms.cpsat.free import free
 from placer.algorithms.cpsat.identical_chain import identical_chain
+from placer.algorithms.cpsat.moved import Previous, moved_levels
 from placer.algorithms.cpsat.run import (
     Run,
     bottleneck_value,
@@ -79,7 +81,8 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, thread
 
     ``time_limit`` (s, whole call), ``seed`` and ``threads`` go to CP-SAT; ``progress`` is called
     with ``dict(best, bound, elapsed, phase)`` from the solution callback; ``hint``: a Result or
-    an assignment to start from; ``objective``: the levels in order, e.g.
+    an assignment to start from, or a :class:`~.moved.Previous` (the placement before a failure,
+    which the ``moved`` level counts against); ``objective``: the levels in order, e.g.
     ``"devices,concurrency,latency"`` (what ``placer solve`` asks for), or ``"devices"``, ``"lex"``
     (devices, latency: the default), ``"lex3"`` (devices, latency, bottleneck); ``lower_bound``: a
     device lower bound already known; ``deadline``: a shared
@@ -91,13 +94,18 @@ def cpsat(instance: Instance, *, time_limit: float = 30.0, seed: int = 0, thread
     placement can meet before any model is built.
     """
     order = parse_objective(objective)
+    previous = hint.previous if isinstance(hint, Previous) else None
+    hint = None if previous is not None else hint     # the moved models hint the surviving part themselves
+    if ("moved" in order) != (previous is not None):
+        raise ValueError("the moved level and the previous placement come together")
     if not time_limit or time_limit <= 0:
         raise ValueError("time_limit must be positive")
     if threads < 1:
         raise ValueError("threads must be at least 1")
     t0 = time.monotonic()
     deadline = Deadline(t0 + float(time_limit)) if deadline is None else deadline.within(time_limit)
-    search = _Search(int(seed), int(threads), progress, deadline, work_limit)
+    search = _Search(int(seed), int(threads), progress, deadline, work_limit,
+                     None if previous is None else tuple(int(p) for p in previous))
     if "concurrency" in order and any(instance.request_bytes):
         return _with_concurrency(instance, order, search, hint=hint, lower_bound=lower_bound)
     return _solve(instance, tuple(x for x in order if x != "concurrency"), search, t0=t0,
@@ -114,11 +122,12 @@ class _Search:
     progress: object
     deadline: Deadline
     work_limit: float | None
+    previous: tuple[int, ...] | None = None
 
 
 def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: float, time_limit: float, hint,
            lower_bound) -> Result:
-    """The levels of ``order`` (devices, then latency, then bottleneck) by the strategy that fits."""
+    """The levels of ``order`` (moved or cost, devices, then latency, then bottleneck) by the strategy that fits."""
     run = Run(instance, t0, time_limit, search.seed, search.threads, search.progress, ",".join(order), order=order,
               deadline=search.deadline.within(time_limit), work_limit=search.work_limit)
     run.prob, run.quant = build_problem(instance)
@@ -129,6 +138,10 @@ def _solve(instance: Instance, order: tuple[str, ...], search: _Search, *, t0: f
     run.lower = max(int(lower_bound) if lower_bound is not None else device_lower_bound(instance), 0)
     run.user_hint = user_hint(instance, hint)
     try:
+        if "moved" in order:
+            return moved_levels(run, search.previous)
+        if "cost" in order:
+            return cost_levels(run)
         if instance.mode == "free":
             return free(run)
         identical = len(set(instance.capacity_bytes)) == 1

@@ -181,7 +181,7 @@ def finish(run: Run, assignment, order, levels: dict) -> Result:
 def describe_levels(levels: dict, run: Run) -> str:
     parts = []
     for name, lv in levels.items():
-        unit = {"devices": "", "latency": " us", "bottleneck": " B"}[name]
+        unit = {"moved": " B", "cost": " $/h", "devices": "", "latency": " us", "bottleneck": " B"}[name]
         value = lv["value"]
         shown = f"{value:g}" if isinstance(value, float) else f"{value}"
         if lv["proven"]:
