@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from placer.planning.disagg_check import choose_confirmed, queue_wait_us
 from placer.planning.layouts import device_layouts, layout_label
 from placer.planning.requirements import Pools, Requirements, SolverSettings
 from placer.planning.solve import Solved, build_instance, place_instance, speculative_model
@@ -286,12 +287,6 @@ def prefill_replicas_for(rate: float, interval_us: float, slack_us: float) -> in
     return x
 
 
-def queue_wait_us(rate: float, interval_us: float, replicas: int) -> float:
-    """M/D/1 mean wait of one prefill replica at ``rate / replicas`` arrivals per second."""
-    rho = rate / replicas * interval_us / 1e6
-    return math.inf if rho >= 1 else rho * interval_us / (2 * (1 - rho))
-
-
 @dataclass
 class DisaggCandidate:
     prefill: PrefillShape
@@ -532,8 +527,6 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
            if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us,
                                                                -c.decode.held)))
     if cands:
-        from placer.planning.disagg_check import choose_confirmed
-
         chosen, sim, note = choose_confirmed(cands, key, budget, ttft_us,
                                              lambda c, x: _fits_pair(pf, df, c.prefill, x, c.decode, c.y))
     else:

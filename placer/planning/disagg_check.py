@@ -14,6 +14,8 @@ confirms.
 
 from __future__ import annotations
 
+import math
+
 from placer.specs.errors import InvalidSpec
 
 __all__ = ["prefill_check", "confirm_prefill", "choose_confirmed"]
@@ -38,6 +40,12 @@ def prefill_check(c, budget: int):
         return None
 
 
+def queue_wait_us(rate: float, interval_us: float, replicas: int) -> float:
+    """M/D/1 mean wait of one prefill replica at ``rate / replicas`` arrivals per second."""
+    rho = rate / replicas * interval_us / 1e6
+    return math.inf if rho >= 1 else rho * interval_us / (2 * (1 - rho))
+
+
 def _meets(sim, transfer_us: float, ttft_us: float) -> bool:
     return sim is None or sim.ttft_p50_us is None or sim.ttft_p50_us + transfer_us <= ttft_us * (1 + 1e-9)
 
@@ -46,8 +54,6 @@ def confirm_prefill(c, budget: int, ttft_us: float, fits) -> object:
     """The event run of ``c``'s prefill replica, after raising ``c.x`` (and its queue wait) until the
     run's median TTFT plus the transfer meets ``ttft_us`` or ``fits(x)`` says the replicas no longer
     fit; a candidate that misses at every ``x`` gets its closed-form ``x`` back and ``event_miss``."""
-    from placer.planning.disagg import queue_wait_us
-
     first = c.x
     sim = prefill_check(c, budget)
     while not _meets(sim, c.transfer_us, ttft_us) and c.x - first < MAX_ADDED and fits(c.x + 1):

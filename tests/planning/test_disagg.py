@@ -15,7 +15,8 @@ from disagg_toys import GPUS, KV_PER_TOKEN, LAYERS, MIXED, MODEL, WAFERS
 from placer.mapping import read_mapping
 from placer.mapping.validate import validate_mapping
 from placer.planning import Pools, Requirements, SolverSettings, Targets, plan
-from placer.planning.disagg import prefill_replicas_for, queue_wait_us
+from placer.planning.disagg import prefill_replicas_for
+from placer.planning.disagg_check import queue_wait_us
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import load_fleet
 from placer.specs.model import load_model

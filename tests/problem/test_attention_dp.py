@@ -337,7 +337,7 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
 
     m, fleet, wl = load_inputs("deepseek-v3", "h200", racks=2, concurrency=40, context=4096)
     req = Requirements(placement=Placement(degrees=(8,), attention_dp=True),
-                       targets=Targets(min_user_tps=5.0, output_tokens=4))
+                       targets=Targets(min_user_tps=3.0, output_tokens=4))   # a 4k prompt then 4 tokens: the prompt dominates
     p = plan(m, fleet, wl, req, SolverSettings(method="dp"))
     assert p.speed is not None and p.feasible, p.message
     inst = p.instance
@@ -349,5 +349,5 @@ def test_a_speed_floor_plans_attention_dp_groups_at_the_groups_load():
     group = for_group(rank, inst)
     assert p.simulation.per_user_tokens_per_s == pytest.approx(group.per_user_tokens_per_s, rel=1e-12)
     assert p.simulation.aggregate_tokens_per_s == pytest.approx(8 * rank.aggregate_tokens_per_s, rel=1e-12)
-    assert p.simulation.per_user_tokens_per_s >= 5.0
+    assert p.simulation.per_user_tokens_per_s >= 3.0
     assert p.replicas * load >= 40 and p.speed.chosen.shape.layout == "tp 8 attention-dp"
