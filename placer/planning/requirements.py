@@ -186,7 +186,9 @@ class Targets:
     ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
     agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
-    pool computes only the rest (the KV moved to decode is still the whole prompt's).
+    pool computes only the rest (the KV moved to decode is still the whole prompt's); ``sim``: how a
+    speed floor's searches simulate, ``"fast"`` (screened by :mod:`placer.simulate.steady`, every
+    figure the plan reports confirmed by the event run) or ``"exact"`` (the event run throughout).
     """
 
     min_user_tps: float | None = None
@@ -196,8 +198,12 @@ class Targets:
     objective: str | None = None
     output_tokens: int = 16
     cached_prompt_tokens: int = 0
+    sim: str = "fast"
 
     def __post_init__(self):
+        from placer.simulate.steady import check_sim
+
+        check_sim(self.sim)
         if self.speed_objective not in SPEED_OBJECTIVES:
             raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
         if not isinstance(self.output_tokens, int) or self.output_tokens < 1:

@@ -72,6 +72,8 @@ class SimResult:
     spec_accept: float | None = None      # and the mean tokens a verify step emits (acceptance length)
     cached_prompt_tokens: int = 0         # of every prompt, the tokens found in the prefix cache (not prefilled)
     traffic: Traffic | None = None        # the requests served, resolved (:meth:`Traffic.describe` says it in a line)
+    method: str = "event"                 # event: the discrete-event run; steady: the fast path (placer.simulate.steady)
+    ttft_mean_us: float | None = None     # steady: the mean time to first token (it states no p50 or p99)
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:

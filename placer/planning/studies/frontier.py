@@ -30,6 +30,7 @@ from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import build_instance, check_accept, place_instance
 from placer.planning.speed import ttft_within
 from placer.planning.studies.tasks import check_backend, run_tasks
+from placer.simulate.steady import check_sim
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -44,7 +45,7 @@ COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replic
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
            "spec_accept", "cached_prompt_tokens", "ttft_model_us", "ttft_budget_ms", "rate_per_s", "prefill_layout", "decode_layout",
-           "proven", "traffic"]
+           "proven", "traffic", "sim"]
 
 
 @dataclass
@@ -60,15 +61,15 @@ class FrontierReport:
 
 def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
-    from placer.simulate.des import simulate_group
     from placer.simulate.per_user import with_aggregate_per_live
+    from placer.simulate.steady import simulate_with
 
-    model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
+    model, fleet, workload, requirements, assignment, live, output_tokens, meta, how = task
     inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"],
                           attention_dp=meta["attention_dp"])
     # the instance's own speculation and prefix cache (build_instance) are the run's; a group's
     # live requests under attention data parallelism (its heaviest rank runs its share)
-    sim = simulate_group(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    sim = simulate_with(how, inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
@@ -76,7 +77,8 @@ def _simulate_point(task: tuple) -> dict:
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
                 schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us, spec_tokens=sim.spec_k,
                 spec_accept=sim.spec_accept, cached_prompt_tokens=sim.cached_prompt_tokens,
-                power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: ")))
+                power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: "),
+                sim=sim.method))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -101,7 +103,10 @@ class FrontierGrid:
     speed, the disaggregated plan serving the most requests/s under that TPOT and ``max_ttft_ms``
     (required then), its prefill pool on the same fleet and, when given, on ``prefill_fleet``
     (:mod:`placer.planning.studies.frontier_disagg`); those rows are platforms of their own
-    (``wse-3t disagg``, ``wse-3t decode + b200 prefill``)."""
+    (``wse-3t disagg``, ``wse-3t decode + b200 prefill``); ``sim``: how each point is simulated,
+    ``"fast"`` (:mod:`placer.simulate.steady`, the event run's schedule without its per-visit
+    events; the event run where it does not model the traffic) or ``"exact"`` (the event run); a
+    point's ``sim`` column says which ran (``steady`` or ``event``)."""
 
     speeds: tuple[float, ...] = ()
     output_tokens: int = 16
@@ -109,9 +114,11 @@ class FrontierGrid:
     max_ttft_ms: float | None = None
     disagg: bool = False
     prefill_fleet: Fleet | None = None
+    sim: str = "fast"
 
     def __post_init__(self):
         object.__setattr__(self, "speeds", tuple(self.speeds))
+        check_sim(self.sim)
         if self.disagg and self.max_ttft_ms is None:
             raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
         if self.prefill_fleet is not None and not self.disagg:
@@ -222,7 +229,7 @@ def _fleet_tasks(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requi
                                  f"({violations[0].message}); its points are kept and marked invalid")
                 for live in doubling_ladder(top):
                     tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
-                                  grid.output_tokens, meta))
+                                  grid.output_tokens, meta, grid.sim))
             target *= 2             # until the fleet holds no placement for that many
     return tasks
 
