@@ -1,38 +1,30 @@
-"""The simulator's fast path: continuous batching run round by round, priced by the cost model.
+"""The simulator's fast path: the event run's continuous schedule without its per-visit machinery.
 
-:mod:`placer.simulate.des` runs serving one device visit at a time (a simpy event per step per
-segment). This module runs the same schedule a *round* at a time: a round is the pipeline giving
-every request its next step. The continuous schedule keeps at most one step per stage in flight
-(vLLM's virtual engines), each of ``share = min(batch cap, ceil(live / stages))`` decodes, then the
-prompt chunks that fit its token budget and seats in admission order (each prompt at most one chunk
-a round: it is busy until its step is through), then steps of chunks alone while stages are free.
-Steps keep their order on the route (every device serves them first come first served), so a
-round lasts
+:mod:`placer.simulate.des` runs serving as simpy processes: every step is a process that yields
+at each segment of the route and prices its visit there, segment by segment, as it arrives. Most of
+its time goes to those events and prices (167-228 us per generated token at 184 live). This module
+runs the same schedule with the same semantics on a plain heap of events:
 
-    R = max(the slowest step's walk through the route, the busiest device's time over the round's steps)
+* a step is priced once, when it is formed, for the whole route: per segment
+  :func:`placer.simulate.prefill.step_time_us` (the verify and draft passes of speculative decoding
+  as :meth:`Simulation._walk` prices them) and :meth:`~placer.simulate.cost.Segment.hop_time_us`,
+  the functions the event run calls, so a change to the cost model reaches both paths; the price
+  is kept by the step's shape (decodes, chunks), which repeats, so few are computed;
+* the step books each device first come first served at its arrival there (as the event run's
+  visits, in time order), and walks on without an event while nothing else comes first;
+* the entry's scheduler (a step of ``min(batch cap, ceil(live / stages))`` decodes, then prompt
+  chunks within the token budget and seats, at most one step per stage in flight), admission under
+  the live cap, the closed loop's reissues, Poisson arrivals from the run's seed and the measured
+  window are the event run's.
 
-(a cyclic pipeline of deterministic steps), and a step's tokens come at the end of its walk. Each
-step is priced by the functions the event run prices its steps with,
-:func:`placer.simulate.prefill.step_time_us` on every :class:`~placer.simulate.cost.Segment` (and
-the verify and draft passes of speculative decoding as :meth:`Simulation._walk` does) and
-:meth:`~placer.simulate.cost.Segment.hop_time_us` after it, so a change to the cost model reaches
-both paths; a step's decodes are priced at the mean KV length of a request's output
-(prompt + output / 2: the KV terms are linear in it).
-
-The requests are the event run's (one context, ``output_tokens`` each, the prefix-cache hit, a
-closed loop of ``users`` with ``rounds`` requests each, or a Poisson stream drawn from the same
-seed), and the figures are measured as the event run measures them (:func:`token_stats` over the
-same window: a closed loop's steady part, from every user's first request finished to the last
-request issued). Per-user and aggregate tokens/s, TTFT (mean, p50, p99: the round's grain), ITL,
-utilisation, power and tokens/s per MW come out in the event run's :class:`SimResult`, its
-``method`` ``"steady"``.
-
-What a round hides is the order of steps inside it: a short step behind a long one waits at every
-stage, one ahead of it may run a second step in the same round; and decodes are priced at the mean
-KV length. The error against the event run on the battery of ``tests/simulate/test_steady.py``
-(``benchmarks/bench_steady.py`` prints the table) is within :data:`STATED_ERROR`. The micro-batch
-schedule and context distributions are not modelled (:class:`Unsupported`; callers run the event
-path there).
+One thing differs, in pricing: a prompt chunk is priced at its start rounded down to a 512th of
+the prompt (attention over the prompt so far moves by under 0.2 %), so that prices repeat.
+Timing differences that small can still reorder steps that meet at a device, and a closed loop's
+users then fall into step with each other differently, so single points can move: the error against the event run on the battery of
+``tests/simulate/test_steady.py`` (``benchmarks/bench_steady.py`` prints the table) is within
+:data:`STATED_ERROR`. The micro-batch schedule and context distributions are not modelled
+(:class:`Unsupported`; :func:`simulate_with` runs the event path there). The result is the event
+run's :class:`SimResult` with ``method`` ``"steady"`` and the mean TTFT (``ttft_mean_us``).
 """
 
 from __future__ import annotations
@@ -109,7 +101,6 @@ class _Run:
         self.start = self.prompt if sim.decode_only else min(sim.cached_prompt, self.prompt - 1)
         self.k, self.accept = sim.spec_k, sim.spec_accept
         self.cap = sim.live_cap if sim.live_cap is not None else math.inf
-        self.kv = self.prompt + max(1, self.out // 2)
         self.stages = [s.stage for s in sim.target_segs] + [s.stage for s in sim.draft_segs]
         # a chunk is priced at its start rounded to this many tokens (a 512th of the prompt at most):
         # the prices repeat, and attention over the prompt so far moves by under 0.2 %
@@ -121,20 +112,22 @@ class _Run:
         self.heap: list = []
         self.seq = 0
 
-    def price(self, decodes: int, chunks: tuple) -> tuple[list[float], list[float]]:
-        """(times on the devices, hops after them), segment by segment, of a step of ``decodes`` requests at the
-        mean KV length and ``chunks`` ``((start, tokens), ...)``: the pricing of :meth:`Simulation._walk`."""
-        key = (decodes, chunks)
+    def price(self, kvs: list[int], chunks: tuple) -> tuple[list[float], list[float]]:
+        """(times on the devices, hops after them), segment by segment, of a step decoding requests
+        whose KV lengths are ``kvs`` and prefilling ``chunks`` ``((start, tokens), ...)``: the
+        pricing of :meth:`Simulation._walk`, kept by what it depends on (the decodes' count and KV
+        per window, or with speculative decoding their lengths; the chunks)."""
+        sim, b, k = self.sim, len(kvs), self.k
+        cached = cached_tokens(kvs, sim.windows)
+        key = (b, tuple(sorted(kvs)) if k else tuple(cached.values()), chunks)
         hit = self.prices.get(key)
         if hit is not None:
             return hit
-        sim, b, k = self.sim, decodes, self.k
-        cached = cached_tokens([self.kv] * b, sim.windows)
         parts = tuple(Chunk(s, n) for s, n in chunks)
         n = sum(t for _, t in chunks)
         out = []
         if k and b:
-            verify = tuple(Chunk(self.kv, k + 1) for _ in range(b))
+            verify = tuple(Chunk(kv, k + 1) for kv in kvs)
             zero = dict.fromkeys(cached, 0.0)
         for s in sim.target_segs:
             dt = step_time_us(s, 0, zero, verify + parts) if k and b else step_time_us(s, b, cached, parts)
@@ -257,7 +250,8 @@ class _Run:
                 return
             self.in_flight += 1
             g = self.grain
-            legs = self.price(len(decodes), tuple((r.prefilled // g * g, n) for r, n in chunks))
+            legs = self.price([r.prefilled + r.generated for r in decodes],
+                              tuple((r.prefilled // g * g, n) for r, n in chunks))
             b = len(decodes)
             if b:
                 c = self.counts
