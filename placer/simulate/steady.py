@@ -30,6 +30,7 @@ run's :class:`SimResult` with ``method`` ``"steady"`` and the mean TTFT (``ttft_
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -102,15 +103,12 @@ class _Run:
         self.k, self.accept = sim.spec_k, sim.spec_accept
         self.cap = sim.live_cap if sim.live_cap is not None else math.inf
         self.stages = [s.stage for s in sim.target_segs] + [s.stage for s in sim.draft_segs]
-        # a chunk is priced at its start rounded to this many tokens (a 512th of the prompt at most):
-        # the prices repeat, and attention over the prompt so far moves by under 0.2 %
-        self.grain = max(1, self.prompt // 512)
         self.prices: dict = {}
         self.busy = [0.0] * sim.n_stages
         self.counts = [0, 0, 0, 0]       # decode steps, their decodes, largest, with a chunk
         self.free = [0.0] * sim.n_stages
         self.heap: list = []
-        self.seq = 0
+        self.seq = itertools.count()
 
     def price(self, kvs: list[int], chunks: tuple) -> tuple[list[float], list[float]]:
         """(times on the devices, hops after them), segment by segment, of a step decoding requests
@@ -139,8 +137,7 @@ class _Run:
     def push(self, t: float, kind: int, x=None, i: int = 0) -> None:
         """An event at ``t``: a step's visit (``VISIT``, the step and its segment), a step through
         (``DONE``), the entry's scheduler (``ENTRY``) or an arrival (``ARRIVE``, its index)."""
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, x, i))
+        heapq.heappush(self.heap, (t, next(self.seq), kind, x, i))
 
     # ------------------------------------------------------------------ requests
     def issue(self, user: int, now: float) -> None:
@@ -170,6 +167,7 @@ class _Run:
         r.times.extend([t] * n)
         if r.first is None:
             r.first = t
+            self.firsts_given += 1
         r.last = t
         r._done = r.generated >= self.out
 
@@ -249,9 +247,7 @@ class _Run:
             if not decodes and not chunks:
                 return
             self.in_flight += 1
-            g = self.grain
-            legs = self.price([r.prefilled + r.generated for r in decodes],
-                              tuple((r.prefilled // g * g, n) for r, n in chunks))
+            legs = self.price([r.prefilled + r.generated for r in decodes], tuple((r.prefilled, n) for r, n in chunks))
             b = len(decodes)
             if b:
                 c = self.counts
@@ -276,10 +272,10 @@ class _Run:
             t = begin + dt + hops[i]
             i += 1
             if i == last:
-                self.push(t, DONE, step)
+                heapq.heappush(heap, (t, next(self.seq), DONE, step, 0))
                 return
             if heap and heap[0][0] <= t:
-                self.push(t, VISIT, step, i)
+                heapq.heappush(heap, (t, next(self.seq), VISIT, step, i))
                 return
 
     # ------------------------------------------------------------------ the run
@@ -295,6 +291,8 @@ class _Run:
         self.firsts: set[int] = set()
         self.t_warm = self.t_stop = None
         self.arrivals_over = self.pending = False
+        self.stopped = None
+        self.firsts_given = 0
         arrivals: list[float] = []
         if sim.closed_loop:
             for u in range(sim.users):
@@ -317,6 +315,11 @@ class _Run:
             if sim.end_us is not None and t > sim.end_us:
                 now = sim.end_us
                 break
+            if self.t_stop is not None and self.t_warm is not None and self.t_warm < self.t_stop < t \
+                    and sim.end_us is None and self.firsts_given == len(self.reqs):
+                # the window is over and every request has its first token: nothing later is measured
+                self.stopped = now = t
+                break
             now = t
             if kind == VISIT:
                 self.walk(x, i, t)
@@ -334,8 +337,8 @@ class _Run:
             if self.arrivals_over and self.completed == len(self.reqs):
                 break
         self.set_live(now, 0)
-        end = sim.end_us if sim.end_us is not None else max((r.last for r in self.reqs if r.last is not None),
-                                                            default=0.0)
+        end = sim.end_us if sim.end_us is not None else self.stopped if self.stopped is not None else \
+            max((r.last for r in self.reqs if r.last is not None), default=0.0)
         return dict(reqs=self.reqs, t_warm=self.t_warm, t_stop=self.t_stop, end=end, peak=self.peak, area=self.area)
 
     def _arrivals(self) -> list[float]:
