@@ -104,6 +104,7 @@ class _Run:
         self.cap = sim.live_cap if sim.live_cap is not None else math.inf
         self.stages = [s.stage for s in sim.target_segs] + [s.stage for s in sim.draft_segs]
         self.prices: dict = {}
+        self.lines: dict = {}        # (decodes, chunks) -> exact prices seen, the line, or "exact"
         self.busy = [0.0] * sim.n_stages
         self.counts = [0, 0, 0, 0]       # decode steps, their decodes, largest, with a chunk
         self.free = [0.0] * sim.n_stages
@@ -114,13 +115,23 @@ class _Run:
         """(times on the devices, hops after them), segment by segment, of a step decoding requests
         whose KV lengths are ``kvs`` and prefilling ``chunks`` ``((start, tokens), ...)``: the
         pricing of :meth:`Simulation._walk`, kept by what it depends on (the decodes' count and KV
-        per window, or with speculative decoding their lengths; the chunks)."""
+        per window, or with speculative decoding their lengths; the chunks). A family of steps that
+        differ only in their decodes' total KV (one window) is priced from a line through three of
+        its exact prices once a third one lies on the line through the first two (to 1e-9): the
+        cost model is affine in the KV read today, and if it stops being so the family is priced
+        exactly, call by call."""
         sim, b, k = self.sim, len(kvs), self.k
         cached = cached_tokens(kvs, sim.windows)
-        key = (b, tuple(sorted(kvs)) if k else tuple(cached.values()), chunks)
+        x = tuple(cached.values())
+        key = (b, tuple(sorted(kvs)) if k else x, chunks)
         hit = self.prices.get(key)
         if hit is not None:
             return hit
+        family = (b, chunks) if b and not k and len(x) == 1 else None
+        line = self.lines.get(family) if family is not None else None
+        if isinstance(line, tuple):
+            x0, d0, slope, hops = line
+            return [d + g * (x[0] - x0) for d, g in zip(d0, slope)], hops
         parts = tuple(Chunk(s, n) for s, n in chunks)
         n = sum(t for _, t in chunks)
         out = []
@@ -132,7 +143,24 @@ class _Run:
             out.append((dt, s.hop_time_us(b * (k + 1) + n)))
         out += [(k * s.duration_us(s.terms_for(b, cached)), 0.0) for s in (sim.draft_segs if b else ())]
         legs = self.prices[key] = [d for d, _ in out], [h for _, h in out]
+        if family is not None and line != "exact":
+            self._learn(family, x[0], legs)
         return legs
+
+    def _learn(self, family: tuple, x: float, legs: tuple[list[float], list[float]]) -> None:
+        """Keep an exact price of ``family`` at total KV ``x``; at the third, the line through the
+        first two if the third lies on it, else price the family exactly from then on."""
+        seen = self.lines.setdefault(family, [])
+        seen.append((x, legs[0]))
+        if len(seen) < 3:
+            return
+        (x0, d0), (x1, d1), (x2, d2) = seen
+        if x1 == x0:
+            del seen[1]
+            return
+        slope = [(b - a) / (x1 - x0) for a, b in zip(d0, d1)]
+        on_line = all(abs(a + g * (x2 - x0) - c) <= 1e-9 * max(1.0, abs(c)) for a, g, c in zip(d0, slope, d2))
+        self.lines[family] = (x0, d0, slope, legs[1]) if on_line else "exact"
 
     def push(self, t: float, kind: int, x=None, i: int = 0) -> None:
         """An event at ``t``: a step's visit (``VISIT``, the step and its segment), a step through
@@ -309,20 +337,32 @@ class _Run:
                 self.issue(i, 0.0)
             self.admit(0.0)
             self.arrivals_over = True
+        now = self._loop(arrivals)
+        self.set_live(now, 0)
+        end = sim.end_us if sim.end_us is not None else self.stopped if self.stopped is not None else \
+            max((r.last for r in self.reqs if r.last is not None), default=0.0)
+        return dict(reqs=self.reqs, t_warm=self.t_warm, t_stop=self.t_stop, end=end, peak=self.peak, area=self.area)
+
+    def _loop(self, arrivals: list[float]) -> float:
+        """Events in time order until the run is over (or a closed loop's window is and every
+        request has its first token: nothing later is measured); returns the time it ended."""
+        sim, heap, pop, walk = self.sim, self.heap, heapq.heappop, self.walk
+        end_us = sim.end_us if sim.end_us is not None else math.inf
+        horizon = end_us            # visits before it need no other check (only other events change the state)
         now = 0.0
-        while self.heap:
-            t, _, kind, x, i = heapq.heappop(self.heap)
-            if sim.end_us is not None and t > sim.end_us:
-                now = sim.end_us
-                break
-            if self.t_stop is not None and self.t_warm is not None and self.t_warm < self.t_stop < t \
-                    and sim.end_us is None and self.firsts_given == len(self.reqs):
-                # the window is over and every request has its first token: nothing later is measured
-                self.stopped = now = t
-                break
+        while heap:
+            t, _, kind, x, i = pop(heap)
+            if kind == VISIT and t <= horizon:
+                walk(x, i, t)
+                continue
+            if t > end_us:
+                return end_us
+            if t > horizon:
+                self.stopped = t
+                return t
             now = t
             if kind == VISIT:
-                self.walk(x, i, t)
+                walk(x, i, t)
             elif kind == DONE:
                 self.stepped(x, t)
             elif kind == ENTRY:
@@ -336,10 +376,10 @@ class _Run:
                     self.arrivals_over = True
             if self.arrivals_over and self.completed == len(self.reqs):
                 break
-        self.set_live(now, 0)
-        end = sim.end_us if sim.end_us is not None else self.stopped if self.stopped is not None else \
-            max((r.last for r in self.reqs if r.last is not None), default=0.0)
-        return dict(reqs=self.reqs, t_warm=self.t_warm, t_stop=self.t_stop, end=end, peak=self.peak, area=self.area)
+            if sim.end_us is None and self.t_stop is not None and self.t_warm is not None \
+                    and self.t_warm < self.t_stop and self.firsts_given == len(self.reqs):
+                horizon = self.t_stop
+        return now
 
     def _arrivals(self) -> list[float]:
         """A Poisson stream's arrival times, drawn as the event run draws them (same generator)."""
