@@ -213,13 +213,22 @@ class _Run:
         """A step is through the route (:meth:`Simulation._stepped`, then :meth:`Simulation._step`)."""
         decodes, chunks = step[0], step[1]
         self.in_flight -= 1
-        for r in decodes:
-            n = 1
-            if self.k:
+        out = self.out
+        if self.k:
+            for r in decodes:
                 r.credit += self.accept
                 n = max(1, min(int(r.credit + 1e-9), self.k + 1, self.out - r.generated))
                 r.credit -= n
-            self.token(r, now, n)
+                self.token(r, now, n)
+        else:
+            for r in decodes:           # :meth:`token` of one, inline: the commonest thing a run does
+                r.generated += 1
+                r.times.append(now)
+                if r.first is None:
+                    r.first = now
+                    self.firsts_given += 1
+                r.last = now
+                r._done = r.generated >= out
         for r, n in chunks:
             r.busy = False
             r.left -= n
