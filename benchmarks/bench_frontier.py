@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     print(f"ratio: {exact_wall / fast_wall:.1f}x wall, {exact_cpu / fast_cpu:.1f}x CPU (goal: at least 5x)")
     for field in ("per_user_tokens_per_s", "tokens_per_s_per_mw"):
         errs = errors(fast.rows, exact.rows, field)
-        print(f"{field}: largest error {100 * max(errs, default=0):.2f}%, mean {100 * sum(errs) / max(1, len(errs)):.3f}% "
+        print(f"{field}: largest error {100 * max(errs, default=0):.4f}%, mean {100 * sum(errs) / max(1, len(errs)):.4f}% "
               f"over {len(errs)} points")
     same = [tuple(r[k] for k in KEY) for r in fast.rows if r["pareto"]] == \
         [tuple(r[k] for k in KEY) for r in exact.rows if r["pareto"]]

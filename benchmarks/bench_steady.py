@@ -178,8 +178,8 @@ def main(argv=None) -> int:
               f"{_pct(r['aggregate']):>7} {_pct(r['ttft']):>8} {r['event_s']:8.2f} {r['fast_s']:7.2f}", flush=True)
     worst = {k: max(abs(r[k]) for r in rows if r[k] is not None) for k in ("per_user", "aggregate", "ttft")}
     event_s, fast_s = sum(r["event_s"] for r in rows), sum(r["fast_s"] for r in rows)
-    print(f"largest error over {len(rows)} cases: per-user {100 * worst['per_user']:.1f}%, aggregate "
-          f"{100 * worst['aggregate']:.1f}%, mean TTFT {100 * worst['ttft']:.1f}% (stated: per-user "
+    print(f"largest error over {len(rows)} cases: per-user {100 * worst['per_user']:.4f}%, aggregate "
+          f"{100 * worst['aggregate']:.4f}%, mean TTFT {100 * worst['ttft']:.4f}% (stated: per-user "
           f"{100 * STATED_ERROR['per_user_tokens_per_s']:.0f}%, aggregate {100 * STATED_ERROR['aggregate_tokens_per_s']:.0f}%)")
     print(f"wall time: event {event_s:.1f} s, fast {fast_s:.1f} s ({event_s / fast_s:.1f}x)")
     return 0
