@@ -297,11 +297,12 @@ class _Run:
                 c[1] += b * len(sim.target_segs)
                 c[2] = max(c[2], b)
                 c[3] += len(sim.target_segs) * bool(chunks)
-            self.walk((decodes, chunks, legs[0], legs[1]), 0, now)
+            heapq.heappush(self.heap, self.walk((decodes, chunks, legs[0], legs[1]), 0, now))
 
-    def walk(self, step, i: int, t: float) -> None:
+    def walk(self, step, i: int, t: float) -> tuple:
         """The step arrives at its ``i``-th segment at ``t``: it books the device first come first
-        served and goes on while no other event comes first (as the event run's visits, in time order)."""
+        served and goes on while no other event comes first (as the event run's visits, in time
+        order); returns its next event (its next visit, or it is through)."""
         dts, hops, stages, heap, free, busy = step[2], step[3], self.stages, self.heap, self.free, self.busy
         last = len(dts)
         while True:
@@ -314,11 +315,9 @@ class _Run:
             t = begin + dt + hops[i]
             i += 1
             if i == last:
-                heapq.heappush(heap, (t, next(self.seq), DONE, step, 0))
-                return
+                return t, next(self.seq), DONE, step, 0
             if heap and heap[0][0] <= t:
-                heapq.heappush(heap, (t, next(self.seq), VISIT, step, i))
-                return
+                return t, next(self.seq), VISIT, step, i
 
     # ------------------------------------------------------------------ the run
     def run(self) -> dict:
@@ -360,14 +359,15 @@ class _Run:
     def _loop(self, arrivals: list[float]) -> float:
         """Events in time order until the run is over (or a closed loop's window is and every
         request has its first token: nothing later is measured); returns the time it ended."""
-        sim, heap, pop, walk = self.sim, self.heap, heapq.heappop, self.walk
+        sim, heap, pop, pushpop, walk = self.sim, self.heap, heapq.heappop, heapq.heappushpop, self.walk
         end_us = sim.end_us if sim.end_us is not None else math.inf
         horizon = end_us            # visits before it need no other check (only other events change the state)
         now = 0.0
-        while heap:
-            t, _, kind, x, i = pop(heap)
+        item = pop(heap) if heap else None
+        while item is not None:
+            t, _, kind, x, i = item
             if kind == VISIT and t <= horizon:
-                walk(x, i, t)
+                item = pushpop(heap, walk(x, i, t))     # its next event, or whatever comes first
                 continue
             if t > end_us:
                 return end_us
@@ -375,9 +375,7 @@ class _Run:
                 self.stopped = t
                 return t
             now = t
-            if kind == VISIT:
-                walk(x, i, t)
-            elif kind == DONE:
+            if kind == DONE:
                 self.stepped(x, t)
             elif kind == ENTRY:
                 self.schedule(t)
@@ -393,6 +391,7 @@ class _Run:
             if sim.end_us is None and self.t_stop is not None and self.t_warm is not None \
                     and self.t_warm < self.t_stop and self.firsts_given == len(self.reqs):
                 horizon = self.t_stop
+            item = pop(heap) if heap else None
         return now
 
     def _arrivals(self) -> list[float]:
