@@ -93,12 +93,17 @@ def _speeds(text: str) -> tuple[float, ...]:
               help="With --disagg: a second fleet for the prefill pool, paired with every --hardware fleet.")
 @click.option("--prefill-racks", type=click.IntRange(1, 100000), default=None, metavar="N",
               help="With --prefill-hardware: resize the prefill fleet to N racks (nodes).")
+@click.option("--sim", "sim", type=click.Choice(("fast", "exact")), default="fast", show_default=True,
+              help="How each point is simulated: fast (the event run's schedule without its per-visit events, "
+                   "placer.simulate.steady; the event run where it does not apply) or exact (the event run). "
+                   "The CSV's sim column says which ran.")
 @power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
                      threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
                      as_json, quiet, runtime=None, max_ttft_ms=None, spec_tokens=None, spec_method=None, draft_model=None,
-                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None, prefill_racks=None):
+                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None, prefill_racks=None,
+                     sim="fast"):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
     and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
@@ -140,7 +145,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
     # min_devices passes the time limit and threads to CP-SAT only
     solver = SolverSettings(method=method, time_limit=time_limit, threads=threads or 2)
     grid = FrontierGrid(speeds=floors, output_tokens=output_tokens, max_target=max_target, max_ttft_ms=max_ttft_ms,
-                        disagg=disagg, prefill_fleet=prefill_fleet)
+                        disagg=disagg, prefill_fleet=prefill_fleet, sim=sim)
     try:
         rep = speed_frontier(m, fleets, wl, req, solver, grid, jobs=jobs, backend=backend, address=address,
                              progress=progress)
@@ -187,6 +192,11 @@ def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:
     click.echo(workload_text(wl, concurrency="per point (the live loads swept)", reserve=reserve_of(reserve)))
     click.echo(traffic.describe("each point's live load"))
     click.echo(f"power counted at the {where} boundary (--power)")
+    ran = [r.get("sim") for r in rep.rows if r.get("sim")]
+    if ran:
+        fast = ran.count("steady")
+        click.echo(f"simulated by the fast path (--sim fast) at {fast} of {len(ran)} points, by the event run at "
+                   f"{len(ran) - fast}" if fast else f"simulated by the event run at all {len(ran)} points")
     if reserve is None:
         from placer.cli.common import reserve_text
         for f in fleets:

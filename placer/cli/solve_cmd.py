@@ -155,6 +155,13 @@ def print_progress(info) -> None:
                    "its own KV cache, attention weights whole), experts spread whole (SGLang "
                    "--attn-dp-size, vLLM --data-parallel-size with --enable-expert-parallel). Default: "
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
+@click.option("--jobs", "-j", "jobs", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="Device layouts (tensor-parallel degrees, experts spread or split) solved at once, one "
+                   "process each; the same plan and proofs as one at a time.")
+@click.option("--sim", "sim", type=click.Choice(("fast", "exact")), default="fast", show_default=True,
+              help="With a speed floor: search the loads each shape holds with the fast simulator path "
+                   "(placer.simulate.steady; each answer and every reported figure confirmed by the event run) "
+                   "or with event runs throughout (exact).")
 @disagg_options
 @cached_prompt_option
 @survive_options
@@ -164,7 +171,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
                   prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, output_tokens=None,
-                  survive=None, availability=None, **kw):
+                  survive=None, availability=None, sim="fast", jobs=1, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -193,12 +200,12 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                   reserve=reserve_of(reserve), pins=tuple(pins), constraints=tuple(require), runtime=runtime),
         Targets(min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, max_ttft_ms=max_ttft_ms,
                 speed_objective=(objective or "devices") if floor else "devices",
-                objective=None if floor else objective, cached_prompt_tokens=cached_prompt or 0,
+                objective=None if floor else objective, cached_prompt_tokens=cached_prompt or 0, sim=sim,
                 **({} if output_tokens is None else {"output_tokens": output_tokens})),
         spec_decoding(spec_tokens, spec_method, draft_model, spec_accept),
         disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
-                            progress=None if quiet else print_progress, deadline=deadline)
+                            progress=None if quiet else print_progress, deadline=deadline, jobs=jobs)
     planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
     if planned.pools is not None:
         return print_disagg_plan(planned, output, as_json)

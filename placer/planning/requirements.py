@@ -186,7 +186,9 @@ class Targets:
     ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
     agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
-    pool computes only the rest (the KV moved to decode is still the whole prompt's).
+    pool computes only the rest (the KV moved to decode is still the whole prompt's); ``sim``: how a
+    speed floor's searches simulate, ``"fast"`` (screened by :mod:`placer.simulate.steady`, every
+    figure the plan reports confirmed by the event run) or ``"exact"`` (the event run throughout).
     """
 
     min_user_tps: float | None = None
@@ -196,8 +198,12 @@ class Targets:
     objective: str | None = None
     output_tokens: int = 16
     cached_prompt_tokens: int = 0
+    sim: str = "fast"
 
     def __post_init__(self):
+        from placer.simulate.steady import check_sim
+
+        check_sim(self.sim)
         if self.speed_objective not in SPEED_OBJECTIVES:
             raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
         if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
@@ -375,8 +381,10 @@ class Requirements:
 class SolverSettings:
     """How to solve: ``method`` (a name of :data:`placer.algorithms.METHODS`; None lets searches
     that solve many instances pick :data:`SEARCH_METHOD`), CP-SAT's ``time_limit`` (seconds, for the
-    whole plan), ``seed`` and ``threads``, ``progress(info)`` for the solver's reports and a
-    shared ``deadline`` (:class:`placer.algorithms.deadline.Deadline`)."""
+    whole plan), ``seed`` and ``threads``, ``progress(info)`` for the solver's reports, a
+    shared ``deadline`` (:class:`placer.algorithms.deadline.Deadline`), and ``jobs``: processes
+    solving independent layouts at once (:func:`placer.planning.solve.search_layouts`; 1: in this
+    process)."""
 
     method: str | None = DEFAULT_METHOD
     time_limit: float = 30.0
@@ -384,6 +392,7 @@ class SolverSettings:
     threads: int = 2
     progress: Callable | None = field(default=None, compare=False)
     deadline: Any = field(default=None, compare=False)
+    jobs: int = 1
 
     def __post_init__(self):
         if self.method is not None:
@@ -394,6 +403,8 @@ class SolverSettings:
             raise InvalidSpec(ARGUMENT, "time_limit", "must be a positive number of seconds")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise InvalidSpec(ARGUMENT, "threads", "must be at least 1")
+        if not isinstance(self.jobs, int) or self.jobs < 1:
+            raise InvalidSpec(ARGUMENT, "jobs", "must be at least 1")
 
     def method_in(self, mode: str) -> str:
         """The method used in ``mode``: the asked one, else the search default of the mode."""

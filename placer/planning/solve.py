@@ -181,6 +181,69 @@ def rank_key(s: Solved):
     return (0.0 if cost is None else cost.value, r.devices_used, -ceiling, r.hop_latency_us or 0.0, s.instance.tp, s.instance.attention_dp)
 
 
+def _solve_layout(model, fleet, workload, requirements, solver, method, objective, layout) -> Solved:
+    """One layout's :func:`build_instance` and :func:`place_instance` (module level: a worker runs it)."""
+    tp, ep, adp = layout
+    inst = build_instance(model, fleet, workload, requirements, method=method, tp=tp, ep=ep, attention_dp=adp)
+    return place_instance(inst, solver, method=method, objective=objective)
+
+
+def _solve_all(shared: tuple, layouts: list[tuple], out: list[Solved], skipped: list[int], before, after,
+               jobs: int) -> None:
+    """Each of ``layouts`` (``(tp, ep, attention_dp)``) solved and appended to ``out`` in order,
+    ``before``/``after`` called in that order; after a Ctrl-C (or an interrupted solve) the rest are
+    ``skipped``. ``jobs`` > 1: in that many spawned processes at once (the same solves, so the same
+    results and proofs), ``before`` called for each as it is queued."""
+    def label(layout):
+        return layout[0], "dp" if layout[2] else layout[1]
+
+    if jobs > 1 and len(layouts) > 1:
+        import pickle
+
+        try:
+            pickle.dumps(shared)
+        except Exception:       # a progress callback that cannot go to a worker: solve here
+            jobs = 1
+    if jobs <= 1 or len(layouts) <= 1:
+        for layout in layouts:
+            if out and (out[-1].result.interrupted or interrupted()):
+                skipped.append(layout[0])
+                continue
+            if before is not None:
+                before(*label(layout))
+            solved = _solve_layout(*shared, layout)
+            out.append(solved)
+            if after is not None:
+                after(*label(layout), solved)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: forking a process that has run OR-Tools threads can deadlock the child
+    with ProcessPoolExecutor(min(jobs, len(layouts)), mp_context=mp.get_context("spawn")) as pool:
+        futures = []
+        for layout in layouts:
+            if before is not None:
+                before(*label(layout))
+            futures.append(pool.submit(_solve_layout, *shared, layout))
+        try:
+            for layout, f in zip(layouts, futures):
+                if out and (out[-1].result.interrupted or interrupted()):
+                    f.cancel()
+                    skipped.append(layout[0])
+                    continue
+                solved = f.result()
+                out.append(solved)
+                if after is not None:
+                    after(*label(layout), solved)
+        except BaseException:
+            workers = list(getattr(pool, "_processes", {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:
+                proc.terminate()
+            raise
+
+
 def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
                    solver: SolverSettings, *, layouts: Layouts | None = None, before=None,
                    after=None) -> DegreeSearch:
@@ -188,7 +251,8 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     :func:`device_layouts` of the requirements), CP-SAT with the requirements' levels;
     ``before(tp, ep)`` is called before each solve and ``after(tp, ep, solved)`` after it (``ep``
     is ``"dp"`` for an attention-data-parallel layout). Raises :class:`InvalidSpec` (``tp``) when
-    no layout runs.
+    no layout runs. Each layout is independent: with ``solver.jobs`` above 1 they are solved in
+    that many processes at once, with the same results in the same order.
 
     Attention-data-parallel layouts (:attr:`Layouts.attention_dp`) are solved after the others:
     always when ``requirements.placement.attention_dp`` is True (then alone), and when it is None only if
@@ -208,33 +272,14 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     out: list[Solved] = []
     skipped: list[int] = []
     objective = requirements.targets.cpsat_objective if method == "cpsat" else None
+    shared = (model, fleet, workload, requirements, solver, method, objective)
     with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
-        for tp, ep in layouts.allowed:
-            if out and (out[-1].result.interrupted or interrupted()):
-                skipped.append(tp)
-                continue
-            if before is not None:
-                before(tp, ep)
-            inst = build_instance(model, fleet, workload, requirements, method=method, tp=tp, ep=ep)
-            solved = place_instance(inst, solver, method=method, objective=objective)
-            out.append(solved)
-            if after is not None:
-                after(tp, ep, solved)
+        _solve_all(shared, [(tp, ep, False) for tp, ep in layouts.allowed], out, skipped, before, after, solver.jobs)
         if layouts.attention_dp and (placement.attention_dp or not any(s.result.feasible for s in out)):
             if placement.attention_dp is None:
                 refused.update(dp_refused)
-            for tp in layouts.attention_dp:
-                if out and (out[-1].result.interrupted or interrupted()):
-                    skipped.append(tp)
-                    continue
-                if before is not None:
-                    before(tp, "dp")
-                inst = build_instance(model, fleet, workload, requirements, method=method, tp=tp, ep=True,
-                                      attention_dp=True)
-                solved = place_instance(inst, solver, method=method, objective=objective)
-                out.append(solved)
-                if after is not None:
-                    after(tp, "dp", solved)
+            _solve_all(shared, [(tp, True, True) for tp in layouts.attention_dp], out, skipped, before, after,
+                       solver.jobs)
     if not out:
         raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
     placed = [s for s in out if s.result.feasible]

@@ -160,12 +160,14 @@ class SpeedPlan:
                     candidates=[c.row() for c in self.candidates], refused=dict(self.refused))
 
 
-def _simulate(instance: Instance, assignment, live: int, output_tokens: int, **sim):
+def _simulate(instance: Instance, assignment, live: int, output_tokens: int, how: str = "exact", **sim):
     """``live`` requests of a replica simulated (a group's, under attention data parallelism: its
-    heaviest rank runs its share and the figures are the group's, :mod:`placer.simulate.data_parallel`)."""
-    from placer.simulate.des import simulate_group
+    heaviest rank runs its share and the figures are the group's, :mod:`placer.simulate.data_parallel`),
+    by the event run or, ``how="fast"``, the fast path where it models the run
+    (:func:`placer.simulate.steady.simulate_with`)."""
+    from placer.simulate.steady import simulate_with
 
-    return simulate_group(instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
+    return simulate_with(how, instance, assignment, requests=live, max_live=live, output_tokens=output_tokens, **sim)
 
 
 def ttft_within(ttft_us: float | None, max_ttft_us: float | None) -> bool:
@@ -183,27 +185,35 @@ def meets(sim, floor: float, max_ttft_us: float | None = None) -> bool:
 
 
 def concurrency_at_speed(instance: Instance, assignment, floor: float, *, cap: int, output_tokens: int = 16,
-                         alone: float | None = None, max_ttft_us: float | None = None, **sim) -> tuple[int, object]:
+                         alone: float | None = None, max_ttft_us: float | None = None, how: str = "exact",
+                         **sim) -> tuple[int, object]:
     """The most live requests (at most ``cap``) whose simulated per-user speed is at least ``floor``
     tokens/s (and, with ``max_ttft_us``, whose p99 time to first token is at most that: :func:`meets`),
-    and the simulation at that load; ``(0, None)`` when not even one request reaches it.
+    and the event run at that load; ``(0, None)`` when not even one request reaches it.
 
     ``alone`` (the closed-form single-request speed) rules the placement out without simulating.
     Exponential then binary search (:func:`~placer.algorithms.search.largest_true`), assuming the
     speed does not rise with the load (batching more requests into a step never shortens it); the
-    returned load's run meets the floor.
+    returned load's run meets the floor. ``how="fast"`` searches with the fast path
+    (:mod:`placer.simulate.steady`) and confirms the load found with the event run, searching below
+    it with event runs when the confirmation fails; ``"exact"`` searches with event runs.
     """
     if cap < 1 or (alone is not None and alone < floor):
         return 0, None
-    runs: dict[int, object] = {}
+    runs: dict[tuple, object] = {}
 
-    def ok(n: int) -> bool:
-        if n not in runs:
-            runs[n] = _simulate(instance, assignment, n, output_tokens, **sim)
-        return meets(runs[n], floor, max_ttft_us)
+    def ok(n: int, by: str = how) -> bool:
+        if (by, n) not in runs:
+            runs[by, n] = _simulate(instance, assignment, n, output_tokens, by, **sim)
+        return meets(runs[by, n], floor, max_ttft_us)
 
     found, _ = largest_true(ok, 1, cap)
-    return (0, None) if found is None else (found, runs[found])
+    if found is None:
+        return 0, None
+    if how == "exact" or ok(found, "exact"):
+        return found, runs["exact", found]
+    below, _ = largest_true(lambda n: ok(n, "exact"), 1, found - 1) if found > 1 else (None, None)
+    return (0, None) if below is None else (below, runs["exact", below])
 
 
 def _targets(concurrency: int, top: int) -> list[int]:
@@ -228,8 +238,10 @@ def _better(objective: str):
     return lambda c: (-(c.tokens_per_s_per_mw or 0.0), c.devices)
 
 
-def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_ttft_us: float | None = None) -> Shape:
-    """A placement and the live requests it holds at ``floor`` (every figure simulated)."""
+def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_ttft_us: float | None = None,
+           how: str = "exact") -> Shape:
+    """A placement and the live requests it holds at ``floor`` (every figure simulated; ``how``:
+    :func:`concurrency_at_speed`'s)."""
     from placer.simulate import segments_of
 
     inst, r = solved.instance, solved.per_group
@@ -239,7 +251,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
     if spec is not None and spec.accept is not None:
         # drafts emit several tokens a step: the closed form of one plain step bounds nothing, so
         # one request is simulated with them (its speed is the shape's fastest: speed falls with load)
-        one = _simulate(inst, r.assignment, 1, output_tokens).per_user_tokens_per_s
+        one = _simulate(inst, r.assignment, 1, output_tokens, how).per_user_tokens_per_s
     if one:
         latency = 1e6 / one
     else:
@@ -255,7 +267,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
                   groups=r.devices_used, available_groups=len(inst.devices), solved=solved)
     shape.held, shape.sim_at_held = concurrency_at_speed(
         inst, r.assignment, floor, cap=shape.ceiling, output_tokens=output_tokens, alone=shape.alone_tokens_per_s,
-        max_ttft_us=max_ttft_us)
+        max_ttft_us=max_ttft_us, how=how)
     return shape
 
 
@@ -273,7 +285,9 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     allow, and expert parallelism both ways for MoE models); every shape is an instance of
     :func:`~placer.planning.solve.build_instance` (the constraints, reserve and granularity of the
     requirements) placed by :func:`~placer.planning.solve.place_instance`. ``log(line)`` hears of
-    every shape tried. Every candidate's figures come from a discrete-event run.
+    every shape tried. The requirements' ``sim`` says how the held loads are searched (the fast
+    path, :mod:`placer.simulate.steady`, each shape's answer confirmed by an event run; or event runs
+    throughout); every candidate's figures come from a discrete-event run.
     """
     targets, placement = requirements.targets, requirements.placement
     floor = targets.speed_floor
@@ -305,7 +319,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
             if key in seen:
                 continue
             seen.add(key)
-            shape = _shape(solved, t, floor, output_tokens, max_ttft_us)
+            shape = _shape(solved, t, floor, output_tokens, max_ttft_us, targets.sim)
             say(f"{tag}, target {t}: {shape.devices} devices, {shape.alone_tokens_per_s:,.0f} tokens/s alone, "
                 f"holds {shape.held} live requests at {floor:,.0f} tokens/s each")
             shapes.append(shape)

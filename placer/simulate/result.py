@@ -75,6 +75,8 @@ class SimResult:
     # what the calibration says of these speeds at this batch (placer.simulate.error_band): "calibrated
     # error ±X% for <regime> ..." or "outside the calibrated range (<why>)"
     speed_error: str | None = None
+    method: str = "event"                 # event: the discrete-event run; steady: the fast path (placer.simulate.steady)
+    ttft_mean_us: float | None = None     # steady: the mean time to first token (it states no p50 or p99)
     trace: list[Interval] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:

@@ -72,7 +72,11 @@ def test_threads_and_jobs_are_named_apart(run_cli, tmp_path):
     assert code == 0 and "warning: --workers: workers: deprecated; say --jobs 1" in err
     for command in ("solve", "compare"):
         _, out, _ = run_cli([command, "--help"])
-        assert "--threads" in out and "--workers" not in out and "--jobs" not in out
+        assert "--threads" in out and "--workers" not in out
+    assert "--jobs" not in run_cli(["compare", "--help"])[1]
+    # solve's --jobs is processes for its independent device layouts, apart from CP-SAT's --threads
+    _, out, _ = run_cli(["solve", "--help"])
+    assert "--jobs" in out and "one process each" in " ".join(out.split())
     _, out, _ = run_cli(["sweep", "--help"])
     assert "--jobs" in out and "--threads" in out and "--workers" not in out
 

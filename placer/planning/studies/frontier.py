@@ -30,6 +30,7 @@ from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import build_instance, check_accept, place_instance
 from placer.planning.speed import ttft_within
 from placer.planning.studies.tasks import check_backend, run_tasks
+from placer.simulate.steady import check_sim
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -44,7 +45,7 @@ COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replic
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
            "spec_accept", "cached_prompt_tokens", "ttft_model_us", "ttft_budget_ms", "rate_per_s", "prefill_layout", "decode_layout",
-           "proven", "traffic"]
+           "proven", "traffic", "sim"]
 
 
 @dataclass
@@ -60,15 +61,15 @@ class FrontierReport:
 
 def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
-    from placer.simulate.des import simulate_group
     from placer.simulate.per_user import with_aggregate_per_live
+    from placer.simulate.steady import simulate_with
 
-    model, fleet, workload, requirements, assignment, live, output_tokens, meta = task
+    model, fleet, workload, requirements, assignment, live, output_tokens, meta, how = task
     inst = build_instance(model, fleet, workload, requirements, tp=meta["tp"], ep=meta["ep"],
                           attention_dp=meta["attention_dp"])
     # the instance's own speculation and prefix cache (build_instance) are the run's; a group's
     # live requests under attention data parallelism (its heaviest rank runs its share)
-    sim = simulate_group(inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
+    sim = simulate_with(how, inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
@@ -76,7 +77,8 @@ def _simulate_point(task: tuple) -> dict:
                 tokens_per_s_per_device=agg / meta["devices"], joules_per_token=sim.joules_per_token,
                 schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us, spec_tokens=sim.spec_k,
                 spec_accept=sim.spec_accept, cached_prompt_tokens=sim.cached_prompt_tokens,
-                power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: ")))
+                power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: "),
+                sim=sim.method))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -101,7 +103,10 @@ class FrontierGrid:
     speed, the disaggregated plan serving the most requests/s under that TPOT and ``max_ttft_ms``
     (required then), its prefill pool on the same fleet and, when given, on ``prefill_fleet``
     (:mod:`placer.planning.studies.frontier_disagg`); those rows are platforms of their own
-    (``wse-3t disagg``, ``wse-3t decode + b200 prefill``)."""
+    (``wse-3t disagg``, ``wse-3t decode + b200 prefill``); ``sim``: how each point is simulated,
+    ``"fast"`` (:mod:`placer.simulate.steady`, the event run's schedule without its per-visit
+    events; the event run where it does not model the traffic) or ``"exact"`` (the event run); a
+    point's ``sim`` column says which ran (``steady`` or ``event``)."""
 
     speeds: tuple[float, ...] = ()
     output_tokens: int = 16
@@ -109,9 +114,11 @@ class FrontierGrid:
     max_ttft_ms: float | None = None
     disagg: bool = False
     prefill_fleet: Fleet | None = None
+    sim: str = "fast"
 
     def __post_init__(self):
         object.__setattr__(self, "speeds", tuple(self.speeds))
+        check_sim(self.sim)
         if self.disagg and self.max_ttft_ms is None:
             raise InvalidSpec(ARGUMENT, "max_ttft_ms", "disaggregated points need a TTFT target (--max-ttft-ms)")
         if self.prefill_fleet is not None and not self.disagg:
@@ -131,17 +138,17 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     with ``solver``; the requirements hold no speed floor and no pools (the frontier sweeps the
     loads; ``grid.disagg`` adds the disaggregated points), and their mode is contiguous unless
     they say otherwise. ``grid``: what is swept (:class:`FrontierGrid`). ``jobs`` worker processes
-    simulate the points (default: the machine's cores; 1 runs them in this process), or with
-    ``backend="ray"`` one Ray task each (``address`` of a cluster, default a local one;
+    place the layouts (one task per fleet and layout: its ladder of targets) and then simulate the
+    points (default: the machine's cores; 1 runs them in this process), or with ``backend="ray"``
+    one Ray task each (``address`` of a cluster, default a local one;
     :func:`placer.planning.studies.tasks.run_tasks`); ``progress(done, total)`` is called after
     each point.
     """
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
     req = _frontier_requirements(requirements)
-    tasks: list[tuple] = []
     notes: list[str] = []
-    for fleet in fleets:
-        tasks += _fleet_tasks(model, fleet, workload, req, solver, grid, notes)
+    run = dict(backend=backend, jobs=jobs or os.cpu_count() or 1, address=address)
+    tasks = _fleet_tasks(model, fleets, workload, req, solver, grid, notes, run)
     rows: list[dict] = []
 
     def finished(task, row: dict) -> None:
@@ -149,8 +156,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
         if progress:
             progress(len(rows), len(tasks))
 
-    run_tasks(_simulate_point, (), tasks, finished, backend=backend, jobs=jobs or os.cpu_count() or 1,
-              address=address)
+    run_tasks(_simulate_point, (), tasks, finished, **run)
     rows.sort(key=lambda r: (r["platform"], r["tp"], r["ep"], r["attention_dp"], r["devices"], r["target"],
                              r["live_per_replica"]))
     limit = None if grid.max_ttft_ms is None else grid.max_ttft_ms * 1e3
@@ -175,56 +181,83 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     return report
 
 
-def _fleet_tasks(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requirements, solver: SolverSettings,
-                 grid: FrontierGrid, notes: list[str]) -> list[tuple]:
-    """The points of one fleet to simulate: per device layout (:func:`placer.planning.layouts.device_layouts`)
-    and per-replica concurrency target 1, 2, 4, ... until the fleet holds no placement, each
-    distinct placement validated (:func:`placer.mapping.validate.validate_mapping`, code that
-    shares nothing with the solver) and simulated at live loads 1, 2, 4, ... up to its ceiling.
-    What was not searched, or fails validation, is said in ``notes``."""
+def _fleet_tasks(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload, req: Requirements,
+                 solver: SolverSettings, grid: FrontierGrid, notes: list[str], run: dict) -> list[tuple]:
+    """The points of every fleet to simulate: per device layout (:func:`placer.planning.layouts.device_layouts`)
+    the placements of :func:`_ladder`, each layout's ladder an independent task (``run``: the
+    :func:`~placer.planning.studies.tasks.run_tasks` options; the same placements, notes and points
+    in the same order however many run at once). What was not searched, or fails validation, is
+    said in ``notes``."""
+    placement = req.placement
+    work: list[tuple] = []
+    refusals: list[str | None] = []
+    for k, fleet in enumerate(fleets):
+        found = device_layouts(model, fleet, degrees=placement.layout_degrees, ep=placement.expert_parallel,
+                               mode=placement.mode, workload=workload, attention_dp=placement.attention_dp)
+        refused = found.refused_by_label()
+        refusals.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items())
+                        if refused else None)
+        for tp, spread, adp in found.every():
+            base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
+            check_accept(base.speculation)      # every point is simulated with it
+            work.append((len(work), k, fleet, (tp, spread, adp)))
+    done: dict[int, tuple] = {}
+    run_tasks(_ladder, (model, workload, req, solver, grid.max_target), work,
+              lambda item, value: done.__setitem__(item[0], value), **run)
+    tasks: list[tuple] = []
+    for k, fleet in enumerate(fleets):
+        if refusals[k]:
+            notes.append(refusals[k])
+        for item in (x for x in work if x[1] == k):
+            points, said = done[item[0]]
+            notes += said
+            for wl, assignment, lives, meta in points:
+                tasks += [(model, fleet, wl, req, assignment, live, grid.output_tokens, meta, grid.sim)
+                          for live in lives]
+    return tasks
+
+
+def _ladder(model: LayerGraph, workload: Workload, req: Requirements, solver: SolverSettings,
+            max_target: int | None, item: tuple) -> tuple[list[tuple], list[str]]:
+    """One layout's placements (runs in a worker): per-replica concurrency target 1, 2, 4, ... until
+    the fleet holds no placement, each distinct placement validated
+    (:func:`placer.mapping.validate.validate_mapping`, code that shares nothing with the solver) and
+    to be simulated at live loads 1, 2, 4, ... up to its ceiling. Returns ``(workload, assignment,
+    loads, meta)`` per placement and the notes."""
     from placer.mapping.validate import validate_mapping
 
-    placement = req.placement
-    found = device_layouts(model, fleet, degrees=placement.layout_degrees, ep=placement.expert_parallel,
-                           mode=placement.mode, workload=workload, attention_dp=placement.attention_dp)
-    refused = found.refused_by_label()
-    if refused:
-        notes.append(f"{fleet.name}: not searched: " + "; ".join(f"{k} ({v})" for k, v in refused.items()))
-    tasks: list[tuple] = []
-    for tp, spread, adp in found.every():
-        base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
-        check_accept(base.speculation)      # every point is simulated with it
-        n_groups = len(base.devices)
-        tag = layout_label(tp, spread, adp)
-        seen: set[tuple] = set()
-        target = 1
-        while target <= (grid.max_target or 2**30):
-            inst = base.with_concurrency(target)
-            solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
-            r = solved.per_group
-            if not r.feasible:
-                if target == 1:
-                    notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
-                break
-            top = int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target))
-            key = tuple(r.assignment)
-            if key not in seen:
-                seen.add(key)
-                doc = solved.mapping
-                violations = validate_mapping(doc, model=model, fleet=fleet)
-                meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread, attention_dp=adp,
-                            devices=r.devices_used * tp, proven=bool(r.proven_optimal),
-                            replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
-                            valid=not violations, context_tokens=workload.context_tokens,
-                            route=" ".join(doc["route"]))
-                if violations:
-                    notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
-                                 f"({violations[0].message}); its points are kept and marked invalid")
-                for live in doubling_ladder(top):
-                    tasks.append((model, fleet, inst.workload, req, list(r.assignment), live,
-                                  grid.output_tokens, meta))
-            target *= 2             # until the fleet holds no placement for that many
-    return tasks
+    _index, _k, fleet, (tp, spread, adp) = item
+    base = build_instance(model, fleet, workload, req, tp=tp, ep=spread, concurrency=1, attention_dp=adp)
+    n_groups = len(base.devices)
+    tag = layout_label(tp, spread, adp)
+    seen: set[tuple] = set()
+    points, notes = [], []
+    target = 1
+    while target <= (max_target or 2**30):
+        inst = base.with_concurrency(target)
+        solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
+        r = solved.per_group
+        if not r.feasible:
+            if target == 1:
+                notes.append(f"{fleet.name}, {tag}: no placement of {model.name} ({r.message or r.status})")
+            break
+        top = int(inst.group_requests(r.concurrency_ceiling) or inst.group_requests(target))
+        key = tuple(r.assignment)
+        if key not in seen:
+            seen.add(key)
+            doc = solved.mapping
+            violations = validate_mapping(doc, model=model, fleet=fleet)
+            meta = dict(platform=fleet.name, serving="aggregated", tp=tp, ep=spread, attention_dp=adp,
+                        devices=r.devices_used * tp, proven=bool(r.proven_optimal),
+                        replicas=n_groups // r.devices_used, target=target, hop_latency_us=r.hop_latency_us,
+                        valid=not violations, context_tokens=workload.context_tokens,
+                        route=" ".join(doc["route"]))
+            if violations:
+                notes.append(f"{fleet.name}, {tag}: placement for {target} live requests fails validation "
+                             f"({violations[0].message}); its points are kept and marked invalid")
+            points.append((inst.workload, list(r.assignment), list(doubling_ladder(top)), meta))
+        target *= 2             # until the fleet holds no placement for that many
+    return points, notes
 
 
 def _frontier_requirements(requirements: Requirements) -> Requirements:
