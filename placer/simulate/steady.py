@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placer.simulate import error_band
 from placer.simulate.arguments import RunSettings, Serving, Traffic, split_options
 from placer.simulate.cost import cached_tokens
 from placer.simulate.des import Simulation
@@ -478,6 +479,7 @@ def _result(sim: Simulation, rounds: _Run, state: dict) -> SimResult:
         prefill_step_fraction=c[3] / c[0] if c[0] else 0.0, power_boundary=getattr(inst.fleet, "power_boundary", None),
         pue=getattr(inst.fleet, "pue", None), spec_k=sim.spec_k, spec_accept=sim.spec_accept,
         cached_prompt_tokens=0 if sim.decode_only else sim.cached_prompt, traffic=sim.traffic, method="steady",
+        speed_error=error_band.error_band(inst, max(1, round(c[1] / c[0])) if c[0] else 1, int(sim.dist.mean)),
         ttft_mean_us=float(np.mean(st.ttft)) if st.ttft else None)
 
 

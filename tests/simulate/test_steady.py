@@ -82,6 +82,8 @@ def test_a_result_says_which_path_made_it():
     exact = simulate(inst, route, Traffic(requests=3, output_tokens=16)).to_dict()
     assert (fast["method"], exact["method"]) == ("steady", "event")
     assert fast["ttft_mean_us"] is not None and exact["ttft_mean_us"] is None
+    # both state the calibration's error band for the same regime (placer.simulate.error_band)
+    assert fast["speed_error"] is not None and fast["speed_error"] == exact["speed_error"]
 
 
 def test_a_speed_floor_search_confirms_the_fast_answer_with_the_event_run():
