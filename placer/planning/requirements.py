@@ -182,7 +182,8 @@ class Targets:
     ``speed_objective`` choosing among the plans that meet it (devices, mw, tokens-per-mw);
     ``max_ttft_ms``: beside a speed floor (a plan's requirements refuse it without one), the p99
     time to first token each replica keeps to at its load (the closed-loop simulation with chunked
-    prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked;
+    prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked
+    (None: the plan's traffic's, :func:`placer.planning.planner.plan` fills it in);
     ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
     agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
@@ -194,13 +195,13 @@ class Targets:
     max_ttft_ms: float | None = None
     speed_objective: str = "devices"
     objective: str | None = None
-    output_tokens: int = 16
+    output_tokens: int | None = None
     cached_prompt_tokens: int = 0
 
     def __post_init__(self):
         if self.speed_objective not in SPEED_OBJECTIVES:
             raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
-        if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
+        if self.output_tokens is not None and (not isinstance(self.output_tokens, int) or self.output_tokens < 1):
             raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
         c = self.cached_prompt_tokens
         if not isinstance(c, int) or isinstance(c, bool) or c < 0:
@@ -323,6 +324,9 @@ class Requirements:
     targets: Targets = Targets()
     speculation: SpecDecoding | None = None
     pools: Pools | None = None
+    # the requests every speed of the plan is for (placer.simulate.arguments.Traffic): prompt and output
+    # lengths, the prefix-cache hit; None: the model spec's default traffic, else the standard shape
+    traffic: Any = None
 
     def __post_init__(self):
         if self.speculation is not None and not self.speculation.tokens:
@@ -368,7 +372,8 @@ class Requirements:
     def to_dict(self) -> dict:
         return dict(placement=self.placement.to_dict(), targets=self.targets.to_dict(),
                     speculation=None if self.speculation is None else self.speculation.to_dict(),
-                    pools=None if self.pools is None else self.pools.to_dict())
+                    pools=None if self.pools is None else self.pools.to_dict(),
+                    traffic=None if self.traffic is None else self.traffic.record())
 
 
 @dataclass(frozen=True)

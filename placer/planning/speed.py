@@ -38,6 +38,7 @@ from placer.planning.requirements import Requirements, SolverSettings, floor_fro
 from placer.planning.solve import Solved, build_instance, place_instance
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
+from placer.simulate.arguments import STANDARD_OUTPUT, shortest_prompt
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -240,7 +241,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
         latency = 1e6 / one
     else:
         # one request at its shortest KV (the prompt): no run of this shape is faster
-        shortest = max(1, inst.workload.context_tokens - output_tokens)
+        shortest = shortest_prompt(inst, output_tokens)
         latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
     used = sorted(set(r.assignment))
     powers = [None if inst.devices[d].type.power_w is None else inst.devices[d].type.power_w * len(inst.members(d))
@@ -274,7 +275,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     floor = targets.speed_floor
     max_ttft_us = None if targets.max_ttft_ms is None else targets.max_ttft_ms * 1e3
     objective = targets.speed_objective
-    output_tokens = targets.output_tokens
+    output_tokens = targets.output_tokens or max(1, min(STANDARD_OUTPUT, workload.context_tokens // 2))
     total = workload.concurrency
     if total < 1:
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")
