@@ -106,6 +106,8 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, conte
     if arrival_rate is not None:
         sim["arrival_rate"] = arrival_rate
     max_live = max_live or traffic.concurrency
+    if traffic.traffic.replay is not None and max_live is not None and "arrival_rate" not in sim:
+        sim["closed_loop"] = True         # a trace under a live cap: a closed loop drawing its lengths
     output_tokens = traffic.output_tokens()
     if prefill:
         warn("--prefill: prefill: prefill is modelled by default now; the flag does nothing (--decode-only "

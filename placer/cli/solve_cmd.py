@@ -191,7 +191,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         disagg_pools(fleet, disagg, prefill_hardware, traffic.rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline)
-    planned = plan(m, fleet, wl, req, solver, traffic=traffic.traffic if traffic.given else None,
+    planned = plan(m, fleet, wl, req, solver, traffic=traffic.closed if traffic.given else None,
                    log=None if quiet else (lambda line: click.echo(line, err=True)))
     if planned.pools is not None:
         return print_disagg_plan(planned, output, as_json)

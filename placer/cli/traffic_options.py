@@ -81,10 +81,17 @@ class TrafficArgs:
             out["decode_only"] = True
         return out
 
+    @property
+    def closed(self) -> Traffic:
+        """The traffic as a closed loop at the command's concurrency serves it: a trace gives its
+        lengths only (speed floors, the per-degree table and frontier points are closed loops)."""
+        t = self.traffic
+        return t if t.replay is None else replace(t, closed_loop=True, arrival_rate=None)
+
     def resolved(self, model, context_tokens: int) -> tuple[Traffic, int, int]:
-        """(the traffic with every length filled in for ``model`` at ``context_tokens``, its mean
-        prompt and mean output tokens, rounded)."""
-        t, shapes = resolve_lengths(self.traffic, context_tokens, getattr(model, "default_traffic", None) or {})
+        """(the traffic with every length filled in for ``model`` at ``context_tokens``, a trace
+        read as a closed loop's lengths; its mean prompt and mean output tokens, rounded)."""
+        t, shapes = resolve_lengths(self.closed, context_tokens, getattr(model, "default_traffic", None) or {})
         out = shapes.mean_output
         return t, max(1, round(shapes.mean_context - out)), max(1, round(out))
 
@@ -213,13 +220,6 @@ def _build(kw: dict, with_rate: bool) -> TrafficArgs:
                 replay=trace, arrival_rate=rate, context_dist=dist, decode_only=decode_only)
     given = any(x is not None for x in (isl, osl, cached, trace, rate, dist)) or decode_only
     return TrafficArgs(t, concurrency, given)
-
-
-def with_closed_loop(args: TrafficArgs, concurrency: int | None) -> TrafficArgs:
-    """A trace under ``--concurrency``: a closed loop drawing the trace's lengths (its timestamps unused)."""
-    if args.traffic.replay is None or concurrency is None or args.rate is not None:
-        return args
-    return replace(args, traffic=replace(args.traffic, closed_loop=True))
 
 
 def traffic_options(*, rate: bool = True, context_dist: bool = False, decode_only: bool = False,
