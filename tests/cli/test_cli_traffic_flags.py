@@ -16,9 +16,7 @@ def _line(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def mapping(tmp_path_factory):
-    from tests.conftest import run_cli
-
+def mapping(tmp_path_factory, run_cli):
     path = tmp_path_factory.mktemp("traffic") / "m.json"
     code, _, err = run_cli(["solve", *SMALL, "--tp", 1, "--context", "4k", "--concurrency", 4, "-q", "-o", path])
     assert code == 0, err
