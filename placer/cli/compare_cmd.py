@@ -122,7 +122,8 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
     if traffic.rate is not None:
         raise InvalidSpec("--rate", "rate", "applies to --disagg plans (the per-degree table is a closed loop at "
                                             "--concurrency)")
-    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=traffic.cached_tokens or 0), traffic=resolved)
+    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=traffic.cached_tokens or 0,
+                                                  output_tokens=output_tokens), traffic=resolved)
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:

@@ -137,7 +137,7 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
 
     req = Requirements(Placement(mode=mode, granularity=granularity, degrees=parse_degrees(tp),
                                  expert_parallel=True if ep else None, reserve=reserve_of(reserve), runtime=runtime),
-                       Targets(cached_prompt_tokens=traffic.cached_tokens or 0),
+                       Targets(cached_prompt_tokens=traffic.cached_tokens or 0, output_tokens=output_tokens),
                        spec_decoding(spec_tokens, spec_method, draft_model, spec_accept), traffic=resolved)
     # min_devices passes the time limit and threads to CP-SAT only
     solver = SolverSettings(method=method, time_limit=time_limit, threads=threads or 2)

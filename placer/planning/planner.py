@@ -210,7 +210,7 @@ def with_traffic(req: Requirements, traffic, model: LayerGraph, workload: Worklo
 
     given = traffic if traffic is not None else req.traffic
     t, targets = given or Traffic(), req.targets
-    if targets.output_tokens is not None and t.output_tokens is None:
+    if t.output_tokens is None:
         t = replace(t, output_tokens=targets.output_tokens)
     if targets.cached_prompt_tokens and t.cached_prompt_tokens is None and t.cached_share is None:
         t = replace(t, cached_prompt_tokens=targets.cached_prompt_tokens)

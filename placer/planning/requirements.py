@@ -183,7 +183,7 @@ class Targets:
     ``max_ttft_ms``: beside a speed floor (a plan's requirements refuse it without one), the p99
     time to first token each replica keeps to at its load (the closed-loop simulation with chunked
     prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked
-    (None: the plan's traffic's, :func:`placer.planning.planner.plan` fills it in);
+    (a plan's ``traffic`` replaces it; the CLI passes its traffic's);
     ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
     agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
@@ -195,13 +195,13 @@ class Targets:
     max_ttft_ms: float | None = None
     speed_objective: str = "devices"
     objective: str | None = None
-    output_tokens: int | None = None
+    output_tokens: int = 16
     cached_prompt_tokens: int = 0
 
     def __post_init__(self):
         if self.speed_objective not in SPEED_OBJECTIVES:
             raise InvalidSpec(ARGUMENT, "objective", f"with a speed floor: {', '.join(SPEED_OBJECTIVES)}")
-        if self.output_tokens is not None and (not isinstance(self.output_tokens, int) or self.output_tokens < 1):
+        if not isinstance(self.output_tokens, int) or self.output_tokens < 1:
             raise InvalidSpec(ARGUMENT, "output_tokens", "must be a positive number of tokens")
         c = self.cached_prompt_tokens
         if not isinstance(c, int) or isinstance(c, bool) or c < 0:
@@ -281,7 +281,7 @@ class Pools:
     ``prefill_fleet`` (a second :class:`~placer.specs.fleet.Fleet`, or a device type of the fleet;
     None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
     or with ``maximize_rate`` the most requests/s the fleet serves under the targets;
-    ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request;
+    ``prompt_tokens`` in (default the workload's context; the CLI passes the traffic's) and ``decode_tokens`` out per request;
     ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget). TTFT
     and TPOT targets are the requirements' :class:`Targets` (``max_ttft_ms``, the speed floor)."""
 

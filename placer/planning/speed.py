@@ -38,7 +38,7 @@ from placer.planning.requirements import Requirements, SolverSettings, floor_fro
 from placer.planning.solve import Solved, build_instance, place_instance
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
-from placer.simulate.arguments import STANDARD_OUTPUT, shortest_prompt
+from placer.simulate.arguments import shortest_prompt
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -275,7 +275,7 @@ def speed_search(model: LayerGraph, fleet: Fleet, workload: Workload, requiremen
     floor = targets.speed_floor
     max_ttft_us = None if targets.max_ttft_ms is None else targets.max_ttft_ms * 1e3
     objective = targets.speed_objective
-    output_tokens = targets.output_tokens or max(1, min(STANDARD_OUTPUT, workload.context_tokens // 2))
+    output_tokens = targets.output_tokens
     total = workload.concurrency
     if total < 1:
         raise InvalidSpec(ARGUMENT, "concurrency", "a speed target needs at least 1 planned live request")

@@ -429,6 +429,8 @@ def parse_cached(value, name: str = "cached_prompt") -> tuple[float | None, int]
         if not 0 <= share <= 1:
             raise InvalidSpec(ARGUMENT, name, f"{value!r}: a share from 0% to 100%")
         return share, 0
+    if text.isdigit():
+        return None, int(text)
     try:
         n = parse_tokens(text)
     except (TypeError, ValueError, InvalidSpec):

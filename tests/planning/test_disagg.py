@@ -261,7 +261,7 @@ def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_pa
     out = tmp_path / "pd.json"
     code, text, err = run_cli(["solve", specs / "model.yaml", "-H", specs / "mixed.yaml", "--context", ISL,
                                "--disagg", "--prefill-hardware", "pgpu", "--rate", 80, "--max-ttft-ms", 100,
-                               "--max-itl-ms", 5, "--osl", OSL, "--time-limit", 10, "-q", "-o", out])
+                               "--max-itl-ms", 5, "--isl", ISL, "--osl", OSL, "--time-limit", 10, "-q", "-o", out])
     assert code == 0, err
     assert "prefill" in text and "decode" in text and f"{TRANSFER_BYTES:,} B" in text
     code, text, err = run_cli(["validate", out, "--json"])
