@@ -121,8 +121,9 @@ def test_floor_arguments():
 def test_solve_command_with_a_floor(run_cli, tmp_path):
     plan, _ = _plan("llama-3.1-70b", "h200", "8k", 64, 1.0)
     out = tmp_path / "plan.json"
+    # the library's default output length (16 tokens), the prompt the rest of the 8k context
     code, text, err = run_cli(["solve", "llama-3.1-70b", "-H", "h200", "--concurrency", 64, "--max-itl-ms", 1000,
-                               "--method", "dp", "-o", out])
+                               "--osl", 16, "--method", "dp", "-o", out])
     assert code == 0, err
     assert plan.message in text and f"holds {plan.chosen.held} live requests at the floor" in text
     assert json.loads(out.read_text())["summary"]["devices_used"] == plan.chosen.shape.devices
