@@ -33,7 +33,7 @@ __all__ = [
     "Fleet", "load_fleet", "Instance", "make_instance",
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
-    "plan", "Plan", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
+    "plan", "Plan", "Traffic", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
     "replan", "plan_spares",
 ]
 __version__ = "0.1.0"
@@ -45,6 +45,7 @@ _LAZY = {
     "build_mapping": ("placer.mapping", "build_mapping"),
     "plan": ("placer.planning", "plan"),
     "Plan": ("placer.planning", "Plan"),
+    "Traffic": ("placer.simulate.arguments", "Traffic"),
     "Requirements": ("placer.planning", "Requirements"),
     "Placement": ("placer.planning", "Placement"),
     "Targets": ("placer.planning", "Targets"),

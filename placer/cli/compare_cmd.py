@@ -4,7 +4,6 @@ import click
 
 from placer.cli.common import (
     Progress,
-    cached_prompt_option,
     echo_json,
     granularity_option,
     hardware_option,
@@ -22,6 +21,7 @@ from placer.cli.common import (
     workload_text,
 )
 from placer.cli.solve_disagg import disagg_options, disagg_pools
+from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets
 from placer.planning.studies.compare import COMPARE_ROWS, compare, compare_degrees
 from placer.problem.reductions.tensor_parallel import has_gpus
@@ -59,12 +59,7 @@ def _cell(value) -> str:
 @click.option("--attention-dp", "attention_dp", is_flag=True,
               help="Per-degree table: also attention data parallelism (requests split over a stage's group, "
                    "experts spread whole; rows marked dp).")
-@click.option("--output-tokens", type=click.IntRange(1), default=32, show_default=True,
-              help="Tokens each simulated request decodes (per-degree table).")
-@cached_prompt_option
-@click.option("--decode-only", is_flag=True,
-              help="Per-degree table: leave prefill out (every prompt already in the KV cache), as placer simulate "
-                   "--decode-only.")
+@traffic_options(rate=True, decode_only=True)
 @click.option("--degrees-only", is_flag=True, help="Only the per-degree table (skip the methods).")
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Per degree, whether the loaded run's p99 time to first token meets MS (meets_ttft).")
@@ -77,16 +72,24 @@ def _cell(value) -> str:
               help="With --disagg: the TPOT target as tokens/s per user.")
 @quiet_option
 def compare_command(model, hardware, granularity, time_limit, seed, threads, workers_deprecated, tp, ep, reserve,
-                    output_tokens, degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
-                    attention_dp=False, disagg=False, prefill_hardware=None, rate=None, isl=None, osl=None,
-                    max_itl_ms=None, min_user_tps=None, cached_prompt=None, decode_only=False, **kw):
+                    degrees_only, as_json, quiet, runtime=None, max_ttft_ms=None,
+                    attention_dp=False, disagg=False, prefill_hardware=None, traffic=None,
+                    max_itl_ms=None, min_user_tps=None, **kw):
     """Every method in every mode it places in, side by side: the published rule and first-fit
     decreasing (free), greedy and the exact DP (contiguous), CP-SAT (contiguous, free, split) and
     the lower bounds. On a GPU fleet (or with --tp) also one row per tensor-parallel degree (and
     expert parallelism on MoE models): the proven fewest GPUs, the guaranteed concurrency and the
     simulated speed of one user alone and of the workload's concurrency. With --runtime only the
     per-degree rows, each solved under the runtime's rules (the methods' table compares the
-    published rule and the heuristics, which know no runtime)."""
+    published rule and the heuristics, which know no runtime).
+
+    \b
+    Speeds are for the traffic line printed above them. Default traffic: the model spec's
+    default_traffic, else an 8k-token prompt then 1k output tokens (the public benchmarks' 8k/1k),
+    the prompt cut to fit --context."""
+    decode_only, cached_prompt = traffic.decode_only, traffic.traffic.cached_prompt_tokens
+    if traffic.traffic.cached_share is not None:
+        cached_prompt = traffic.traffic.cached_share
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     degrees_only = degrees_only or runtime is not None
     if not disagg and (max_itl_ms is not None or min_user_tps is not None):
@@ -98,7 +101,9 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
         raise InvalidSpec("--cached-prompt", "cached_prompt", "applies to prefill; --decode-only has none")
     if decode_only and max_ttft_ms is not None:
         raise InvalidSpec("--max-ttft-ms", "max_ttft_ms", "a time to first token needs prefill; --decode-only has none")
+    kw["context"] = reserved_context(kw.get("context"), traffic)
     m, fleet, wl = load_inputs(model, hardware, **kw)
+    resolved, isl, output_tokens = traffic.resolved(m, wl.context_tokens)
     degrees = parse_degrees(tp)
     solver = SolverSettings(time_limit=time_limit, seed=seed, threads=threads)
     placement = Placement(degrees=degrees, expert_parallel=True if ep else None if ep is None else False,
@@ -109,11 +114,16 @@ def compare_command(model, hardware, granularity, time_limit, seed, threads, wor
         req = Requirements(placement,
                            Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
                                    output_tokens=output_tokens),
-                           pools=disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
+                           pools=disagg_pools(fleet, disagg, prefill_hardware, traffic.rate, isl, output_tokens),
+                           traffic=resolved)
         return print_pool_comparison(m, fleet, wl, req, solver, as_json=as_json, quiet=quiet)
     # the methods' table places whole models at one device per stage: the split refinement is its only requirement
     methods_req = Requirements(Placement(granularity=granularity))
-    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=cached_prompt or 0))
+    if traffic.rate is not None:
+        raise InvalidSpec("--rate", "rate", "applies to --disagg plans (the per-degree table is a closed loop at "
+                                            "--concurrency)")
+    degrees_req = Requirements(placement, Targets(cached_prompt_tokens=traffic.cached_tokens or 0,
+                                                  output_tokens=output_tokens), traffic=resolved)
     gpus = has_gpus(fleet)
     per_degree = gpus or degrees is not None or ep is not None or degrees_only
     if degrees_only or not per_degree:

@@ -5,7 +5,6 @@ import click
 from placer.cli.common import (
     Progress,
     backend_options,
-    cached_prompt_option,
     context_type,
     drafts_with_mtp,
     echo_json,
@@ -29,10 +28,10 @@ from placer.cli.common import (
     workload_doc,
     workload_text,
 )
+from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets
 from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
 from placer.problem.instance import MODES
-from placer.simulate.arguments import study_traffic
 from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import plural
@@ -67,8 +66,6 @@ def _speeds(text: str) -> tuple[float, ...]:
 @click.option("--threads", type=click.IntRange(1, 256), default=None, help="CP-SAT search threads per solve (default 2).")
 @jobs_option
 @backend_options
-@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
-              help="Tokens each simulated request generates.")
 @parallel_options
 @click.option("--max-target", type=click.IntRange(1, 2**30), default=None, metavar="N",
               help="Largest per-replica concurrency a placement is solved for (targets 1, 2, 4, ... up to N; "
@@ -84,7 +81,7 @@ def _speeds(text: str) -> tuple[float, ...]:
                    "in the CSV but leave the Pareto sets and the answers.")
 @runtime_option
 @speculative_options
-@cached_prompt_option
+@traffic_options(rate=False)
 @click.option("--disagg", is_flag=True,
               help="Also plan, per fleet and per --speeds floor, the disaggregated pools serving the most "
                    "requests/s under that TPOT and --max-ttft-ms (required), prefill on the same fleet and on "
@@ -100,16 +97,21 @@ def _speeds(text: str) -> tuple[float, ...]:
 @power_options
 @quiet_option
 def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, speeds, mode, granularity, method, time_limit,
-                     threads, jobs, workers_deprecated, backend, address, output_tokens, tp, ep, reserve, max_target, output, plot,
+                     threads, jobs, workers_deprecated, backend, address, tp, ep, reserve, max_target, output, plot,
                      as_json, quiet, runtime=None, max_ttft_ms=None, spec_tokens=None, spec_method=None, draft_model=None,
-                     spec_accept=None, cached_prompt=None, disagg=False, prefill_hardware=None, prefill_racks=None,
+                     spec_accept=None, traffic=None, disagg=False, prefill_hardware=None, prefill_racks=None,
                      sim="fast"):
     """Per fleet, the Pareto set of (tokens/s per user, tokens/s per MW, tokens/s per device) over
     placements, tensor-parallel degrees (GPU fleets; --tp, default every degree the model's heads
     and the node size allow; MoE models also with experts spread whole, --ep only those), replicas
     and live requests, each point a validated placement and its simulation; writes the CSV (with
     each point's degree) and the PNG and says, per requested speed, which platform is ahead and by
-    what ratio."""
+    what ratio. Every point is for the traffic line printed (and each CSV row's traffic column).
+
+    \b
+    Default traffic: the model spec's default_traffic, else an 8k-token prompt then 1k output
+    tokens (the public benchmarks' 8k/1k), the prompt cut to fit --context; closed loop at each
+    point's live load. --isl/--osl without --context reserve the longest request."""
     from placer.planning.studies.frontier import FrontierGrid, speed_frontier, write_csv
     from placer.specs.model import load_model
     from placer.specs.workload import workload_for
@@ -128,8 +130,9 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         raise InvalidSpec("--prefill-racks", "prefill_racks", "resizes --prefill-hardware: give it")
     prefill_fleet = None if prefill_hardware is None else load_fleet_chosen(prefill_hardware, racks=prefill_racks)
     where = fleets[0].power_label()
-    wl = workload_for(m, context=context, weight_bits=weight_bits, kv_bits=kv_bits)
+    wl = workload_for(m, context=reserved_context(context, traffic), weight_bits=weight_bits, kv_bits=kv_bits)
     warn_workload(m, wl, kv_bits)
+    resolved, _isl, output_tokens = traffic.resolved(m, wl.context_tokens)
     jobs = renamed("--jobs", jobs, workers_deprecated)
     bar = [None]                 # the CLI's progress bar, made once the points are known
 
@@ -140,8 +143,8 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
 
     req = Requirements(Placement(mode=mode, granularity=granularity, degrees=parse_degrees(tp),
                                  expert_parallel=True if ep else None, reserve=reserve_of(reserve), runtime=runtime),
-                       Targets(cached_prompt_tokens=cached_prompt or 0),
-                       spec_decoding(spec_tokens, spec_method, draft_model, spec_accept))
+                       Targets(cached_prompt_tokens=traffic.cached_tokens or 0, output_tokens=output_tokens),
+                       spec_decoding(spec_tokens, spec_method, draft_model, spec_accept), traffic=resolved)
     # min_devices passes the time limit and threads to CP-SAT only
     solver = SolverSettings(method=method, time_limit=time_limit, threads=threads or 2)
     grid = FrontierGrid(speeds=floors, output_tokens=output_tokens, max_target=max_target, max_ttft_ms=max_ttft_ms,
@@ -160,14 +163,14 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
 
         save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
                                                                   f"{wl.weight_bits}-bit weights, power at the "
-                                                                  f"{where} boundary"), plot)
+                                                                  f"{where} boundary\n{_short(resolved)}"), plot)
     written = [str(p) for p in (output, plot) if p]
     # both per-user figures, named (placer.simulate.per_user): the mean request rate and aggregate / live
     rows = [with_aggregate_per_live(r) for r in rep.rows]
     prices = {f.name: fleet_price(f)[0] for f in fleets}
     for r in rows:      # the devices' price over the tokens they make, at each point's per-user speed
         r["usd_per_million_tokens"] = usd_per_million_tokens(prices.get(r["platform"]), r.get("tokens_per_s_per_device"))
-    traffic = study_traffic(wl.context_tokens, output_tokens, {"cached_prompt_tokens": cached_prompt})
+    traffic = resolved
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
                        sentences=rep.sentences, notes=rep.notes, rows=rows,
@@ -180,6 +183,11 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         return 0
     _print_text(rep, rows, m, wl, fleets, reserve, traffic, written)
     return 0
+
+
+def _short(traffic) -> str:
+    """The traffic in a plot title: ``traffic: each a 8,192-token prompt (0 cached) then 1,024 output tokens``."""
+    return "traffic: " + traffic.request_text()
 
 
 def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:

@@ -16,6 +16,7 @@ from placer.cli.common import (
     workload_doc,
     workload_text,
 )
+from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Pools, Requirements, Targets, build_instance
 from placer.planning.budget import plan_replicas
 from placer.specs.errors import InvalidSpec
@@ -27,15 +28,10 @@ from placer.specs.units import plural
 @hardware_option(required=True)
 @click.option("--total-concurrency", "-n", type=click.IntRange(1, 10**9), default=None,
               help="Live requests the replicas hold together (or --rate).")
-@click.option("--rate", type=float, default=None, metavar="R",
-              help="Requests per second: the fewest devices meeting --max-ttft-ms and --max-itl-ms (or "
-                   "--min-user-tps), aggregated and disaggregated side by side.")
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS", help="With --rate: TTFT target.")
 @click.option("--max-itl-ms", type=float, default=None, metavar="MS", help="With --rate: TPOT target.")
 @click.option("--min-user-tps", type=float, default=None, metavar="X", help="With --rate: TPOT target as 1000 / X ms.")
-@click.option("--isl", type=click.IntRange(1, 2**40), default=None, help="With --rate: prompt tokens (default --context).")
-@click.option("--osl", type=click.IntRange(1, 2**40), default=1000, show_default=True,
-              help="With --rate: output tokens per request.")
+@traffic_options(rate=True)
 @click.option("--prefill-hardware", default=None, metavar="HW",
               help="With --rate: the disaggregated plan's prefill hardware, or a device type of the fleet.")
 @click.option("--context", type=context_type, default=None, help="Context tokens per request, e.g. 256k.")
@@ -52,14 +48,21 @@ from placer.specs.units import plural
                                       "targets (cost: US dollars per hour from the hardware's price: blocks).")
 @click.option("--json", "as_json", is_flag=True)
 @quiet_option
-def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_ms, min_user_tps, isl, osl,
+def plan_command(model, hardware, total_concurrency, max_ttft_ms, max_itl_ms, min_user_tps, traffic,
                  prefill_hardware, context, mode, granularity, method, time_limit, weight_bits, kv_bits, racks,
                  text_only, objective, as_json, quiet):
     """Fewest devices that hold N live requests with k identical pipeline replicas, for every useful k;
     with --rate, the fewest devices meeting TTFT and TPOT targets at that request rate, aggregated
-    and disaggregated side by side."""
-    m, fleet, wl = load_inputs(model, hardware, context=context, weight_bits=weight_bits, kv_bits=kv_bits,
-                               racks=racks, text_only=text_only)
+    and disaggregated side by side (for the traffic line printed).
+
+    \b
+    Default traffic: the model spec's default_traffic, else an 8k-token prompt then 1k output
+    tokens (the public benchmarks' 8k/1k), the prompt cut to fit --context. --isl/--osl without
+    --context reserve the longest request."""
+    m, fleet, wl = load_inputs(model, hardware, context=reserved_context(context, traffic), weight_bits=weight_bits,
+                               kv_bits=kv_bits, racks=racks, text_only=text_only)
+    resolved, isl, osl = traffic.resolved(m, wl.context_tokens)
+    rate = traffic.rate
     if rate is not None:
         from placer.cli.plan_rate import print_recommendation
         from placer.cli.solve_disagg import _prefill_fleet
@@ -67,13 +70,14 @@ def plan_command(model, hardware, total_concurrency, rate, max_ttft_ms, max_itl_
         req = Requirements(targets=Targets(max_ttft_ms=max_ttft_ms, max_itl_ms=max_itl_ms, min_user_tps=min_user_tps,
                                            speed_objective=objective),
                            pools=Pools(prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate,
-                                       prompt_tokens=isl, decode_tokens=osl))
+                                       prompt_tokens=isl, decode_tokens=osl), traffic=resolved)
         return print_recommendation(m, fleet, wl, req, time_limit, as_json=as_json, quiet=quiet)
     if objective != "devices":
         raise InvalidSpec("--objective", "objective", "applies with --rate")
     if total_concurrency is None:
         raise InvalidSpec("--total-concurrency", "total_concurrency", "give --total-concurrency N or --rate R")
-    inst = build_instance(m, fleet, wl, Requirements(Placement(mode=mode, granularity=granularity)))
+    inst = build_instance(m, fleet, wl, Requirements(Placement(mode=mode, granularity=granularity),
+                                                     traffic=resolved if traffic.given else None))
     with Progress(None, "replica counts", quiet=quiet, desc="plan ") as bar:
         plan = plan_replicas(inst, total_concurrency, method=method, time_limit=time_limit,
                              progress=lambda o: bar.step(failed=o.total_devices is None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from placer.cli.common import echo_json, workload_text
@@ -18,14 +20,17 @@ def print_recommendation(m, fleet, wl, req: Requirements, time_limit: float, *, 
     tokens; its targets' TTFT and TPOT) printed or as JSON; the exit code."""
     solver = SolverSettings(method=None, time_limit=time_limit)
     rec = recommend(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
+    traffic = replace(req.traffic, arrival_rate=req.pools.rate).describe() if req.traffic is not None else None
     if as_json:
-        echo_json(rec.to_dict())
+        echo_json({**rec.to_dict(), "traffic": traffic})
         return 0 if any(r["feasible"] and r["meets_ttft"] for r in rec.rows()) else 1
     pools, targets = req.pools, req.targets
     click.echo(f"{m.name} on {fleet.name} at {pools.rate:,.3g} requests/s: TTFT <= {targets.max_ttft_ms:g} ms, TPOT <= "
                f"{1000 / targets.speed_floor:.4g} ms, ISL {pools.prompt_tokens or wl.context_tokens}, "
                f"OSL {pools.decode_tokens}")
     click.echo(workload_text(wl, fleet=fleet))
+    if traffic is not None:
+        click.echo(traffic)
     click.echo(f"{'serving':<14} {'devices':>7} {'kW':>7} {'layout':<34} {'TTFT ms':>8} {'TPOT ms':>8} "
                f"{'meets':>5} {'proven':>6}")
     for r in rec.rows():

@@ -3,7 +3,6 @@ from __future__ import annotations
 import click
 
 from placer.cli.common import (
-    cached_prompt_option,
     context_type,
     echo_json,
     granularity_option,
@@ -19,11 +18,13 @@ from placer.cli.common import (
     workload_notes,
     workload_text,
 )
+from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.mapping import read_mapping, serving_of, specs_from_mapping
 from placer.planning import Placement, Requirements, SolverSettings
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.modes import compare_modes
 from placer.problem.instance import MODES
+from placer.simulate.arguments import Traffic, resolve_lengths
 from placer.simulate.des import DEFAULT_MAX_NUM_BATCHED_TOKENS, RUNTIME_MAX_BATCH, SCHEDULES, simulate_mapping
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_duration_us, plural
@@ -45,11 +46,10 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--all-modes", is_flag=True, help="TARGET is a model: the same as --compare TARGET.")
 @click.option("--requests", type=click.IntRange(1, 10**6), default=None,
               help="Requests to serve (default: as many as the KV reserve holds at once).")
-@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=None,
-              help="Tokens each request generates (default 32; 16 with --compare).")
-@click.option("--context", type=context_type, default=None, help="Total tokens per request, e.g. 256k.")
-@click.option("--context-dist", default=None,
-              help="fixed:256k, uniform:64k:256k, lognormal:MEDIAN:SIGMA or choice:8k,32k,256k.")
+@click.option("--context", type=context_type, default=None,
+              help="The older form: total tokens per request, e.g. 256k, its last --osl tokens generated.")
+@traffic_options(context_dist=True, decode_only=True,
+                 osl_default="the plan's, else the model spec's default traffic, else 1k")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
               help="continuous: each device batches the requests waiting for it, up to --max-batch (the "
                    "default); micro-batch: fixed micro-batches of --micro-batch (the default once it is given).")
@@ -60,14 +60,10 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--micro-batch", type=click.IntRange(1, 10**6), default=None,
               help="Fixed micro-batch size (selects the micro-batch schedule).")
 @click.option("--arrival-rate", type=click.FloatRange(0, min_open=True), default=None,
-              help="Poisson arrivals, requests per second (default: all at once).")
+              help="The older name of --rate.")
 @click.option("--duration", type=click.FloatRange(0, min_open=True), default=None,
               help="Simulated seconds (default: until every request finishes).")
 @click.option("--max-live", type=click.IntRange(1, 10**9), default=None, help="Cap on live requests.")
-@click.option("--decode-only", is_flag=True,
-              help="Leave prefill out: every request's prompt is in the KV cache already, all arrive at once "
-                   "(the default is a closed loop at the concurrency, prompts prefilled in chunks beside the "
-                   "decodes, TTFT reported).")
 @click.option("--max-num-batched-tokens", type=click.IntRange(1, 10**7), default=None,
               help=f"Tokens one step carries, decodes first, then prompt chunks (default "
                    f"{DEFAULT_MAX_NUM_BATCHED_TOKENS:,}, vLLM's).")
@@ -81,20 +77,38 @@ def _f(v, fmt="{:,.1f}"):
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Modes for --compare.")
 @click.option("--model", "model_ref", default=None, help="Model spec (default: the one the mapping names).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@cached_prompt_option
 @click.option("--spec-gain", is_flag=True,
               help="A mapping planned for speculative decoding: simulate it with and without its drafts at live "
                    "loads 1, 2, 4, ... up to its KV ceiling (--requests caps them) and say where speculation "
                    "stops paying.")
 @text_only_option("With --compare: drop a multimodal model's vision/audio tower (a mapping records its own).")
-def simulate_command(target, hardware, compare_model, all_modes, requests, output_tokens, context, context_dist,
-                     schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live, decode_only,
+def simulate_command(target, hardware, compare_model, all_modes, requests, context, traffic,
+                     schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live,
                      max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
-                     as_json, cached_prompt=None, spec_gain=False, text_only=False):
+                     as_json, spec_gain=False, text_only=False):
     """Simulate serving the stage mapping TARGET at full size (tokens/s per user and aggregate,
     inter-token latency, time to first token, stage utilisation, live requests, power, tokens/s per
     MW, J/token at the --power boundary), or, with --compare MODEL / --all-modes, every mode's
-    placement of a model side by side."""
+    placement of a model side by side. Every figure is for the traffic line printed beside it.
+
+    \b
+    Default traffic: the plan's (a mapping records it), else the model spec's default_traffic
+    (kimi-k3: agent turns over its 256k context, 86% cached), else an 8k-token prompt then 1k
+    output tokens (the 8k/1k of the public serving benchmarks), the prompt cut to fit the
+    context; closed loop at the live requests the placement holds."""
+    decode_only = traffic.decode_only
+    cached_prompt = traffic.traffic.cached_prompt_tokens
+    if cached_prompt is None and traffic.traffic.cached_share is not None:
+        cached_prompt = traffic.traffic.cached_share
+    if arrival_rate is not None and traffic.rate is not None and arrival_rate != traffic.rate:
+        raise InvalidSpec("--arrival-rate", "arrival_rate", "is the older name of --rate: give one of them")
+    sim = traffic.sim()
+    if arrival_rate is not None:
+        sim["arrival_rate"] = arrival_rate
+    max_live = max_live or traffic.concurrency
+    if traffic.traffic.replay is not None and max_live is not None and "arrival_rate" not in sim:
+        sim["closed_loop"] = True         # a trace under a live cap: a closed loop drawing its lengths
+    output_tokens = traffic.output_tokens()
     if prefill:
         warn("--prefill: prefill: prefill is modelled by default now; the flag does nothing (--decode-only "
              "leaves it out)")
@@ -109,13 +123,14 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         raise InvalidSpec("--text-only", "text_only", "applies to --compare MODEL; a mapping records whether "
                                                       "its tower was left out")
     if compare_model or all_modes:
-        return _compare_command(compare_model or target, hardware, modes, context, output_tokens,
+        return _compare_command(compare_model or target, hardware, modes, reserved_context(context, traffic),
+                                output_tokens,
                                 SolverSettings(method=method, time_limit=time_limit, seed=seed),
                                 granularity, as_json,
-                                dict(micro_batch=micro_batch, context_dist=context_dist, max_live=max_live,
-                                     decode_only=decode_only, max_num_batched_tokens=max_num_batched_tokens,
+                                dict(micro_batch=micro_batch, max_live=max_live, requests=requests,
+                                     max_num_batched_tokens=max_num_batched_tokens,
                                      schedule=schedule, max_batch=max_batch, runtime=runtime,
-                                     **({} if cached_prompt is None else {"cached_prompt_tokens": cached_prompt})),
+                                     **{k: v for k, v in sim.items() if k != "output_tokens"}),
                                 text_only=text_only)
     if not target:
         raise InvalidSpec("<mapping>", "-", "name a stage-mapping file (or use --compare MODEL)")
@@ -126,21 +141,19 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, outpu
         return print_pooled_simulation(mapping, model=model_ref, output_tokens=output_tokens, seed=seed,
                                        as_json=as_json)
     if spec_gain:
-        return _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens or 32, as_json)
+        return _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens or 32, as_json, sim)
     serving = serving_of(mapping)
     if serving is not None:
         # a plan for a speed floor runs at the load it was planned for (one replica), unless told otherwise
         requests = requests or serving["live_per_replica"]
         max_live = max_live or serving["live_per_replica"]
-        output_tokens = output_tokens or serving.get("output_tokens")
+        if "output_tokens" not in sim and serving.get("output_tokens"):
+            sim["output_tokens"] = serving["output_tokens"]
     power, pue = power_choice()
     res = simulate_mapping(mapping, model=model_ref, hardware=hardware, power=power, pue=pue, requests=requests,
-                           output_tokens=output_tokens or 32, context=context, context_dist=context_dist,
-                           schedule=schedule, max_batch=max_batch, runtime=runtime,
-                           micro_batch=micro_batch, arrival_rate=arrival_rate, duration_s=duration,
-                           max_live=max_live, seed=seed, decode_only=decode_only,
-                           max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None,
-                           cached_prompt_tokens=cached_prompt)
+                           context=context, schedule=schedule, max_batch=max_batch, runtime=runtime,
+                           micro_batch=micro_batch, duration_s=duration, max_live=max_live, seed=seed,
+                           max_num_batched_tokens=max_num_batched_tokens, trace=gantt is not None, **sim)
     if gantt:
         from placer.plotting import plot_gantt, save
         gantt = save(plot_gantt(res).figure, gantt)
@@ -169,7 +182,10 @@ def _compare_command(model_ref, hardware, modes, context, output_tokens, solver,
     for note in workload_notes(m, wl):
         warn(note)
     req = Requirements(Placement(granularity=granularity_for("split", granularity)))
-    doc = compare_modes(m, fleet, wl, req, solver, modes=wanted, output_tokens=output_tokens or 16, **sim)
+    if output_tokens is None:
+        _t, shapes = resolve_lengths(Traffic(), wl.context_tokens, m.default_traffic)
+        output_tokens = round(shapes.mean_output)
+    doc = compare_modes(m, fleet, wl, req, solver, modes=wanted, output_tokens=output_tokens, **sim)
     done = stopped(doc, "modes", err=True)      # Ctrl-C: the modes so far, then exit 130
     if as_json:
         echo_json(doc)
@@ -231,9 +247,10 @@ def _print_run(mapping, res, serving, model_ref, hardware, gantt) -> None:
         click.echo(f"stage occupancy drawn to {gantt}")
 
 
-def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_json) -> int:
+def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_json, sim=None) -> int:
     """``--spec-gain``: the gain of the mapping's speculation at each live load (decode only)."""
     from placer.mapping import instance_from_mapping
+    from placer.simulate.arguments import Traffic, resolve
     from placer.simulate.spec_gain import speculation_gain
 
     spec = mapping.get("speculative") or {}
@@ -245,13 +262,16 @@ def _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens, as_j
     route = [inst.device_index[d] for d in mapping["route"]]
     ceiling = mapping["summary"].get("concurrency_ceiling") or 1
     cap = min(ceiling, requests) if requests else min(ceiling, 1024)
+    lengths = {k: v for k, v in (sim or {}).items() if k in ("prompt_tokens", "context_dist")}
     gain = speculation_gain(inst, route, spec_k=int(spec["tokens"]), spec_accept=float(spec["accept"]), cap=cap,
-                            output_tokens=output_tokens)
+                            output_tokens=output_tokens, **lengths)
+    traffic = resolve(Traffic(decode_only=True, output_tokens=output_tokens, **lengths), inst)[0]
     if as_json:
-        echo_json(gain.to_dict())
+        echo_json({**gain.to_dict(), "traffic": traffic.to_dict("each live load")})
         return 0
     click.echo(f"{mapping['model']['name']} on {mapping['hardware']['name']}: {spec['tokens']} draft token(s) per "
                f"step at acceptance length {spec['accept']:g}, decode only, {output_tokens} tokens per request")
+    click.echo(traffic.describe("each live load"))
     click.echo(f"{'live':>6} {'tok/s with':>11} {'tok/s without':>14} {'per user with':>14} "
                f"{'per user without':>17} {'gain':>6}")
     for r in gain.rows:

@@ -4,7 +4,6 @@ import click
 
 from placer.algorithms.deadline import Deadline
 from placer.cli.common import (
-    cached_prompt_option,
     drafts_with_mtp,
     echo_json,
     echo_json_mapping,
@@ -33,11 +32,11 @@ from placer.cli.common import (
 )
 from placer.cli.solve_disagg import disagg_options, disagg_pools, print_disagg_plan
 from placer.cli.solve_spares import check_survive, plan_survivable, print_spares, survive_options
+from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets, plan
 from placer.planning.studies.compare import node_ranges
 from placer.problem.instance import MODES, REQUIREMENTS
 from placer.simulate.arguments import study_traffic
-from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_bytes, format_duration_us, plural
 
 # each objective level's unit (Result.levels and cpsat's progress phases)
@@ -131,9 +130,6 @@ def print_progress(info) -> None:
 @click.option("--max-ttft-ms", type=float, default=None, metavar="MS",
               help="Beside a speed floor: the p99 time to first token each replica keeps to at its load "
                    "(closed loop with chunked prefill).")
-@click.option("--output-tokens", type=click.IntRange(1, 10**6), default=None, metavar="N",
-              help="Beside a speed floor: tokens each simulated request generates (default 16; the rest of "
-                   "--context is its prompt).")
 @click.option("--objective", default=None, metavar="LEVELS",
               help="CP-SAT's levels in order, e.g. devices,concurrency,latency (the default; also devices, "
                    "latency, bottleneck), or cost (the devices' price per hour from the hardware's price: blocks "
@@ -163,15 +159,14 @@ def print_progress(info) -> None:
                    "(placer.simulate.steady; each answer and every reported figure confirmed by the event run) "
                    "or with event runs throughout (exact).")
 @disagg_options
-@cached_prompt_option
+@traffic_options(rate=True)
 @survive_options
 @quiet_option
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
-                  prefill_hardware=None, rate=None, isl=None, osl=None, cached_prompt=None, output_tokens=None,
-                  survive=None, availability=None, sim="fast", jobs=1, **kw):
+                  prefill_hardware=None, traffic=None, survive=None, availability=None, sim="fast", jobs=1, **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -181,6 +176,12 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     Prints the summary (devices, bound, proof, concurrency, latency, workload), the stage table
     with --stages, and writes the stage mapping only to -o FILE. An impossible request prints the
     reason and the largest concurrency that fits, writes nothing and exits 1.
+
+    \b
+    Speeds (floors, TTFT, disaggregated pools) are for the traffic line printed beside them.
+    Default traffic: the model spec's default_traffic (kimi-k3: agent turns over its 256k context,
+    86% cached), else an 8k-token prompt then 1k output tokens (the public benchmarks' 8k/1k), the
+    prompt cut to fit --context. --isl/--osl without --context reserve the longest request.
     """
     # every phase below shares it (spec reading, every degree's solve, the explanation, the output),
     # counted from the command's start: the process's own start when run as `placer solve`
@@ -188,25 +189,25 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     if drafts_with_mtp(spec_tokens, draft_model, spec_method):
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
+    kw["context"] = reserved_context(kw.get("context"), traffic)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
     check_survive(survive, availability, floor=floor, disagg=disagg, per_stage=per_stage_tp)
-    if output_tokens is not None and not floor:
-        raise InvalidSpec("--output-tokens", "output_tokens", "applies to a speed floor (--min-user-tps or "
-                                                              "--max-itl-ms); --osl sets a disaggregated plan's")
+    _t, isl, osl = traffic.resolved(m, wl.context_tokens)
     req = Requirements(
         Placement(mode=mode, granularity=granularity, degrees=parse_degrees(tp), per_stage_degrees=per_stage_tp,
                   expert_parallel=(True if ep else None) if floor else bool(ep), attention_dp=attention_dp,
                   reserve=reserve_of(reserve), pins=tuple(pins), constraints=tuple(require), runtime=runtime),
         Targets(min_user_tps=min_user_tps, max_itl_ms=max_itl_ms, max_ttft_ms=max_ttft_ms,
                 speed_objective=(objective or "devices") if floor else "devices",
-                objective=None if floor else objective, cached_prompt_tokens=cached_prompt or 0, sim=sim,
-                **({} if output_tokens is None else {"output_tokens": output_tokens})),
+                objective=None if floor else objective, cached_prompt_tokens=traffic.cached_tokens or 0, sim=sim,
+                output_tokens=osl),
         spec_decoding(spec_tokens, spec_method, draft_model, spec_accept),
-        disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl))
+        disagg_pools(fleet, disagg, prefill_hardware, traffic.rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
                             progress=None if quiet else print_progress, deadline=deadline, jobs=jobs)
-    planned = plan(m, fleet, wl, req, solver, log=None if quiet else (lambda line: click.echo(line, err=True)))
+    planned = plan(m, fleet, wl, req, solver, traffic=traffic.closed if traffic.given else None,
+                   log=None if quiet else (lambda line: click.echo(line, err=True)))
     if planned.pools is not None:
         return print_disagg_plan(planned, output, as_json)
     if planned.speed is not None:
@@ -349,8 +350,10 @@ def _print_speed_plan(planned, output, as_json) -> int:
     where = write_mapping_if_asked(output, doc, what=" (one replica)")
     targets = planned.requirements.targets
     load = None if sp.chosen is None else sp.chosen.row()["load_per_replica"]
-    traffic = study_traffic(wl.context_tokens, targets.output_tokens,
-                            dict(requests=load, max_live=load, cached_prompt_tokens=targets.cached_prompt_tokens))
+    sim = planned.simulation
+    traffic = sim.traffic if sim is not None and sim.traffic is not None else \
+        study_traffic(wl.context_tokens, targets.output_tokens,
+                      dict(requests=load, max_live=load, cached_prompt_tokens=targets.cached_prompt_tokens), m)
     traffic_doc = traffic.to_dict("the live loads searched")
     if as_json:
         return echo_json_mapping(dict(doc or {}, speed_target=dict(sp.to_dict(), traffic=traffic_doc)), where,

@@ -10,8 +10,9 @@ from placer.specs.errors import InvalidSpec
 
 
 def disagg_options(f):
-    """--disagg, --prefill-hardware, --rate, --isl, --osl (--max-ttft-ms is the speed floor's, which
-    a disaggregated plan reads as its TTFT target: queueing + prefill + KV transfer)."""
+    """--disagg, --prefill-hardware (--max-ttft-ms is the speed floor's, which a disaggregated plan
+    reads as its TTFT target: queueing + prefill + KV transfer; --rate, --isl and --osl are the
+    traffic flags, :mod:`placer.cli.traffic_options`)."""
     opts = [
         click.option("--disagg", is_flag=True,
                      help="Plan a prefill pool and a decode pool (x prefill + y decode replicas) meeting "
@@ -20,13 +21,6 @@ def disagg_options(f):
         click.option("--prefill-hardware", default=None, metavar="HW",
                      help="With --disagg: the prefill pool's hardware (a spec or catalog name), or a device type "
                           "of --hardware's mixed fleet (the rest decodes). Default: the same fleet."),
-        click.option("--rate", type=float, default=None, metavar="R",
-                     help="With --disagg: requests per second to serve (default: --concurrency live decode "
-                          "requests)."),
-        click.option("--isl", type=click.IntRange(1, 2**40), default=None, metavar="TOKENS",
-                     help="With --disagg: prompt tokens per request (default: --context)."),
-        click.option("--osl", type=click.IntRange(1, 2**40), default=None, metavar="TOKENS",
-                     help="With --disagg: output tokens per request (default 1000)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -42,16 +36,32 @@ def _prefill_fleet(fleet, ref):
 
 
 def disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl) -> Pools | None:
-    """The :class:`~placer.planning.Pools` the flags ask for (None without --disagg, which the
-    other flags then are refused without)."""
-    given = {"--prefill-hardware": prefill_hardware, "--rate": rate, "--isl": isl, "--osl": osl}
+    """The :class:`~placer.planning.Pools` the flags ask for (None without --disagg, which
+    --prefill-hardware and --rate are then refused without); ``isl`` / ``osl``: the traffic's mean
+    prompt and output tokens."""
+    given = {"--prefill-hardware": prefill_hardware, "--rate": rate}
     if not disagg:
         extra = [k for k, v in given.items() if v is not None]
         if extra:
             raise InvalidSpec(extra[0], extra[0].lstrip("-").replace("-", "_"), "applies to --disagg plans")
         return None
     return Pools(prefill_fleet=_prefill_fleet(fleet, prefill_hardware), rate=rate, prompt_tokens=isl,
-                 **({} if osl is None else {"decode_tokens": osl}))
+                 decode_tokens=osl)
+
+
+def disagg_traffic(planned):
+    """The traffic a disaggregated plan serves: its rate (or decode load), prompt and output tokens
+    and the prefix-cache hit."""
+    from dataclasses import replace
+
+    from placer.simulate.arguments import Traffic
+
+    dp, req = planned.pools, planned.requirements
+    base = req.traffic or Traffic()
+    return replace(base, prompt_tokens=dp.prompt_tokens, output_tokens=dp.decode_tokens,
+                   cached_prompt_tokens=base.cached_prompt_tokens if base.cached_share is not None
+                   else req.targets.cached_prompt_tokens,
+                   arrival_rate=dp.rate, max_live=None if dp.rate is not None else dp.concurrency)
 
 
 def print_disagg_plan(planned, output, as_json) -> int:
@@ -70,6 +80,7 @@ def print_disagg_plan(planned, output, as_json) -> int:
                f"{asked}, ISL {dp.prompt_tokens}, OSL {dp.decode_tokens}, TTFT <= {dp.max_ttft_ms:g} ms, "
                f"TPOT <= {dp.tpot_ms:.4g} ms")
     click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.placement.reserve))
+    click.echo(disagg_traffic(planned).describe("the live decode requests"))
     click.echo(f"KV transfer: {dp.transfer_bytes:,} B per request over {dp.link.source} "
                f"({dp.link.bandwidth / 1e9:,.1f} GB/s, {dp.link.latency_us:g} us): "
                f"{dp.link.time_us(dp.transfer_bytes) / 1e3:,.3f} ms")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import click
 
@@ -25,10 +26,10 @@ from placer.cli.common import (
     workload_notes,
     workload_text,
 )
+from placer.cli.traffic_options import traffic_options
 from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.sweep import Grid, SweepSettings, run_sweep
-from placer.simulate.arguments import Traffic
 from placer.specs.errors import InvalidSpec
 from placer.specs.units import format_duration_us, format_tokens, parse_int_list, parse_tokens
 
@@ -94,8 +95,9 @@ def _modes(text):
 @click.option("--replicas", is_flag=True, help="Also report the best replica count per point (see placer plan).")
 @click.option("--simulate", is_flag=True,
               help="Simulate every placed point (tokens/s per user, aggregate, per MW); slow at high concurrency.")
-@click.option("--sim-tokens", type=click.IntRange(1, 10**6), default=16, show_default=True,
-              help="Output tokens per simulated request.")
+@click.option("--sim-tokens", type=click.IntRange(1, 10**6), default=None,
+              help="The older name of --osl for --simulate.")
+@traffic_options(rate=False)
 @click.option("--retry-failed", is_flag=True, help="Solve again points recorded as error or unknown.")
 @click.option("-o", "--output", "out", default=None, type=output_file,
               help="Results CSV; rows are appended as points finish and a re-run resumes.")
@@ -108,8 +110,16 @@ def _modes(text):
 @quiet_option
 def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_bits, kv_bits, budget, method,
                   granularity, time_limit, seed, objective, jobs, workers_deprecated, threads, backend, address, racks, text_only, replicas, simulate,
-                  sim_tokens, retry_failed, out, plot_path, references, as_json, quiet, runtime=None):
-    """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions."""
+                  sim_tokens, retry_failed, out, plot_path, references, as_json, quiet, runtime=None, traffic=None):
+    """Solve MODEL on HW for every point of a grid of contexts, concurrencies, modes and precisions.
+
+    \b
+    With --simulate every point serves the traffic line printed, at its own context and
+    concurrency. Default: an 8k-token prompt then 1k output tokens (the public benchmarks'
+    8k/1k), the prompt cut to fit the point's context."""
+    if traffic.traffic.output_tokens is not None and sim_tokens is not None:
+        raise InvalidSpec("--sim-tokens", "sim_tokens", "is the older name of --osl: give one of them")
+    sim_tokens = traffic.output_tokens(sim_tokens)
     m, fleet, base = load_inputs(model, hardware, racks=racks, text_only=text_only)
     grid = Grid(contexts=_grid_values(contexts, "--context", parse_tokens) or (base.context_tokens,),
                 concurrencies=_grid_values(concurrencies, "--concurrency") or (),
@@ -123,6 +133,7 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
     settings = SweepSettings(method=method, time_limit=time_limit, seed=seed, objective=objective,
                              granularity=granularity_for("split", granularity), solver_threads=threads,
                              simulate=simulate, simulate_output_tokens=sim_tokens, replicas=replicas,
+                             simulate_traffic=traffic.traffic,
                              concurrency_cap=cap, base_workload=base, runtime=runtime,
                              retry_failed=retry_failed)
     bar = Progress(None, "points", quiet=True)     # replaced once the sweep knows its size
@@ -150,7 +161,10 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
                                         references=parse_references(references),
                                         title=f"{m.name} on {fleet.name}: devices vs live requests"), plot_path)
     # the simulated columns' traffic: each row's concurrency, live at once, at its context (placer.planning.studies.sweep)
-    traffic = Traffic(output_tokens=sim_tokens, cached_prompt_tokens=0).to_dict("each row's concurrency") \
+    cached = traffic.traffic.cached_prompt_tokens if traffic.traffic.cached_share is not None else \
+        traffic.traffic.cached_prompt_tokens or 0
+    traffic = replace(traffic.traffic, output_tokens=sim_tokens, cached_prompt_tokens=cached).to_dict(
+        "each row's concurrency") \
         if any(r.get("per_user_tokens_per_s") is not None for r in report.rows) else None
     if as_json:
         echo_json({"rows": report.rows, "workload": workload_doc(base), "traffic": traffic, "solved": report.solved, "reused": report.reused,

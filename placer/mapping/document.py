@@ -184,6 +184,9 @@ def _with_optional_sections(doc: dict, instance, model) -> dict:
         doc["speculative"] = speculation.to_dict()
     if instance.cached_prompt_tokens:
         doc["prefix_cache"] = {"cached_prompt_tokens": int(instance.cached_prompt_tokens)}
+    traffic = getattr(instance, "traffic", None)
+    if traffic is not None:
+        doc["traffic"] = traffic.record() if hasattr(traffic, "record") else dict(traffic)
     if instance.require:
         doc["require"] = list(instance.require)
     if instance.pins:

@@ -183,9 +183,11 @@ def instance_from_mapping(doc: dict, model=None, hardware=None):
 
 
 def _with_prefix_cache(inst, doc: dict):
-    """``inst`` with the prefix-cache hit the mapping's plan assumed (its simulations use it)."""
+    """``inst`` with the prefix-cache hit and the traffic the mapping's plan assumed (its simulations
+    use them; the traffic as its record, which placer.simulate reads)."""
     cached = (doc.get("prefix_cache") or {}).get("cached_prompt_tokens", 0)
-    return replace(inst, cached_prompt_tokens=int(cached)) if cached else inst
+    inst = replace(inst, cached_prompt_tokens=int(cached)) if cached else inst
+    return replace(inst, traffic=dict(doc["traffic"])) if doc.get("traffic") else inst
 
 
 def _per_stage_instance(doc: dict, model: LayerGraph, fleet: Fleet, workload: Workload, *, ep: bool = False,

@@ -68,6 +68,14 @@ def mapping_schema() -> dict:
                                "tokens have their KV in place on admission (only the rest is prefilled)",
                 "properties": {"cached_prompt_tokens": {"type": "integer", "minimum": 0}},
             },
+            "traffic": {
+                "type": "object", "required": ["text"], "additionalProperties": False,
+                "description": "the requests the plan's speeds assume (placer.simulate.arguments.Traffic.record): "
+                               "prompt (isl) and output (osl) tokens, a number or a distribution's text, and the "
+                               "prefix-cache hit (tokens or a share such as 86%)",
+                "properties": {"isl": {"type": ["integer", "string"]}, "osl": {"type": ["integer", "string"]},
+                               "cached_prompt": {"type": ["integer", "string"]}, "text": {"type": "string"}},
+            },
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.problem.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),

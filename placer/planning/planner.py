@@ -23,7 +23,7 @@ requirement is dropped on any path) and places them with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from placer.planning.requirements import Requirements, SolverSettings
@@ -174,15 +174,21 @@ class Plan:
 
 
 def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements | None = None,
-         solver: SolverSettings | None = None, *, log=None) -> Plan:
+         solver: SolverSettings | None = None, *, traffic=None, log=None) -> Plan:
     """Plan ``model`` on ``fleet`` under ``workload``: the one entry point (see the module docstring).
+
+    ``traffic`` (:class:`placer.Traffic`; else ``requirements.traffic``): the requests every speed
+    of the plan is for, its prompt and output lengths and prefix-cache hit (speed floors, TTFT,
+    disaggregated pools, the plan's simulation and its mapping's ``traffic`` record); None: the
+    model spec's ``default_traffic``, else the standard 8k-token prompt / 1k output tokens cut to
+    fit ``workload.context_tokens``. The capacity reserved stays ``workload``'s context.
 
     ``log(line)`` hears the planner's own steps (each shape of a speed search); the solver's
     reports go to ``solver.progress``. Raises :class:`~placer.specs.errors.InvalidSpec` for requirements
     the fleet or the method cannot honour (naming the field), never for an impossible request: an
     infeasible plan says why (:meth:`Plan.explain`).
     """
-    req = requirements or Requirements()
+    req = with_traffic(requirements or Requirements(), traffic, model, workload)
     solver = solver or SolverSettings()
     if req.placement.per_stage_degrees and solver.method not in (None, "cpsat"):
         raise InvalidSpec(ARGUMENT, "method", "per-stage degrees are solved by cpsat")
@@ -193,6 +199,28 @@ def plan(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requ
     if req.placement.per_stage_degrees:
         return _per_stage_plan(model, fleet, workload, req, solver)
     return _layouts_plan(model, fleet, workload, req, solver)
+
+
+def with_traffic(req: Requirements, traffic, model: LayerGraph, workload: Workload) -> Requirements:
+    """``req`` planned for ``traffic`` (else ``req.traffic``; None: the model spec's default
+    traffic, else the standard shape at ``workload``'s context): a traffic given is recorded
+    resolved (every instance and mapping of the plan carries it), and the targets' output tokens
+    and cached prompt (what the speed searches and the pools read) are taken from it."""
+    from placer.simulate.arguments import Traffic, resolve_lengths
+
+    given = traffic if traffic is not None else req.traffic
+    t, targets = given or Traffic(), req.targets
+    if t.output_tokens is None:
+        t = replace(t, output_tokens=targets.output_tokens)
+    if targets.cached_prompt_tokens and t.cached_prompt_tokens is None and t.cached_share is None:
+        t = replace(t, cached_prompt_tokens=targets.cached_prompt_tokens)
+    resolved, shapes = resolve_lengths(t, workload.context_tokens, getattr(model, "default_traffic", None) or {})
+    changes = {"output_tokens": max(1, round(shapes.mean_output))}
+    if given is not None:
+        share = resolved.cached_share
+        changes["cached_prompt_tokens"] = resolved.cached_prompt_tokens or 0 if share is None else \
+            int(share * (shapes.mean_context - shapes.mean_output))
+    return req.replace(traffic=resolved if given is not None else None, targets=targets.replace(**changes))
 
 
 def _layouts_plan(model, fleet, workload, req: Requirements, solver: SolverSettings) -> Plan:

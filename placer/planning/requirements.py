@@ -182,7 +182,8 @@ class Targets:
     ``speed_objective`` choosing among the plans that meet it (devices, mw, tokens-per-mw);
     ``max_ttft_ms``: beside a speed floor (a plan's requirements refuse it without one), the p99
     time to first token each replica keeps to at its load (the closed-loop simulation with chunked
-    prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked;
+    prefill), and a disaggregated plan's TTFT target; ``output_tokens``: tokens each simulated request decodes when a floor is checked
+    (a plan's ``traffic`` replaces it; the CLI passes its traffic's);
     ``objective``: CP-SAT's levels in order (default devices, concurrency, latency);
     ``cached_prompt_tokens``: of every prompt, the leading tokens a prefix cache already holds (an
     agent's repeated context); every simulation of the plan prefills only the rest, and a prefill
@@ -286,7 +287,7 @@ class Pools:
     ``prefill_fleet`` (a second :class:`~placer.specs.fleet.Fleet`, or a device type of the fleet;
     None: the same fleet), for ``rate`` requests/s (None: the workload's concurrency in decode),
     or with ``maximize_rate`` the most requests/s the fleet serves under the targets;
-    ``prompt_tokens`` in (default the workload's context) and ``decode_tokens`` out per request;
+    ``prompt_tokens`` in (default the workload's context; the CLI passes the traffic's) and ``decode_tokens`` out per request;
     ``max_num_batched_tokens``: the prefill chunk (default the simulator's token budget). TTFT
     and TPOT targets are the requirements' :class:`Targets` (``max_ttft_ms``, the speed floor)."""
 
@@ -329,6 +330,9 @@ class Requirements:
     targets: Targets = Targets()
     speculation: SpecDecoding | None = None
     pools: Pools | None = None
+    # the requests every speed of the plan is for (placer.simulate.arguments.Traffic): prompt and output
+    # lengths, the prefix-cache hit; None: the model spec's default traffic, else the standard shape
+    traffic: Any = None
 
     def __post_init__(self):
         if self.speculation is not None and not self.speculation.tokens:
@@ -374,7 +378,8 @@ class Requirements:
     def to_dict(self) -> dict:
         return dict(placement=self.placement.to_dict(), targets=self.targets.to_dict(),
                     speculation=None if self.speculation is None else self.speculation.to_dict(),
-                    pools=None if self.pools is None else self.pools.to_dict())
+                    pools=None if self.pools is None else self.pools.to_dict(),
+                    traffic=None if self.traffic is None else self.traffic.record())
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ def build_instance(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
         inst = replace(inst, speculation=speculation)
     if requirements.targets.cached_prompt_tokens:
         inst = replace(inst, cached_prompt_tokens=requirements.targets.cached_prompt_tokens)
+    if requirements.traffic is not None:
+        inst = replace(inst, traffic=requirements.traffic)
     return inst
 
 

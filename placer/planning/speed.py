@@ -38,6 +38,7 @@ from placer.planning.requirements import Requirements, SolverSettings, floor_fro
 from placer.planning.solve import Solved, build_instance, place_instance
 from placer.problem.instance import Instance
 from placer.problem.placement import Result
+from placer.simulate.arguments import shortest_prompt
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
@@ -256,7 +257,7 @@ def _shape(solved: Solved, target: int, floor: float, output_tokens: int, max_tt
         latency = 1e6 / one
     else:
         # one request at its shortest KV (the prompt): no run of this shape is faster
-        shortest = max(1, inst.workload.context_tokens - output_tokens)
+        shortest = shortest_prompt(inst, output_tokens)
         latency = sum(s.time_us([shortest]) + s.hop_time_us(1) for s in segs)
     used = sorted(set(r.assignment))
     powers = [None if inst.devices[d].type.power_w is None else inst.devices[d].type.power_w * len(inst.members(d))

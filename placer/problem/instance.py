@@ -103,6 +103,9 @@ class Instance:
     speculation: object = field(default=None, compare=False)
     # leading prompt tokens of every request found in the prefix cache (the simulator prefills the rest)
     cached_prompt_tokens: int = field(default=0, compare=False)
+    # the traffic the plan is made for (placer.simulate.arguments.Traffic; None: the model spec's
+    # default traffic, else the standard shape): what a simulation of the instance serves unless told
+    traffic: object = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -359,7 +362,7 @@ class Instance:
             layout = replace(layout, live_requests=concurrency * self.tp)
         return Instance(self.model, self.fleet, self.workload.replace(concurrency=concurrency), self.mode,
                         self.pins, self.base_model, self.require, layout, self.speculation,
-                        self.cached_prompt_tokens)
+                        self.cached_prompt_tokens, self.traffic)
 
     def with_fleet(self, fleet: Fleet) -> Instance:
         """The same instance on another fleet (of the specs' devices; groups are formed again)."""
@@ -368,10 +371,11 @@ class Instance:
             grouped = group_instance(self.base_model or self.model, fleet, self.served_workload,
                                      Layout(lay.tp, lay.ep, lay.reserve, attention_dp=lay.attention_dp),
                                      mode=self.mode, pins=self.pins, refined=self.model, require=self.require)
-            return replace(grouped, speculation=self.speculation, cached_prompt_tokens=self.cached_prompt_tokens)
+            return replace(grouped, speculation=self.speculation, cached_prompt_tokens=self.cached_prompt_tokens,
+                           traffic=self.traffic)
         return Instance(self.model, fleet, self.workload, self.mode, self.pins, self.base_model, self.require,
                         None if lay is None else Layout(lay.tp, lay.ep, lay.reserve), self.speculation,
-                        self.cached_prompt_tokens)
+                        self.cached_prompt_tokens, self.traffic)
 
 
 def check_requirements(require, mode: str) -> None:

@@ -1,4 +1,11 @@
-"""Total context tokens per request in a simulation: fixed, or drawn from a distribution."""
+"""Token counts per request in a simulation (a total context, a prompt or an output length):
+fixed, or drawn from a distribution.
+
+Forms (:func:`parse_context_dist`): ``8k`` or ``fixed:8k``; ``uniform:LO-HI`` (every integer from
+LO to HI equally likely; ``uniform:LO:HI`` the older spelling); ``lognormal:MEDIAN,SIGMA``: the
+natural log of the count is normal with mean ``ln(MEDIAN)`` and standard deviation ``SIGMA``, so
+MEDIAN is the median count (``lognormal:MEDIAN:SIGMA`` the older spelling); ``choice:8k,32k``
+(each value equally likely)."""
 
 from __future__ import annotations
 
@@ -47,6 +54,16 @@ class ContextDist:
             return max(self.values)
         return math.inf
 
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile (0-100) of the count: a lognormal's from its normal quantile, the
+        others' largest value at q = 100 (the longest request)."""
+        if self.kind != "lognormal":
+            return self.max if q >= 100 else float(np.percentile(
+                [self.values[0], self.values[-1]] if self.kind == "uniform" else list(self.values), q))
+        from statistics import NormalDist
+
+        return self.values[0] * math.exp(self.values[1] * NormalDist().inv_cdf(min(q, 99.999) / 100))
+
     def describe(self) -> str:
         if self.kind == "choice":
             return "choice:" + ",".join(str(int(v)) for v in self.values)
@@ -54,10 +71,23 @@ class ContextDist:
             return f"lognormal:{int(self.values[0])}:{self.values[1]:g}"
         return f"{self.kind}:" + ":".join(str(int(v)) for v in self.values)
 
+    def words(self) -> str:
+        """The distribution for a traffic line: ``8,192``, ``uniform 1,024-3,072``, ``lognormal
+        (median 8,192, sigma 1)``, ``one of 8,192, 32,768``."""
+        v = self.values
+        if self.kind == "fixed":
+            return f"{int(v[0]):,}"
+        if self.kind == "uniform":
+            return f"uniform {int(v[0]):,}-{int(v[1]):,}"
+        if self.kind == "lognormal":
+            return f"lognormal (median {int(v[0]):,}, sigma {v[1]:g})"
+        return "one of " + ", ".join(f"{int(x):,}" for x in v)
 
-def parse_context_dist(text: str) -> ContextDist:
-    """``256k`` / ``fixed:256k``, ``uniform:64k:256k``, ``lognormal:32k:1.0``, ``choice:8k,32k,256k``."""
-    where = (ARGUMENT, "context_dist")
+
+def parse_context_dist(text: str, field: str = "context_dist") -> ContextDist:
+    """``256k`` / ``fixed:256k``, ``uniform:64k-256k`` (or ``uniform:64k:256k``), ``lognormal:32k,1.0``
+    (or ``lognormal:32k:1.0``), ``choice:8k,32k,256k``; ``field`` names the argument in errors."""
+    where = (ARGUMENT, field)
     text = str(text).strip()
     try:
         if ":" not in text:
@@ -66,16 +96,18 @@ def parse_context_dist(text: str) -> ContextDist:
         if kind == "fixed":
             return ContextDist("fixed", (float(parse_tokens(rest)),))
         if kind == "uniform":
-            if rest.count(":") != 1:
-                raise ValueError("uniform needs LO:HI, e.g. uniform:64k:256k")
-            lo, hi = (parse_tokens(x) for x in rest.split(":"))
+            parts = rest.split(":") if ":" in rest else rest.split("-")
+            if len(parts) != 2:
+                raise ValueError("uniform needs LO-HI (or LO:HI), e.g. uniform:64k-256k")
+            lo, hi = (parse_tokens(x) for x in parts)
             if lo > hi:
                 raise ValueError("uniform needs lo <= hi")
             return ContextDist("uniform", (float(lo), float(hi)))
         if kind == "lognormal":
-            if rest.count(":") != 1:
-                raise ValueError("lognormal needs MEDIAN:SIGMA, e.g. lognormal:32k:1.0")
-            median, sigma = rest.split(":")
+            parts = rest.split(":") if ":" in rest else rest.split(",")
+            if len(parts) != 2:
+                raise ValueError("lognormal needs MEDIAN,SIGMA (or MEDIAN:SIGMA), e.g. lognormal:32k,1.0")
+            median, sigma = parts
             s = float(sigma)
             if not 0 <= s <= 5:
                 raise ValueError("lognormal sigma must be between 0 and 5")

@@ -52,13 +52,24 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import simpy
 
 from placer.problem.instance import Instance
 from placer.simulate import arguments, error_band
-from placer.simulate.arguments import DEFAULT_ROUNDS, RunSettings, Serving, Traffic, split_options
+from placer.simulate.arguments import (
+    DEFAULT_ROUNDS,
+    DEFAULT_RUNTIME,
+    RUNTIME_MAX_BATCH,
+    SCHEDULES,
+    RunSettings,
+    Serving,
+    Traffic,
+    split_options,
+    traced_arrivals,
+)
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.simulate.cost import cached_tokens, segments_of
 from placer.simulate.prefill import Chunk, step_time_us, sum_min
@@ -72,13 +83,6 @@ __all__ = ["ContextDist", "parse_context_dist", "SimResult", "Simulation", "simu
            "DEFAULT_ROUNDS", "sum_min", "Traffic", "Serving", "RunSettings", "split_options"]
 
 MAX_REQUESTS = 1_000_000
-SCHEDULES = ("continuous", "micro-batch")
-# Requests one decode step may batch, by serving runtime (None: only the KV reserve limits it).
-# vllm: --max-num-seqs defaults to 256 (docs.vllm.ai, "Engine Arguments"); sglang: with
-# --max-running-requests unset the limit follows the KV pool (sglang server_args.py), i.e. the
-# reserve. Cerebras publishes no batch limit for its wafer serving stack.
-RUNTIME_MAX_BATCH: dict[str, int | None] = {"vllm": 256, "sglang": None}
-DEFAULT_RUNTIME = "vllm"
 # Tokens one step may carry (decodes + prefill chunks): vLLM V1's max_num_batched_tokens for its
 # API server on GPUs of 70 GiB or more (vllm/engine/arg_utils.py; 16,384 offline, 2,048 on smaller
 # GPUs). Used for every runtime and device: no wafer serving stack publishes its own.
@@ -101,17 +105,20 @@ class Simulation:
         self.instance = instance
         self.assignment = list(assignment)
         t = traffic
-        self._settle_schedule(serving.schedule, serving.max_batch, serving.runtime, serving.micro_batch)
+        (self.continuous, self.micro_batch, self.schedule, self.runtime, self.max_batch) = arguments.settle_schedule(
+            serving, instance.workload.micro_batch)
         arguments.check_counts(output_tokens=t.output_tokens, arrival_rate=t.arrival_rate, duration_s=t.duration_s,
                                max_live=t.max_live, max_num_batched_tokens=serving.max_num_batched_tokens,
                                rounds=t.rounds)
-        self.output_tokens, self.arrival_rate, self.max_live = t.output_tokens, t.arrival_rate, t.max_live
+        t, self.shapes = arguments.resolve(t, instance)
+        self.output_tokens = max(1, round(self.shapes.mean_output))
+        self.arrival_rate, self.max_live = t.arrival_rate, t.max_live
         self.end_us = t.duration_s * 1e6 if t.duration_s is not None else None
         self.decode_only = bool(t.decode_only)
         self.budget = serving.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-        self.closed_loop = not self.decode_only and t.arrival_rate is None
-        self.cached_prompt = arguments.cached_prompt(instance, t.cached_prompt_tokens)
-        self.dist = arguments.context_dist(instance, t.context, t.context_dist)
+        self.trace_times = traced_arrivals(t) if not self.decode_only else None
+        self.closed_loop = not self.decode_only and t.arrival_rate is None and self.trace_times is None
+        self.cached_prompt = 0 if self.decode_only else t.cached_prompt_tokens
         self.segs = segments_of(instance, self.assignment)
         self.reserve = Reserve(instance, self.assignment)
         if any(v < 0 for v in self.reserve.free.values()):
@@ -121,40 +128,17 @@ class Simulation:
         self.windows = set().union(*(s.windows() for s in self.segs)) or {None}
         self._size(t.requests, t.rounds)
         self.traffic = arguments.served(
-            t, t.requests if self.arrival_rate is not None and self.end_us is not None else self.base_requests,
-            self.live_cap, self.dist, 0 if self.decode_only else self.cached_prompt)
+            replace(t, cached_prompt_tokens=self.cached_prompt) if self.decode_only else t,
+            t.requests if self.arrival_rate is not None and self.end_us is not None else self.base_requests,
+            self.live_cap)
         self._speculation(*arguments.spec_of(instance, serving.spec_k, serving.spec_accept))
         self.trace: list[Interval] | None = [] if run.trace else None
 
     # ------------------------------------------------------------------ arguments and sizes
-    def _settle_schedule(self, schedule, max_batch, runtime, micro_batch) -> None:
-        if schedule is None:
-            schedule = "micro-batch" if micro_batch is not None else "continuous"
-        if schedule not in SCHEDULES:
-            raise InvalidSpec(ARGUMENT, "schedule", f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
-        if runtime is not None and runtime not in RUNTIME_MAX_BATCH:
-            raise InvalidSpec(ARGUMENT, "runtime", f"unknown runtime {runtime!r} "
-                                                   f"(choose from {', '.join(RUNTIME_MAX_BATCH)})")
-        if max_batch is not None and max_batch < 1:
-            raise InvalidSpec(ARGUMENT, "max_batch", "must be at least 1")
-        self.continuous = schedule == "continuous"
-        if self.continuous and micro_batch is not None:
-            raise InvalidSpec(ARGUMENT, "micro_batch", "applies to the micro-batch schedule only (the continuous "
-                                                       "schedule's limit is max_batch)")
-        if not self.continuous and max_batch is not None:
-            raise InvalidSpec(ARGUMENT, "max_batch", "applies to the continuous schedule only")
-        self.micro_batch = micro_batch if micro_batch is not None else self.instance.workload.micro_batch
-        if self.micro_batch < 1:
-            raise InvalidSpec(ARGUMENT, "micro_batch", "must be at least 1")
-        self.schedule = schedule
-        self.runtime = (runtime or DEFAULT_RUNTIME) if self.continuous else None
-        self.max_batch = (RUNTIME_MAX_BATCH[self.runtime] if max_batch is None else max_batch) \
-            if self.continuous else None
-
     def _size(self, requests: int | None, rounds: int) -> None:
         """Live cap, users and requests of the run, and each device's batch limit."""
-        dist, fixed = self.dist, self.dist.kind == "fixed"
-        kv_cap = self.reserve.ceiling(int(dist.mean)) if fixed else None
+        sizing = self.shapes.sizing_context
+        kv_cap = self.reserve.ceiling(sizing) if sizing is not None else None
         caps = [x for x in (kv_cap, self.max_live) if x is not None]
         self.live_cap = min(caps) if caps else None
         if self.live_cap == 0:
@@ -164,6 +148,8 @@ class Simulation:
         if requests is None:
             if timed:
                 requests = MAX_REQUESTS
+            elif self.trace_times is not None:
+                requests = len(self.trace_times)
             elif self.live_cap is not None:
                 requests = self.live_cap
             else:
@@ -179,7 +165,7 @@ class Simulation:
         self.requests = min(requests, MAX_REQUESTS)
         self.limit: dict[int, float] = {}
         for d in {s.device for s in self.segs}:
-            own = self.reserve.device_ceiling(d, int(dist.mean)) if fixed else None
+            own = self.reserve.device_ceiling(d, sizing) if sizing is not None else None
             limits = [x for x in (self.max_batch, own) if x is not None]
             self.limit[d] = max(1, min(limits)) if limits else math.inf
         # every step is capped by the smallest device limit (a runtime cuts every stage to it)
@@ -248,14 +234,12 @@ class Simulation:
             ev.succeed()
 
     def _issue(self, user: int) -> None:
-        """A new request of ``user`` arrives now (context drawn from the distribution)."""
-        c = max(2, self.dist.sample(self.rng))
-        out = min(self.output_tokens, c - 1)
-        r = Request(id=len(self.reqs), arrival=self.env.now, context=c, output=out, prompt=c - out, user=user)
-        if self.decode_only:
-            r.prefilled = r.prompt
-        else:       # a prefix-cache hit: those tokens' KV is in place; at least one token is computed
-            r.prefilled = min(self.cached_prompt, r.prompt - 1)
+        """A new request of ``user`` arrives now (its lengths drawn from the traffic's shapes)."""
+        prompt, out, cached = self.shapes.draw(self.rng, len(self.reqs))
+        r = Request(id=len(self.reqs), arrival=self.env.now, context=prompt + out, output=out, prompt=prompt,
+                    user=user)
+        # decode only: the prompt is in place; else a prefix-cache hit: those tokens' KV is in place
+        r.prefilled = r.prompt if self.decode_only else cached
         self.reqs.append(r)
         self.waiting.append(r)
         if len(self.reqs) >= self.requests:
@@ -271,7 +255,12 @@ class Simulation:
             return
         t = 0.0
         for i in range(self.requests):
-            if self.arrival_rate is not None:
+            if self.trace_times is not None:
+                t = arguments.arrival_at(self.trace_times, i) * 1e6
+                if self.end_us is not None and t > self.end_us:
+                    break
+                yield self.env.timeout(max(0.0, t - self.env.now))
+            elif self.arrival_rate is not None:
                 t += self.rng.exponential(1e6 / self.arrival_rate)
                 if self.end_us is not None and t > self.end_us:
                     break
@@ -494,7 +483,7 @@ class Simulation:
         power = float(sum(powers)) if all(p for p in powers) else None
         agg = st.tokens / window * 1e6 if window > 0 else 0.0
         B = self._anchor_batch()
-        mean_ctx = max(1, int(self.dist.mean) - self.output_tokens // 2)
+        mean_ctx = max(1, int(self.shapes.mean_context) - self.output_tokens // 2)
         one = [s.time_us([mean_ctx]) for s in segs]
         stage_time = [0.0] * len(util)
         for s in segs:
@@ -517,7 +506,7 @@ class Simulation:
             hop_latency_us=sum(s.hop_us for s in segs), unloaded_token_latency_us=sum(one) + sum(
                 s.hop_time_us(1) for s in segs),
             stage_time_us=stage_time, pipeline_bound_tokens_per_s=B * 1e6 / max(stage_time) if stage_time else 0.0,
-            context=self.dist.describe(), output_tokens=self.output_tokens,
+            context=self.shapes.describe(), output_tokens=self.output_tokens,
             completion_mean_us=float(np.mean(st.completions)) if st.completions else None,
             schedule=self.schedule, max_batch=self.max_batch,
             batch_mean=self.steps[1] / self.steps[0] if self.steps[0] else 0.0, runtime=self.runtime,

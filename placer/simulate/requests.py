@@ -1,15 +1,99 @@
-"""What the simulation (:mod:`placer.simulate.des`) tracks of each request, and the room left
-for requests on the devices of a route: each device's KV cache and state reserve."""
+"""What the simulation (:mod:`placer.simulate.des`) tracks of each request, the lengths it draws
+for each (:class:`Shapes`), and the room left for requests on the devices of a route: each
+device's KV cache and state reserve."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from placer.problem import memory
 from placer.problem.instance import Instance
+from placer.simulate.contexts import ContextDist
+from placer.simulate.traces import Trace
 
-__all__ = ["Request", "Reserve"]
+__all__ = ["Request", "Reserve", "Shapes"]
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The lengths of every request a run issues: from a ``trace`` (request ``i`` is row ``i``,
+    round robin), or a ``prompt`` and an ``output`` distribution, or (the older form, ``prompt``
+    None) a ``total`` context of which the last ``output`` tokens are generated; of each prompt,
+    ``cached`` tokens (or the share ``cached_share``) are a prefix-cache hit, at least one token
+    always computed. ``reserved``: the context the placement reserves per request."""
+
+    output: ContextDist
+    reserved: int
+    prompt: ContextDist | None = None
+    total: ContextDist | None = None
+    cached: int = 0
+    cached_share: float | None = None
+    trace: Trace | None = None
+
+    def draw(self, rng: np.random.Generator, i: int) -> tuple[int, int, int]:
+        """Request ``i``'s (prompt, output, cached prompt) tokens."""
+        if self.trace is not None:
+            row = self.trace.rows[i % len(self.trace.rows)]
+            prompt, out, cached = max(1, row.input_tokens), max(1, row.output_tokens), row.cached_tokens
+        elif self.prompt is None:
+            c = max(2, self.total.sample(rng))
+            out = min(int(self.output.values[0]), c - 1)
+            prompt, cached = c - out, self.cached
+        else:
+            prompt, out = max(1, self.prompt.sample(rng)), max(1, self.output.sample(rng))
+            cached = self.cached
+        if self.cached_share is not None:
+            cached = int(self.cached_share * prompt)
+        return prompt, out, min(cached, prompt - 1)
+
+    @property
+    def fixed_context(self) -> int | None:
+        """Every request's total tokens when they are all alike, else None."""
+        if self.trace is not None:
+            return None
+        if self.prompt is None:
+            return int(self.total.values[0]) if self.total.kind == "fixed" else None
+        if self.prompt.kind == "fixed" and self.output.kind == "fixed":
+            return int(self.prompt.values[0] + self.output.values[0])
+        return None
+
+    @property
+    def mean_context(self) -> float:
+        if self.trace is not None:
+            return float(np.mean([r.input_tokens + r.output_tokens for r in self.trace.rows]))
+        if self.prompt is None:
+            return self.total.mean
+        return self.prompt.mean + self.output.mean
+
+    @property
+    def mean_output(self) -> float:
+        if self.trace is not None:
+            return float(np.mean([r.output_tokens for r in self.trace.rows]))
+        return self.output.mean if self.prompt is not None else min(self.output.values[0], self.total.mean - 1)
+
+    @property
+    def sizing_context(self) -> int | None:
+        """The context that sizes the live cap: the older form's fixed context (None for a
+        distribution, as before); otherwise the reserved context, or the longest request when
+        that is longer and bounded."""
+        if self.prompt is None and self.trace is None:
+            return self.fixed_context
+        longest = self.trace.longest if self.trace is not None else self.prompt.max + self.output.max
+        return self.reserved if longest <= self.reserved or math.isinf(longest) else int(longest)
+
+    def describe(self) -> str:
+        """The lengths for a result's ``context`` field: ``fixed:9216``, ``prompt uniform:...``."""
+        if self.trace is not None:
+            return self.trace.describe()
+        if self.prompt is None:
+            return self.total.describe()
+        if self.fixed_context is not None:
+            return f"fixed:{self.fixed_context}"
+        return f"prompt {self.prompt.describe()}, output {self.output.describe()}"
 
 
 @dataclass

@@ -154,6 +154,8 @@ class LayerGraph:
     sha256: str = ""
     source: str = ""
     default_workload: dict = field(default_factory=dict)
+    # the traffic speeds assume when none is given (the spec's default_traffic: isl, osl, cached_prompt)
+    default_traffic: dict = field(default_factory=dict)
     published_total_params: int | None = None
     granularity: str = "layer"
     description: str = ""
@@ -337,6 +339,7 @@ def model_from_dict(data: dict, *, source: str = "<model>", sha256: str = "",
     n_dec = sum(1 for x in layers if x.index is not None)
     return LayerGraph(name=spec.name, layers=tuple(layers), edges=edges, hidden_size=h,
                       num_hidden_layers=n_dec, sha256=sha256, source=source, default_workload=wl,
+                      default_traffic=spec.default_traffic.model_dump(exclude_none=True) if spec.default_traffic else {},
                       published_total_params=spec.published_total_params,
                       description=spec.description or "", notes=tuple(notes),
                       architecture=spec.architecture or "", max_context_tokens=spec.max_position_embeddings,

@@ -187,6 +187,18 @@ class WorkloadDefaults(StrictSpec):
         return parse_tokens(v)
 
 
+class TrafficDefaults(StrictSpec):
+    """The traffic a model's speeds assume when a command is given none (placer.simulate.arguments
+    reads it): ``isl`` prompt tokens, ``osl`` output tokens (a number like 8k, or a distribution
+    such as ``lognormal:8k,1.0``), ``cached_prompt`` tokens or a share (``90%``) of each prompt in
+    the prefix cache, and ``source``, where the shape comes from."""
+
+    isl: int | str | None = None
+    osl: int | str | None = None
+    cached_prompt: int | str | None = None
+    source: str | None = None
+
+
 class ExplicitLayer(StrictSpec):
     kind: Literal["embedding", "vision", "attention", "linear_attention", "lm_head"]
     name: str | None = None
@@ -265,6 +277,7 @@ class ModelSpec(StrictSpec):
     layer_types: dict[str, LayerTypeSpec] = Field(default_factory=dict)
     layers: list[ExplicitLayer] | None = None
     default_workload: WorkloadDefaults | None = None
+    default_traffic: TrafficDefaults | None = None
     weight_storage: StorageSpec | None = None
     vision_tower: ExtraNodeSpec | None = None
     mtp: ExtraNodeSpec | None = None

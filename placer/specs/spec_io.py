@@ -184,7 +184,7 @@ def sha256_text(text: str) -> str:
 # Fields that document a spec or tune the simulator (its cost constants, the power figures at each
 # boundary); a mapping stays valid when they change.
 _UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params", "active_params",
-                       "power", "system_power", "devices_per_system", "price"})
+                       "power", "system_power", "devices_per_system", "price", "default_traffic"})
 
 
 def spec_sha256(data: dict) -> str:

@@ -94,15 +94,18 @@ PLANNED = 8         # live requests the speed-floor tests plan for
 def floor_mapping(tmp_path_factory):
     """llama-3.1-70b for 8 users at >= 30 tokens/s on H100s: several replicas, each at fewer live
     requests than its memory holds (more would slow every user below the floor)."""
-    from placer import load_fleet, load_model
+    from placer import Traffic, load_fleet, load_model
     from placer.mapping import speed_floor_mapping, write_mapping
     from placer.planning import Requirements, SolverSettings, Targets
     from placer.planning.speed import speed_search
     from placer.specs.workload import workload_for
 
     model = load_model("llama-3.1-70b")
+    # whole 32k prompts, 16 tokens out: the shape under which memory holds more than the floor allows
     plan = speed_search(model, load_fleet("h100"), workload_for(model, context="32k", concurrency=PLANNED),
-                        Requirements(targets=Targets(min_user_tps=30)), SolverSettings(method="cpsat", time_limit=10))
+                        Requirements(targets=Targets(min_user_tps=30, output_tokens=16),
+                                     traffic=Traffic(prompt_tokens=32768 - 16, output_tokens=16)),
+                        SolverSettings(method="cpsat", time_limit=10))
     path = tmp_path_factory.mktemp("floor") / "f.json"
     write_mapping(path, speed_floor_mapping(plan))
     return path, plan
@@ -155,7 +158,7 @@ def test_simulating_a_speed_floor_mapping_runs_at_its_load_and_meets_the_floor(r
 def test_solve_with_a_speed_floor_writes_the_serving_record(run_cli, tmp_path):
     path = tmp_path / "f.json"
     code, _, err = run_cli(["solve", "llama-3.1-70b", "-H", "h100", "--context", "32k", "--concurrency", PLANNED,
-                            "--min-user-tps", "30", "--time-limit", "10", "-o", path])
+                            "--min-user-tps", "30", "--isl", 32768 - 16, "--osl", 16, "--time-limit", "10", "-o", path])
     assert code == 0, err
     serving = json.loads(path.read_text()).get("serving") or {}
     assert serving.get("replicas", 1) >= 2 and serving.get("min_user_tokens_per_s") == 30.0

@@ -58,8 +58,9 @@ def test_simulate_explains_its_request_count_and_reads_its_distribution(run_cli,
     code, text, err = run_cli(["simulate", out, "--requests", 5, "--max-live", 5])
     assert code == 0, err
     assert text.splitlines()[1].startswith("15 requests")
+    # the standard shape cut to the 2k context: half of it generated, the rest the prompt
     assert _line(text) == ("traffic: closed loop of 5 live requests (15 requests: at least 3 per user), "
-                           "each a 2,016-token prompt (0 cached) then 32 output tokens")
+                           "each a 1,024-token prompt (0 cached) then 1,024 output tokens")
     code, text, err = run_cli(["simulate", out, "--requests", 5, "--decode-only"])
     assert code == 0, err
     assert _line(text).startswith("traffic: decode only (prompts already in the cache), 5 live requests at once, ")
@@ -77,7 +78,7 @@ def test_simulate_compare_states_its_traffic(run_cli):
                                "--context", 2048, "--time-limit", 5])
     assert code == 0, err
     assert _line(text) == ("traffic: closed loop at each mode's live cap (at least 3 requests per user), "
-                           "each a 2,032-token prompt (0 cached) then 16 output tokens")
+                           "each a 1,024-token prompt (0 cached) then 1,024 output tokens")
 
 
 def test_sweep_states_the_traffic_of_its_simulated_columns(run_cli):
@@ -86,7 +87,8 @@ def test_sweep_states_the_traffic_of_its_simulated_columns(run_cli):
     code, text, err = run_cli(args)
     assert code == 0, err
     assert _line(text) == ("traffic: closed loop at each row's concurrency (at least 3 requests per user), "
-                           "each the workload's context: a prompt (0 cached) then 16 output tokens")
+                           "each a prompt of min(8,192, the context less the output) tokens (0 cached) then "
+                           "min(1,024, half the context) output tokens")
     code, js, err = run_cli([*args, "--json"])
     assert code == 0, err
     assert json.loads(js)["traffic"]["text"] == _line(text)
@@ -99,7 +101,7 @@ def test_compare_decode_only_states_it_and_refuses_what_needs_prefill(run_cli):
     assert code == 0, err
     assert "simulated: each request decodes 64 tokens" in text
     assert _line(text) == ("traffic: decode only (prompts already in the cache), each row's load: one user alone, "
-                           "then its live requests at once, each a 1,984-token context already in the cache then "
+                           "then its live requests at once, each a 1,984-token prompt already in the cache then "
                            "64 output tokens")
     code, js, err = run_cli([*args, "--json"])
     assert code == 0, err

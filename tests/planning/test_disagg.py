@@ -269,7 +269,7 @@ def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_pa
     out = tmp_path / "pd.json"
     code, text, err = run_cli(["solve", specs / "model.yaml", "-H", specs / "mixed.yaml", "--context", ISL,
                                "--disagg", "--prefill-hardware", "pgpu", "--rate", 80, "--max-ttft-ms", 100,
-                               "--max-itl-ms", 5, "--osl", OSL, "--time-limit", 10, "-q", "-o", out])
+                               "--max-itl-ms", 5, "--isl", ISL, "--osl", OSL, "--time-limit", 10, "-q", "-o", out])
     assert code == 0, err
     assert "prefill" in text and "decode" in text and f"{TRANSFER_BYTES:,} B" in text
     code, text, err = run_cli(["validate", out, "--json"])
@@ -294,10 +294,18 @@ def test_cli_solve_disagg_writes_a_valid_two_pool_mapping(specs, run_cli, tmp_pa
 
 
 @pytest.mark.slow
-def test_cli_plan_rate_sets_both_answers_side_by_side(specs, run_cli, mixed_plan):
+def test_cli_plan_rate_sets_both_answers_side_by_side(specs, run_cli):
+    from placer import Traffic
+
     code, text, err = run_cli(["plan", specs / "model.yaml", "-H", specs / "mixed.yaml", "--context", ISL,
-                               "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--osl", OSL,
+                               "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--isl", ISL, "--osl", OSL,
                                "--prefill-hardware", "pgpu", "--time-limit", 10, "-q", "--json"])
+    # the library plan for the same traffic (the CLI's decode runs generate its OSL)
+    m = load_model(specs / "model.yaml")
+    mixed_plan = plan(m, load_fleet(specs / "mixed.yaml"), workload_for(m, context=ISL),
+                      Requirements(targets=Targets(max_ttft_ms=100.0, max_itl_ms=5.0),
+                                   pools=Pools(prefill_fleet="pgpu", rate=80.0, prompt_tokens=ISL, decode_tokens=OSL)),
+                      SolverSettings(time_limit=10), traffic=Traffic(prompt_tokens=ISL, output_tokens=OSL))
     assert code == 0, err
     rows = {r["serving"]: r for r in json.loads(text)["rows"]}
     # aggregated: live requests by Little's law at the targets, ceil(80 x (0.1 s + 200 x 5 ms)) = 88

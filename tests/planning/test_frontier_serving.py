@@ -166,7 +166,7 @@ def test_compare_disagg_places_each_pool_by_every_pipeline_method(specs, run_cli
 
     (tmp_path / "mixed.yaml").write_text(MIXED)
     args = ["compare", specs / "model.yaml", "-H", tmp_path / "mixed.yaml", "--context", ISL, "--disagg",
-            "--prefill-hardware", "pgpu", "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--osl", OSL,
+            "--prefill-hardware", "pgpu", "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--isl", ISL, "--osl", OSL,
             "--time-limit", 10, "-q"]
     code, text, err = run_cli([*args, "--json"])
     assert code == 0, err

@@ -200,7 +200,7 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     wl = workload_for(model).replace(context_tokens=2048, concurrency=4)
     loose = plan(model, fleet, wl,
                  Requirements(placement=Placement(degrees=(1,)),
-                              targets=Targets(min_user_tps=1.0)), SolverSettings(method="dp"))
+                              targets=Targets(min_user_tps=1.0, output_tokens=16)), SolverSettings(method="dp"))
     held = loose.speed.chosen.shape.held
     inst, assignment = loose.instance, loose.result.assignment
     ttft = {n: simulate(inst, assignment, Traffic(requests=n, max_live=n, output_tokens=16)).ttft_p99_us for n in (2, 3)}
@@ -208,7 +208,7 @@ def test_a_ttft_target_holds_at_the_planned_load_and_not_one_request_more():
     assert ttft[2] < ttft[3] and held > 2
     tight = plan(model, fleet, wl,
                  Requirements(placement=Placement(degrees=(1,)),
-                              targets=Targets(min_user_tps=1.0, max_ttft_ms=target_ms)),
+                              targets=Targets(min_user_tps=1.0, max_ttft_ms=target_ms, output_tokens=16)),
                  SolverSettings(method="dp"))
     shape = next(s for s in tight.speed.shapes if s.solved.per_group.assignment == loose.result.assignment)
     assert shape.held == 2

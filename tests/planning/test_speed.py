@@ -121,8 +121,9 @@ def test_floor_arguments():
 def test_solve_command_with_a_floor(run_cli, tmp_path):
     plan, _ = _plan("llama-3.1-70b", "h200", "8k", 64, 1.0)
     out = tmp_path / "plan.json"
+    # the library's default output length (16 tokens), the prompt the rest of the 8k context
     code, text, err = run_cli(["solve", "llama-3.1-70b", "-H", "h200", "--concurrency", 64, "--max-itl-ms", 1000,
-                               "--method", "dp", "-o", out])
+                               "--osl", 16, "--method", "dp", "-o", out])
     assert code == 0, err
     assert plan.message in text and f"holds {plan.chosen.held} live requests at the floor" in text
     assert json.loads(out.read_text())["summary"]["devices_used"] == plan.chosen.shape.devices
@@ -174,5 +175,8 @@ def test_solve_floor_simulates_the_output_length_asked(run_cli, tmp_path):
     sim = simulate(inst, [inst.device_index[d] for d in doc["route"]],
                    Traffic(requests=live, max_live=live, output_tokens=64))
     assert serving["per_user_tokens_per_s"] == pytest.approx(sim.per_user_tokens_per_s, rel=1e-9)
-    code, _text, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--output-tokens", 64])
-    assert code == 2 and "--output-tokens" in err
+    # without a floor the output length is the traffic the mapping records (--output-tokens: --osl's older name)
+    bare = tmp_path / "bare.json"
+    code, _text, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--output-tokens", 64, "-q", "-o", bare])
+    assert code == 0, err
+    assert json.loads(bare.read_text())["traffic"]["osl"] == 64

@@ -62,7 +62,7 @@ def kimi():
 @pytest.mark.parametrize("mode", ["contiguous", "free"])
 def test_kimi_k3_mapping_figures(kimi, mode):
     doc = kimi[mode]
-    res = simulate_mapping(doc, output_tokens=3, trace=True, decode_only=True)
+    res = simulate_mapping(doc, output_tokens=3, context=262144, trace=True, decode_only=True)
     assert res.concurrency_cap == doc["summary"]["concurrency_ceiling"] == 184
     assert res.live_requests == 184 and res.requests_completed == 184
     n = doc["summary"]["devices_used"]

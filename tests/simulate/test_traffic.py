@@ -30,7 +30,7 @@ def test_cached_prompt_line():
     t = study_traffic(131_072, 16, {"cached_prompt_tokens": 102_400})
     assert t.describe("each point's live load") == (
         "traffic: closed loop at each point's live load (at least 3 requests per user), "
-        "each a 131,056-token prompt (102,400 cached) then 16 output tokens")
+        "each a 8,192-token prompt (102,400 cached) then 16 output tokens")
     assert t.to_dict()["cached_prompt_tokens"] == 102_400
 
 
@@ -57,7 +57,8 @@ def test_malformed_distributions_say_what_they_need(text, words):
 def test_a_study_without_a_context_names_the_workloads():
     assert Traffic(output_tokens=16, decode_only=True).describe() == (
         "traffic: decode only (prompts already in the cache), the KV reserve's live cap at once, "
-        "each the workload's context already in the cache then 16 output tokens")
+        "each a prompt of min(8,192, the context less the output) tokens already in the cache then 16 output tokens")
     assert Traffic(output_tokens=16).describe("each row's concurrency") == (
         "traffic: closed loop at each row's concurrency (at least 3 requests per user), "
-        "each the workload's context: a prompt (the instance's cached prefix) then 16 output tokens")
+        "each a prompt of min(8,192, the context less the output) tokens (the instance's cached prefix) "
+        "then 16 output tokens")

@@ -190,7 +190,7 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, require
 
     traffic = study_traffic(workload.context_tokens, output_tokens,
                             {"cached_prompt_tokens": requirements.targets.cached_prompt_tokens,
-                             "decode_only": decode_only})
+                             "decode_only": decode_only, **_lengths(requirements.traffic)}, model)
 
     def out(stopped: bool = False) -> dict:
         doc = {"degrees": rows, "refused": sorted(refused, key=lambda r: (r["tp"], str(r["ep"]))),
@@ -209,6 +209,14 @@ def compare_degrees(model: LayerGraph, fleet: Fleet, workload: Workload, require
     if search.skipped or any(s.result.interrupted for s in search.solved) or interrupted():
         return out(True)
     return out()
+
+
+def _lengths(traffic) -> dict:
+    """The prompt lengths and prefix-cache share a plan's traffic fixes (study_traffic's options)."""
+    if traffic is None:
+        return {}
+    return {k: v for k, v in (("prompt_tokens", traffic.prompt_tokens), ("cached_share", traffic.cached_share),
+                              ("replay", traffic.replay)) if v is not None}
 
 
 def solution_path(model_name: str, hardware_name: str, mode: str) -> str:

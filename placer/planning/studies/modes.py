@@ -75,7 +75,8 @@ def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSett
         alone = simulate(inst, res.assignment, *split_options(
             requests=1, output_tokens=output_tokens, seed=seed,
             **{k: sim[k] for k in ("micro_batch", "schedule", "max_batch", "runtime", "decode_only",
-                                   "max_num_batched_tokens") if k in sim}))
+                                   "max_num_batched_tokens", "prompt_tokens", "cached_prompt_tokens", "cached_share",
+                                   "context_dist") if k in sim}))
         loaded = simulate(inst, res.assignment, *split_options(output_tokens=output_tokens, seed=seed, **sim))
         row.update(single_user_tokens_per_s=alone.per_user_tokens_per_s,
                    unloaded_token_latency_us=alone.unloaded_token_latency_us)
@@ -89,6 +90,6 @@ def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSett
     schedule = sim.get("schedule") or ("micro-batch" if sim.get("micro_batch") is not None else "continuous")
     return dict(model=model.name, hardware=fleet.name, workload=workload.to_dict(), schedule=schedule,
                 micro_batch=sim.get("micro_batch") or workload.micro_batch, max_batch=sim.get("max_batch"),
-                output_tokens=output_tokens, traffic=study_traffic(workload.context_tokens, output_tokens, sim).to_dict("each mode's live cap"),
+                output_tokens=output_tokens, traffic=study_traffic(workload.context_tokens, output_tokens, sim, model).to_dict("each mode's live cap"),
                 power_boundary=fleet.power_boundary, pue=fleet.pue, rows=rows,
                 **({"interrupted": True} if stopped else {}))

@@ -69,6 +69,7 @@ def recommend(model, fleet, workload, req: Requirements, solver: SolverSettings 
     """Both answers at ``req.pools.rate`` under ``req.targets.max_ttft_ms`` and the TPOT floor (see
     the module docstring); the disaggregated plan is ``req``'s, the aggregated one keeps its
     placement's mode, degrees, expert parallelism, reserve and constraints."""
+    from placer.simulate.arguments import Traffic as _Traffic
     from placer.specs.errors import ARGUMENT, InvalidSpec
 
     pools, targets, placement = req.pools, req.targets, req.placement
@@ -83,7 +84,9 @@ def recommend(model, fleet, workload, req: Requirements, solver: SolverSettings 
                                      expert_parallel=placement.expert_parallel, reserve=placement.reserve,
                                      constraints=placement.constraints),
                            Targets(min_user_tps=targets.min_user_tps, max_itl_ms=targets.max_itl_ms,
-                                   speed_objective=targets.speed_objective, output_tokens=pools.decode_tokens))
+                                   speed_objective=targets.speed_objective, output_tokens=pools.decode_tokens),
+                           traffic=_Traffic(prompt_tokens=isl, output_tokens=pools.decode_tokens,
+                                            cached_prompt_tokens=targets.cached_prompt_tokens or None))
     agg_wl = workload.replace(context_tokens=isl + pools.decode_tokens, concurrency=live)
     aggregated = plan(model, fleet, agg_wl, agg_req, solver, log=log)
     return Recommendation(pools.rate, aggregated, disagg, live, targets.max_ttft_ms)

@@ -142,7 +142,10 @@ class SweepSettings:
     constraints: tuple[str, ...] = ()   # names of placer.problem.instance.REQUIREMENTS, on every point
     runtime: str | None = None          # a runtime's rules on every point (contiguous points only)
     simulate: bool = False
-    simulate_output_tokens: int = 16
+    simulate_output_tokens: int | None = None      # None: the traffic's (the standard 1k unless told)
+    # the traffic every simulated point serves (placer.simulate.arguments.Traffic; None: the default),
+    # at the point's own context and concurrency
+    simulate_traffic: object = None
     replicas: bool = False
     concurrency_cap: int | None = None
     base_workload: Workload | None = None
@@ -250,7 +253,7 @@ def solve_point(model: LayerGraph, fleet: Fleet, settings: SweepSettings, point:
                                replicas_saving_devices=plan.saving_devices)
             row["solves"] = len(cache)
         if settings.simulate and row["status"] in _FEASIBLE and row["devices_used"]:
-            _simulate_into(row, inst, result, settings.simulate_output_tokens)
+            _simulate_into(row, inst, result, settings.simulate_output_tokens, settings.simulate_traffic)
     except PlacerError as exc:
         row.update(status="infeasible" if isinstance(exc, InfeasiblePlacement) else "error", error=str(exc))
     except Exception as exc:  # a solver bug must not cost the rest of the sweep
@@ -285,17 +288,20 @@ def _lower_bound(inst, result: Result) -> int | None:
     return lb
 
 
-def _simulate_into(row: dict, inst, result: Result, output_tokens: int) -> None:
+def _simulate_into(row: dict, inst, result: Result, output_tokens: int | None, traffic=None) -> None:
     """Per-user / aggregate tokens/s and tokens/s per MW from the simulator, when it is installed:
-    ``concurrency`` requests of the point's context, all live at once, ``output_tokens`` each."""
+    ``concurrency`` requests of ``traffic`` (default the standard shape at the point's context),
+    all live at once, ``output_tokens`` each (None: the traffic's)."""
     try:
         from placer.simulate import Traffic, simulate
     except ImportError:
         return
     live = max(1, inst.workload.concurrency)
     try:
+        base = traffic or Traffic()
         sim = simulate(inst, result.assignment,
-                       Traffic(requests=live, max_live=live, output_tokens=output_tokens))
+                       replace(base, requests=live, max_live=live,
+                               output_tokens=output_tokens if output_tokens is not None else base.output_tokens))
         row.update(per_user_tokens_per_s=_round(sim.per_user_tokens_per_s),
                    aggregate_tokens_per_s=_round(sim.aggregate_tokens_per_s),
                    tokens_per_s_per_mw=_round(sim.tokens_per_s_per_mw))
