@@ -69,8 +69,8 @@ def unsupported(sim: Simulation) -> str | None:
     """Why the fast path does not model ``sim``'s run (None: it does)."""
     if not sim.continuous:
         return "the micro-batch schedule"
-    if sim.dist.kind != "fixed":
-        return "a context distribution (requests of one context only)"
+    if sim.shapes.fixed_context is None:
+        return "a distribution of lengths or a trace (requests of one shape only)"
     return None
 
 
@@ -102,10 +102,9 @@ class _Run:
 
     def __init__(self, sim: Simulation):
         self.sim = sim
-        context = max(2, int(sim.dist.values[0]))
-        self.out = min(sim.output_tokens, context - 1)
-        self.prompt = context - self.out
-        self.start = self.prompt if sim.decode_only else min(sim.cached_prompt, self.prompt - 1)
+        # every request alike (unsupported() refuses the rest): the event run's draw of any one
+        self.prompt, self.out, cached = sim.shapes.draw(np.random.default_rng(0), 0)
+        self.start = self.prompt if sim.decode_only else cached
         self.k, self.accept = sim.spec_k, sim.spec_accept
         self.cap = sim.live_cap if sim.live_cap is not None else math.inf
         self.stages = [s.stage for s in sim.target_segs] + [s.stage for s in sim.draft_segs]
@@ -450,7 +449,7 @@ def _result(sim: Simulation, rounds: _Run, state: dict) -> SimResult:
     else:
         live = min(sim.base_requests, sim.live_cap) if sim.live_cap is not None else sim.base_requests
         B = int(min(live, sim.batch_cap, -(-live // sim.n_stages)))
-    mean_ctx = max(1, int(sim.dist.mean) - sim.output_tokens // 2)
+    mean_ctx = max(1, int(sim.shapes.mean_context) - sim.output_tokens // 2)
     stage_time = [0.0] * sim.n_stages
     stage_ids = [None] * sim.n_stages
     for s in segs:
@@ -471,7 +470,7 @@ def _result(sim: Simulation, rounds: _Run, state: dict) -> SimResult:
         hop_latency_us=sum(s.hop_us for s in segs),
         unloaded_token_latency_us=sum(s.time_us([mean_ctx]) for s in segs) + sum(s.hop_time_us(1) for s in segs),
         stage_time_us=stage_time, pipeline_bound_tokens_per_s=B * 1e6 / max(stage_time) if stage_time else 0.0,
-        context=sim.dist.describe(), output_tokens=sim.output_tokens,
+        context=sim.shapes.describe(), output_tokens=sim.output_tokens,
         completion_mean_us=float(np.mean(st.completions)) if st.completions else None, schedule=sim.schedule,
         max_batch=sim.max_batch, batch_mean=c[1] / c[0] if c[0] else 0.0, runtime=sim.runtime,
         decode_only=sim.decode_only, closed_loop=sim.closed_loop, users=sim.users,
@@ -479,7 +478,7 @@ def _result(sim: Simulation, rounds: _Run, state: dict) -> SimResult:
         prefill_step_fraction=c[3] / c[0] if c[0] else 0.0, power_boundary=getattr(inst.fleet, "power_boundary", None),
         pue=getattr(inst.fleet, "pue", None), spec_k=sim.spec_k, spec_accept=sim.spec_accept,
         cached_prompt_tokens=0 if sim.decode_only else sim.cached_prompt, traffic=sim.traffic, method="steady",
-        speed_error=error_band.error_band(inst, max(1, round(c[1] / c[0])) if c[0] else 1, int(sim.dist.mean)),
+        speed_error=error_band.error_band(inst, max(1, round(c[1] / c[0])) if c[0] else 1, int(sim.shapes.mean_context)),
         ttft_mean_us=float(np.mean(st.ttft)) if st.ttft else None)
 
 
