@@ -17,7 +17,7 @@ from placer.specs.workload import Workload, workload_for
 __all__ = ["workload_options", "text_only_option", "kv_cache_note", "warn_workload", "hardware_option", "load_inputs", "echo_json", "group_label", "context_type", "warn",
            "workload_doc", "workload_text", "workload_notes",
            "output_file", "input_file", "image_file", "threads_option", "jobs_option", "renamed", "granularity_option",
-           "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "parse_degrees", "reserve_of",
+           "Progress", "quiet_option", "stderr_is_terminal", "parallel_options", "redundant_experts_option", "parse_degrees", "reserve_of",
            "reserve_text", "power_options", "power_choice", "load_fleet_chosen", "speculative_options", "spec_decoding",
            "speculation_text", "cached_prompt_option", "drafts_with_mtp"]
 
@@ -163,7 +163,8 @@ def parallel_options(f):
     opts = [
         click.option("--tp", "tp", default=None, metavar="LIST",
                      help="Tensor-parallel degrees to try, e.g. 1,2,4,8 (devices per stage, one node; "
-                          "uniform across stages). Default: the divisors of the node size the model's "
+                          "uniform across stages; with --ep or --attention-dp a multiple of the node size "
+                          "spans whole nodes). Default: the divisors of the node size the model's "
                           "heads allow (1 on wafer fleets)."),
         click.option("--ep", is_flag=True, help="Expert parallelism: experts spread whole across a stage's "
                                                 "devices (default: every expert tensor-split)."),
@@ -174,6 +175,15 @@ def parallel_options(f):
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def redundant_experts_option(f):
+    """``--redundant-experts N``: extra copies of routed experts per MoE layer (:mod:`placer.specs.experts`)."""
+    return click.option("--redundant-experts", "redundant_experts", type=click.IntRange(0, 100000), default=None,
+                        metavar="N",
+                        help="Redundant experts per MoE layer, as SGLang's --ep-num-redundant-experts and vLLM's "
+                             "EPLB num_redundant_experts: E + N physical experts spread whole, (E + N) / tp a "
+                             "rank; needs --ep or --attention-dp (default 0).")(f)
 
 
 def parse_degrees(text) -> list[int] | None:
@@ -254,6 +264,13 @@ def load_fleet_chosen(ref, **kw) -> Fleet:
 def load_inputs(model_ref, hardware_ref=None, **kw) -> tuple[LayerGraph, Fleet | None, Workload]:
     """Model, fleet (or None) and workload from command-line values."""
     model = load_model(model_ref, mtp=bool(kw.get("mtp")), text_only=bool(kw.get("text_only")))
+    if kw.get("redundant_experts"):
+        from placer.specs.experts import with_redundant_experts
+
+        try:
+            model = with_redundant_experts(model, kw["redundant_experts"])
+        except ValueError as exc:
+            raise InvalidSpec("--redundant-experts", "redundant_experts", str(exc)) from None
     fleet = load_fleet_chosen(hardware_ref, racks=kw.get("racks")) if hardware_ref else None
     if kw.get("racks") and not hardware_ref:
         raise InvalidSpec("--racks", "racks", "needs --hardware")

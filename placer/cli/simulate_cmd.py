@@ -233,6 +233,14 @@ def _print_run(mapping, res, serving, model_ref, hardware, gantt) -> None:
     _m, fleet, _wl = specs_from_mapping(mapping, model=model_ref, hardware=hardware)
     for note in fleet.with_power(power or fleet.power_boundary, pue).power_notes():
         click.echo(f"  note: {note}")
+    if mapping.get("parallel", {}).get("ep", 1) > 1:
+        from placer.mapping import instance_from_mapping
+        from placer.simulate.expert_balance import report_lines, worth_reporting
+
+        inst = instance_from_mapping(mapping, model=model_ref, hardware=hardware)[3]
+        if worth_reporting(inst):      # wide or redundant EP at the run's mean batch
+            for line in report_lines(inst, max(1, round(res.live_requests_mean))):
+                click.echo(f"  {line}")
     if gantt:
         click.echo(f"stage occupancy drawn to {gantt}")
 

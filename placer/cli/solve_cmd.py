@@ -16,6 +16,7 @@ from placer.cli.common import (
     parallel_options,
     parse_degrees,
     quiet_option,
+    redundant_experts_option,
     renamed,
     reserve_of,
     runtime_option,
@@ -110,6 +111,7 @@ def print_progress(info) -> None:
               help="N=DEVICE or NAME=DEVICE (node on a device), A-B (layers on one device); repeatable.")
 @workload_options
 @parallel_options
+@redundant_experts_option
 @time_limit_option("Time limit in seconds for the whole solve (bounds, search, the explanation; every "
                    "tensor-parallel degree).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
@@ -263,6 +265,11 @@ def _print_plan(planned, output, as_json, show_stages, deadline) -> int:
                    f"(of {', '.join(_layout_word(s.instance) for s in planned.tried)}; device count {over}):")
         for s in planned.tried:
             click.echo(degree_line(s.instance.tp, s))
+    from placer.simulate.expert_balance import report_lines, worth_reporting
+
+    if worth_reporting(inst):          # wide or redundant EP: how experts spread, the all-to-all, the balance
+        for line in report_lines(inst, sm["concurrency_ceiling"]):
+            click.echo(line)
     if show_stages:
         _print_stages(inst, doc)
     else:

@@ -109,7 +109,8 @@ def is_wafer_plan(view: MappingView) -> bool:
 
 def plan_nodes(view: MappingView) -> list[int]:
     """The nodes (racks: a GPU rack is one NVLink node) the mapping's stages run on, in pipeline order."""
-    return list(dict.fromkeys(st.rack for st in view.stages))
+    return list(dict.fromkeys(r for st in view.stages
+                              for r in (st.group.racks if st.group is not None and st.group.racks else (st.rack,))))
 
 
 # workload bits -> the runtime's cache dtype names; a width the runtime has no dtype for is refused

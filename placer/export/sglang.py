@@ -12,7 +12,8 @@ number of data-parallel attention groups inside the TP group": G groups of one r
 whole on every rank, requests split; the older ``--dp-size G --enable-dp-attention`` is a
 deprecated spelling that 0.5.23 still translates, to be removed after 2026-12-31) with its experts
 spread by ``--ep-size G``, ``--moe-dense-tp-size 1`` (dense MLPs replicated, as placed) and
-``--enable-dp-lm-head`` (the LM head replicated, as placed).
+``--enable-dp-lm-head`` (the LM head replicated, as placed). Redundant experts and groups spanning
+nodes add the flags of :mod:`placer.export.expert_flags`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from placer.export.command import (
     served_model,
     shell_line,
 )
+from placer.export.expert_flags import sglang_expert_flags
 from placer.export.speculative import sglang_speculative
 from placer.export.stages import Export, ExportOptions
 from placer.export.vllm import partition_launch
@@ -52,6 +54,8 @@ def export_sglang(view: MappingView, graph: LayerGraph, source: str = "<mapping>
         argv += ["--ep-size", str(launch.ep)]
     if view.parallel.attention_dp:
         argv += ["--attn-dp-size", str(launch.tp), "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
+    expert_argv, expert_warnings = sglang_expert_flags(view, graph, launch.ep)
+    argv += expert_argv
     argv += ["--max-running-requests", str(limits.concurrency), "--context-length", str(limits.context_tokens)]
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
     spec_argv, spec_lines = sglang_speculative(view.speculative, graph, options, served_model(view, options))
@@ -60,4 +64,4 @@ def export_sglang(view: MappingView, graph: LayerGraph, source: str = "<mapping>
     lines = header(view, "SGLang", launch.version, launch.pp, options) + spec_lines
     lines += multi_node_lines(view, "sglang")
     lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
-    return Export(text="\n".join(lines), warnings=tuple(launch.warnings))
+    return Export(text="\n".join(lines), warnings=tuple(launch.warnings) + tuple(expert_warnings))

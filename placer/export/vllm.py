@@ -37,6 +37,7 @@ from placer.export.command import (
     shell_line,
     target_version,
 )
+from placer.export.expert_flags import vllm_expert_flags
 from placer.export.speculative import vllm_speculative
 from placer.export.stages import (
     Export,
@@ -210,6 +211,7 @@ def export_vllm(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
             argv += ["--tensor-parallel-size", str(tp)]
         if launch.ep > 1:
             argv += ["--enable-expert-parallel"]
+    argv += vllm_expert_flags(view)
     argv += ["--max-num-seqs", str(seqs), "--max-model-len", str(limits.context_tokens)]
     utilization = memory_utilization(view)
     if utilization is not None:

@@ -4,6 +4,7 @@ and yields its violations, changing nothing. Nothing here comes from the placeme
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -100,6 +101,17 @@ def _group_violations(r: Reading, k: int, st: MappingStage) -> Iterator[Violatio
         plan = "a per-stage plan" if r.per_stage else f"a plan of tp {r.tp}, ep {r.ep_degree}"
         yield Violation("group_mismatch", f"stage {k}: a group of {len(members)} device(s) (tp {st.tp}, "
                                           f"ep {st.ep}) in {plan}")
+    spans = r.ep or r.attention_dp          # an expert-parallel group may span nodes, in equal shares
+    racks = Counter(by_id[m].rack for m in members if m in by_id)
+    stated = st.group.racks if st.group is not None else ()
+    if (stated or len(racks) > 1) and all(m in by_id for m in members) and tuple(stated) != tuple(dict.fromkeys(
+            by_id[m].rack for m in members)):
+        yield Violation("group_mismatch", f"stage {k}: its group states racks {list(stated)}, its devices lie in "
+                                          f"racks {list(dict.fromkeys(by_id[m].rack for m in members))}")
+    if spans and len(set(racks.values())) > 1:
+        yield Violation("group_mismatch", f"stage {k}: its group spans racks unevenly ("
+                                          + ", ".join(f"{n} in rack {rack}" for rack, n in sorted(racks.items()))
+                                          + "); an expert-parallel group takes the same devices of every node")
     for m in members:
         dev = by_id.get(m)
         if dev is None:
@@ -107,7 +119,7 @@ def _group_violations(r: Reading, k: int, st: MappingStage) -> Iterator[Violatio
         elif not dev.available:
             yield Violation("unavailable_device", f"stage {k}: device {m} is marked unavailable in "
                                                   f"{r.fleet.name}")
-        elif m != members[0] and members[0] in by_id and dev.rack != by_id[members[0]].rack:
+        elif m != members[0] and members[0] in by_id and dev.rack != by_id[members[0]].rack and not spans:
             yield Violation("group_mismatch", f"stage {k}: device {m} is in rack {dev.rack}, not the node of "
                                               f"{members[0]} (rack {by_id[members[0]].rack})")
     kinds = {by_id[m].type.name for m in members if m in by_id}
@@ -279,14 +291,17 @@ def _hop_violations(r: Reading) -> Iterator[Violation]:
     devs = [r.device_of(i) for i in range(r.n)]
     groups = {st.device: st.devices for st in r.stages}
     known = all(d in r.by_id and r.by_id[d].available for d in devs)
-    # the groups' collectives, when the summary states that it counts them: each node's over the
-    # link of its group's first two members, at its group's degree
+    # the groups' collectives, when the summary states that it counts them: each node's over its
+    # group's links, at its group's degree
     stated = summary.group_latency_us
     lat = 0.0
     if stated is not None and known:
         for i in range(r.n):
             members = groups[devs[i]]
-            link = r.links.direct(members[0], members[1]) if len(members) > 1 else None
+            # the mean of the first member's links to the others: the all-to-all's steps (one link
+            # inside a node; a group spanning nodes crosses the links between them)
+            lats = [r.links.direct(members[0], m) or 0.0 for m in members[1:]]
+            link = (lats[0] if len(set(lats)) == 1 else sum(lats) / len(lats)) if lats else None
             count = (dp_ranks.dp_collective_link_latencies(nodes[i], len(members)) if r.attention_dp
                      else ranks.collective_link_latencies(nodes[i], len(members), r.ep))
             lat += count * (link or 0.0)

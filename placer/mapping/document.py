@@ -16,6 +16,7 @@ from pathlib import Path
 from placer.mapping.schema import SCHEMA_VERSION
 from placer.specs.catalog import hardware_dir, models_dir
 from placer.specs.errors import InfeasiblePlacement
+from placer.specs.experts import redundant_experts
 from placer.specs.fleet import DEFAULT_POWER_BOUNDARY, Fleet
 from placer.specs.model import DRAFT_EMBEDDING, LayerGraph
 
@@ -164,6 +165,10 @@ def _stage_doc(instance, k: int, order: list[int], nodes: list[int]) -> dict:
         # every stage its own degree (the size of its group)
         members = instance.members(d)
         stage["group"] = dict(devices=list(members), tp=len(members), ep=len(members) if instance.ep else 1)
+        base = instance.layout.base_fleet if instance.layout is not None else None
+        racks = list(dict.fromkeys(base.by_id[m].rack for m in members)) if base is not None else []
+        if len(racks) > 1:
+            stage["group"]["racks"] = racks     # a wide expert-parallel group spans nodes (reductions.wide_ep)
     stage.update(
         bytes=dict(weights=weights, kv_reserve=kv, state=state, activations=act, reserve=reserve,
                    free=dev.memory_bytes - weights - kv - state - act - reserve),
@@ -211,6 +216,9 @@ def _parallel_doc(instance) -> dict:
         doc["per_stage"] = True      # tp and ep are the largest stage's; each stage's group has its own
     if instance.attention_dp:
         doc["attention_dp"] = True   # each group's ranks split its requests (placer.problem.reductions.attention_dp)
+    copies = redundant_experts(instance.base_model or instance.model)
+    if copies:
+        doc["redundant_experts"] = copies   # extra expert copies per MoE layer (placer.specs.experts)
     return doc
 
 

@@ -8,7 +8,8 @@ rules, written here apart from the solver's (:mod:`placer.problem.reductions.att
 
 * every tensor of a layer is whole on every rank (attention, router, shared experts, dense MLP,
   norms, embedding, LM head), except the routed experts' stacked tensors (``mlp.experts.*``),
-  of which the heaviest rank holds ``ceil(E / g)`` experts' rows;
+  of which the heaviest rank holds ``ceil(E / g)`` experts' rows (``(E + N) / g`` with ``N``
+  redundant experts, :mod:`placer.mapping.expert_ranks`);
 * a request's KV cache and state are whole on the one rank that serves it, and the heaviest
   rank serves ``ceil(c / g)`` of the ``c`` live requests: a stage holds ``c`` requests exactly
   when ``g`` times the requests one rank holds is at least ``c``
@@ -65,8 +66,8 @@ def dp_rank_params(layer: Layer, hidden: int, g: int) -> int:
     tensors = ffn_tensors(d, hidden)
     if sum(x.numel for x in tensors) != layer.params_ffn:
         raise ValueError(f"{layer.name}: its FFN count is not that of its dimensions")
-    e = d["num_experts"]
-    held = sum(x.numel // e * _ceil(e, g) if x.name.startswith("mlp.experts.") else x.numel for x in tensors)
+    e, copies = d["num_experts"], d.get("redundant_experts", 0)     # copies: placer.mapping.expert_ranks
+    held = sum(x.numel // e * _ceil(e + copies, g) if x.name.startswith("mlp.experts.") else x.numel for x in tensors)
     return layer.params - layer.params_ffn + held
 
 

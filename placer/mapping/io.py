@@ -15,6 +15,7 @@ from placer.mapping.document import _racks
 from placer.mapping.schema import SCHEMA_VERSION, check_mapping
 from placer.problem.reductions.refine import refine
 from placer.specs.errors import InvalidSpec
+from placer.specs.experts import with_redundant_experts
 from placer.specs.fleet import Fleet, load_fleet
 from placer.specs.model import DRAFT_EMBEDDING, DRAFT_PREFIX, LayerGraph, load_model
 from placer.specs.spec_io import atomic_write_text, parse_json, read_text
@@ -112,6 +113,12 @@ def specs_from_mapping(doc: dict, *, model=None, hardware=None, workload: Worklo
     """
     options = _load_options(doc["model"])
     m = _load(model, doc["model"], "model", lambda ref: load_model(ref, **options))
+    copies = (doc.get("parallel") or {}).get("redundant_experts") or 0
+    if copies:
+        try:
+            m = with_redundant_experts(m, copies)    # the model as served, with its expert copies
+        except ValueError:
+            pass                                     # no MoE layer: the validator says so (expert_ranks)
     draft = (doc.get("speculative") or {}).get("draft")
     if draft is not None and not any(x.name.startswith(DRAFT_PREFIX) for x in m.layers):
         # the draft model's nodes are placed beside the target's (placer.specs.speculative.with_draft)

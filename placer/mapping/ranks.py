@@ -19,7 +19,8 @@ vocabulary-parallel layers, its fused MoE, its Mamba mixers), as issue 14 lists 
 * norms, routers, per-head-dim norms, sinks' heads split, the shared-expert gate replicated;
 * embedding and LM head: ``ceil(V / g)`` vocabulary rows per rank, the final norm whole;
 * routed experts: tensor-split (each expert's width ``1/g``, a down bias whole) or, with
-  ``ep``, ``ceil(E / g)`` whole experts on the heaviest rank; shared experts split ``1/g``; a
+  ``ep``, ``ceil(E / g)`` whole experts on the heaviest rank (``(E + N) / g`` with ``N``
+  redundant experts, :mod:`placer.mapping.expert_ranks`); shared experts split ``1/g``; a
   latent MoE's down and up projections and its norm are replicated (vLLM's ``nemotron_h``
   ``ReplicatedLinear`` latent projections), its experts split as any.
 
@@ -221,8 +222,9 @@ def _ffn_shard(name: str, shape: tuple, d: dict, g: int, ep: bool) -> tuple:
         return shape                                           # router, latent projections and norm, shared gate
     if name.startswith("mlp.experts."):
         e = d["num_experts"]
-        if ep:
-            return (_ceil(e, g),) + tuple(shape[1:])           # whole experts on the heaviest rank
+        if ep:                                                 # whole physical experts on the heaviest rank,
+            copies = d.get("redundant_experts", 0)             # redundant copies among them (expert_ranks)
+            return (_ceil(e + copies, g),) + tuple(shape[1:])
         if name == "mlp.experts.down_proj.bias":
             return shape
         return _cut(shape, len(shape) - 1, 1, g) if name.endswith(_ROW_PARALLEL) else _cut(shape, 1, 1, g)

@@ -115,6 +115,9 @@ def _parallel_schema(count: dict) -> dict:
             "per_stage": {"type": "boolean",
                           "description": "every stage has its own degree (its group's tp and ep); "
                                          "tp and ep here are the largest"},
+            "redundant_experts": {"type": "integer", "minimum": 0, "maximum": 100000,
+                                  "description": "redundant experts per MoE layer (--redundant-experts): E + N "
+                                                 "physical experts spread whole, (E + N) / tp on every rank"},
             "attention_dp": {"type": "boolean",
                              "description": "attention data parallelism: each stage's tp ranks split "
                                             "its live requests (ceil(c / tp) each, attention weights "
@@ -233,10 +236,15 @@ def _stage_schema(count: dict, concurrency: dict, name: dict) -> dict:
             "layers": {"type": "array", "items": name},
             "group": {
                 "type": "object", "required": ["devices", "tp", "ep"], "additionalProperties": False,
-                "description": "the devices of one node that run the stage; bytes are per device",
+                "description": "the devices that run the stage (of one node, or of whole nodes when "
+                               "experts are spread); bytes are per device",
                 "properties": {"devices": {"type": "array", "minItems": 1, "items": name},
                                "tp": {"type": "integer", "minimum": 1},
-                               "ep": {"type": "integer", "minimum": 1}},
+                               "ep": {"type": "integer", "minimum": 1},
+                               "racks": {"type": "array", "minItems": 2, "items": {"type": "integer"},
+                                         "description": "the nodes (racks) a group spanning several lies "
+                                                        "in, in order (an expert-parallel group of whole "
+                                                        "nodes)"}},
             },
             "bytes": {
                 "type": "object", "additionalProperties": False,

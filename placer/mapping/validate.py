@@ -26,7 +26,7 @@ from functools import cached_property
 
 import networkx as nx
 
-from placer.mapping import dp_ranks, ranks, specs_from_mapping
+from placer.mapping import dp_ranks, expert_ranks, ranks, specs_from_mapping
 from placer.mapping.checks import CHECKS
 from placer.mapping.view import MappingStage, MappingView, PooledView, mapping_view
 from placer.mapping.violations import Violation
@@ -123,6 +123,11 @@ class Reading:
     def refusals(self) -> dict[int, str | None]:
         """Per degree of the plan, why the model cannot run at it (None: it can)."""
         def refusal_at(g: int) -> str | None:
+            copies = self.view.parallel.redundant_experts
+            if copies:
+                why = expert_ranks.copies_refusal(self.graph.layers, copies, g, self.ep or self.attention_dp)
+                if why is not None:
+                    return why
             if g == 1:
                 return None
             if self.attention_dp:
@@ -239,6 +244,7 @@ def validate_mapping(doc, *, model=None, fleet=None, workload=None, source: str 
                 for v in validate_mapping(sub, model=model, source=source)] + pair_violations(view, model=model)
     base, fl, wl = specs_from_mapping(view.doc, model=model, hardware=fleet, workload=workload)
     graph, found = _graph_at(view, base)
+    graph = expert_ranks.with_copies(graph, view.parallel.redundant_experts)   # the stated copies, its own rule
     reading = Reading(view, base, fl, wl, graph)
     out = [*CHECKS[0](reading), *found]
     for check in CHECKS[1:]:

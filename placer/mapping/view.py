@@ -63,6 +63,7 @@ class StageGroup:
     devices: tuple[str, ...]
     tp: int
     ep: int
+    racks: tuple[int, ...] = ()       # the nodes a group spanning several lies in (wide expert parallelism)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ class MappingStage:
                    bytes=StageBytes(weights=b["weights"], kv_reserve=b["kv_reserve"], state=b["state"],
                                     activations=b["activations"], free=b["free"], reserve=b.get("reserve")),
                    max_concurrency=st["max_concurrency"], next_hop_latency_us=st["next_hop_latency_us"],
-                   group=None if g is None else StageGroup(tuple(g["devices"]), g["tp"], g["ep"]))
+                   group=None if g is None else StageGroup(tuple(g["devices"]), g["tp"], g["ep"],
+                                                            tuple(g.get("racks", ()))))
 
     @classmethod
     def sketched(cls, st: dict, position: int) -> MappingStage:
@@ -192,6 +194,7 @@ class ParallelRecord:
     reserve: Reserve | None = None
     per_stage: bool = False
     attention_dp: bool = False
+    redundant_experts: int = 0
 
     @classmethod
     def from_dict(cls, p: dict | None, schema_version: int) -> ParallelRecord:
@@ -200,7 +203,7 @@ class ParallelRecord:
         if schema_version == 1:
             reserve = NO_RESERVE          # written before reserves existed
         return cls(tp=p.get("tp", 1), ep=p.get("ep", 1), reserve=reserve, per_stage=bool(p.get("per_stage")),
-                   attention_dp=bool(p.get("attention_dp")))
+                   attention_dp=bool(p.get("attention_dp")), redundant_experts=int(p.get("redundant_experts") or 0))
 
 
 @dataclass(frozen=True)

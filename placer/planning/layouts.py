@@ -2,7 +2,8 @@
 or refused with its reason. Every planner enumerates layouts here and nowhere else.
 
 A layout ``(tp, ep)`` makes every stage a group of ``tp`` devices of one node, experts split by
-tensor (``ep`` False) or spread whole (True). Wafers, and split mode, run one device per stage.
+tensor (``ep`` False) or spread whole (True); with experts spread, a ``tp`` above every node's
+size makes groups of whole nodes (:mod:`placer.problem.reductions.wide_ep`). Wafers, and split mode, run one device per stage.
 Degrees a user does not name default to the divisors of the largest node's size (of any node's
 size with per-stage degrees) that the model's dimensions (and stored formats) allow.
 
@@ -17,7 +18,9 @@ from dataclasses import dataclass, field
 
 from placer.problem.parallel import allowed_degrees
 from placer.problem.reductions.tensor_parallel import candidate_degrees, has_gpus, node_sizes
+from placer.problem.reductions.wide_ep import span_refusal
 from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.experts import redundant_refusal
 from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
@@ -105,6 +108,9 @@ def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | 
     if mode == "split" or not has_gpus(fleet):
         why = "split mode runs at tp 1" if mode == "split" else f"{fleet.name} is no GPU fleet (a stage is one device)"
         refused.update({(g, False): why for g in sorted(set(degrees or ())) if g != 1})
+        copies = redundant_refusal(model, 1, False)      # redundant experts need a group to spread over
+        if copies is not None:
+            return Layouts((), {**refused, (1, False): copies})
         # degrees named without 1: none of them runs (the caller says so); unnamed: one device per stage
         return Layouts(((1, False),) if degrees is None or 1 in degrees else (), refused)
     experts = has_experts(model)
@@ -120,9 +126,11 @@ def device_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, ep: bool | 
                 if ep:
                     out.append((1, False))
                 continue
-            if g > largest:
-                refused[(g, spread)] = f"no node of {fleet.name} has {g} available devices (the largest has {largest})"
-                continue
+            if g > largest:                  # a group of whole nodes, experts spread (wide expert parallelism)
+                why = span_refusal(fleet, g, spread and not per_stage)
+                if why is not None:
+                    refused[(g, spread)] = why
+                    continue
             out.append((g, spread))
     if ep and not experts:
         refused[(0, True)] = f"{model.name} has no MoE layers to spread"
@@ -148,7 +156,7 @@ def attention_dp_layouts(model: LayerGraph, fleet: Fleet, *, degrees=None, mode:
             continue
         why = dp_model_refusal(model, g, workload)
         if why is None and g > largest:
-            why = f"no node of {fleet.name} has {g} available devices (the largest has {largest})"
+            why = span_refusal(fleet, g, True)       # a group of whole nodes (wide expert parallelism)
         if why is None:
             out.append(g)
         else:

@@ -18,6 +18,7 @@ from placer.problem import memory
 from placer.problem.parallel import shard_layer
 from placer.problem.reductions import attention_dp as attn_dp
 from placer.problem.reductions import refine, tensor_parallel
+from placer.problem.reductions.wide_ep import span_refusal
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Device, Fleet
 from placer.specs.model import LayerGraph, is_draft_node
@@ -456,6 +457,9 @@ def group_instance(model: LayerGraph, fleet: Fleet, workload: Workload, layout: 
     else:
         sharded, served = tensor_parallel.apply(model, workload, tp, layout.ep, mode), workload
         layout = Layout(tp=tp, ep=layout.ep, reserve=layout.reserve)
+    if not layout.ep and fleet.available and tp > max(tensor_parallel.node_sizes(fleet).values()):
+        # only experts spread whole span nodes (placer.problem.reductions.wide_ep)
+        raise InvalidSpec(ARGUMENT, "tp", span_refusal(fleet, tp, False))
     derived, members = tensor_parallel.group_fleet(fleet, tp)
     translated = tensor_parallel.group_pins(
         pins, lambda p: p if isinstance(p, Pin) else parse_pin(p, refined or sharded), fleet, members, tp)

@@ -59,6 +59,7 @@ from placer.problem.slices import (
     stored_slices,
     with_inner,
 )
+from placer.specs.experts import redundant_refusal
 from placer.specs.model import Layer, LayerGraph
 from placer.specs.workload import Workload
 
@@ -75,6 +76,7 @@ __all__ = [
     "kv_bytes_per_request_per_rank",
     "state_bytes_per_request_per_rank",
     "experts_per_rank",
+    "physical_experts_per_rank",
     "shard_layer",
     "shard_model",
 ]
@@ -166,6 +168,9 @@ def refusal(layer: Layer, hidden: int, tp: int, ep: bool = False) -> str | None:
 
 def model_refusal(model: LayerGraph, tp: int, ep: bool = False) -> str | None:
     """The first reason any layer of ``model`` cannot run at degree ``tp``, or None."""
+    why = redundant_refusal(model, tp, ep)
+    if why is not None:
+        return why
     seen: set = set()
     for layer in model.layers:
         key = (layer.kind, layer.mixer_dims, layer.ffn_dims, layer.vocab_size, layer.part,
@@ -314,7 +319,7 @@ def _ffn_params(d: dict, h: int, g: int, ep: bool) -> int:
     width = latent or h                                      # a latent MoE's experts run at the latent width
     bias = bool(d.get("expert_bias"))
     if ep:
-        experts = _ceil(e, g) * _expert_params(width, i, gated, bias)      # whole experts
+        experts = physical_experts_per_rank(d, g) * _expert_params(width, i, gated, bias)   # whole experts
     else:
         experts = e * _expert_params(width, i // g, gated, bias)          # every expert, 1/g of each
     shared = 0
@@ -428,6 +433,15 @@ def state_bytes_per_request_per_rank(layer: Layer, hidden: int, wl: Workload, tp
     return bits_to_bytes(rec, wl.state_bits) + bits_to_bytes(conv, wl.conv_state_bits)
 
 
+# ----------------------------------------------------------------------------- expert-parallel groups
+def physical_experts_per_rank(ffn: dict, g: int) -> int:
+    """Routed experts the heaviest of ``g`` expert-parallel ranks holds whole: ``ceil(E / g)``
+    without redundant experts (vLLM's linear placement: the first ``E mod g`` ranks take one
+    more), ``(E + N) / g`` with ``N`` (:mod:`placer.specs.experts`: the runtimes place an equal
+    number of physical experts a rank, refused where ``E + N`` does not divide)."""
+    return _ceil(ffn["num_experts"] + ffn.get("redundant_experts", 0), g)
+
+
 # ----------------------------------------------------------------------------- the reduction's model
 def experts_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> tuple[int, int, int]:
     """(routed experts on the heaviest rank, parameters of one of them there, experts a token uses
@@ -437,7 +451,7 @@ def experts_per_rank(layer: Layer, hidden: int, tp: int, ep: bool = False) -> tu
     e, k, i = d["num_experts"], d["experts_per_token"], d["moe_intermediate_size"]
     width, gated, bias = d.get("latent_size") or hidden, d.get("gated", True), bool(d.get("expert_bias"))
     if ep:
-        return _ceil(e, tp), _expert_params(width, i, gated, bias), max(1, round(k / tp))
+        return physical_experts_per_rank(d, tp), _expert_params(width, i, gated, bias), max(1, round(k / tp))
     return e, _expert_params(width, i // tp, gated, bias), k
 
 

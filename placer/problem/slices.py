@@ -116,7 +116,8 @@ def stored_slices(layer: Layer, hidden: int, tp: int, ep: bool = False):
     mixer = with_inner(dict(layer.mixer_dims), hidden) if layer.mixer_dims else {}
     ffn = dict(layer.ffn_dims) if layer.ffn_dims else None
     tensors = (mixer_tensors(mixer, hidden) if mixer else []) + ffn_tensors(ffn, hidden)
-    e = ffn["num_experts"] if ffn and ffn["type"] == "moe" else 1
+    # physical experts: the routed ones and their redundant copies (placer.specs.experts)
+    e = ffn["num_experts"] + ffn.get("redundant_experts", 0) if ffn and ffn["type"] == "moe" else 1
     out = []
     for t in tensors:
         if not t.numel:

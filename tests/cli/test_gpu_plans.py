@@ -71,3 +71,25 @@ def test_an_explicit_reserve_becomes_vllms_memory_utilization(run_cli, tmp_path)
     assert words[words.index("--gpu-memory-utilization") + 1] == "0.95"
     doc = json.loads(plan.read_text())
     assert all(st["bytes"]["reserve"] == 4_000_000_000 + 4_000_000_000 for st in doc["stages"])
+
+
+def test_sglang_published_decode_layout_solves_validates_and_exports(run_cli, tmp_path):
+    """issue 30: DeepSeek-V3 on 9 nodes of 8 H100, attention data parallel, experts over 72 ranks with
+    32 redundant (288 experts, 4 a rank); a count the ranks do not divide is refused naming the fix."""
+    plan = tmp_path / "plan.json"
+    code, out, err = run_cli(["solve", "deepseek-v3", "-H", "h100", "--racks", "9", "--attention-dp", "--tp", "72",
+                              "--redundant-experts", "32", "--threads", "1", "--quiet", "-o", plan])
+    assert code == 0, err
+    assert "devices 72 (lower bound 72)" in out and "status optimal (proven)" in out
+    assert "256 experts + 32 redundant = 288 physical over 72 ranks, 4 on the heaviest rank" in out
+    assert "all-to-all (low-latency, DeepEP figures) at 4 tokens a rank" in out
+    assert "1.02x with 32 redundant (EPLB" in out
+    code, out, err = run_cli(["validate", plan])
+    assert code == 0 and "valid" in out, out + err
+    for fmt, flag in (("sglang", "--ep-num-redundant-experts 32"), ("vllm", '"num_redundant_experts":32')):
+        code, out, err = run_cli(["export", plan, "--format", fmt])
+        assert code == 0 and flag in out, err
+    code, out, err = run_cli(["solve", "deepseek-v3", "-H", "h100", "--racks", "9", "--attention-dp", "--tp", "72",
+                              "--redundant-experts", "30", "--threads", "1", "--quiet"])
+    assert code == 2 and "286 physical experts do not divide over 72 ranks" in err
+    assert "--redundant-experts 32 gives 4 a rank" in err

@@ -32,6 +32,10 @@ SOLUTIONS = sorted((SOLUTIONS_DIR).glob("*__contiguous.json"))
 VLLM_FLAGS = set(vllm_cli.ENGINE_FLAGS) | set(vllm_cli.FRONTEND_FLAGS)
 SGLANG_FLAGS = {flag: info for info in sglang_cli.FIELDS.values() if not info["no_cli"] for flag in info["flags"]}
 SGLANG_EXCLUDED = {flag for info in sglang_cli.FIELDS.values() if info["no_cli"] for flag in info["flags"]}
+# vLLM 0.33.0's EPLBConfig fields (vllm/config/parallel.py lines 64-128 of the wheel, as the project's
+# reference fleet_facts.md section 2b lists them; the vendored tables do not extract this class)
+EPLB_CONFIG_FIELDS = {"window_size", "step_interval", "num_redundant_experts", "log_balancedness",
+                      "log_balancedness_interval", "use_async", "policy", "communicator"}
 
 
 def _launches(text: str, marker: str) -> list[list[str]]:
@@ -78,6 +82,8 @@ def check_vllm(text: str) -> int:
                 assert set(cfg) <= set(vllm_cli.KV_TRANSFER_FIELDS) and cfg["kv_role"] in vllm_cli.KV_ROLES
             if flag == "--speculative-config":
                 assert set(json.loads(value)) <= set(vllm_0_33_0_spec.SPECULATIVE_CONFIG_FIELDS)
+            if flag == "--eplb-config":
+                assert set(json.loads(value)) <= EPLB_CONFIG_FIELDS
             n += 1
     return n
 
@@ -136,3 +142,39 @@ def test_speculative_attention_dp_and_disaggregated_exports(tmp_path):
         assert check_sglang(sg) > 0 and check_vllm(vl) > 0
     assert "--attn-dp-size" in export_mapping(dp.mapping, "sglang", model=m, options=opts).text
     assert "--disaggregation-mode" in export_mapping(pd.mapping, "sglang", model=toy, options=opts).text
+
+
+@pytest.mark.parametrize("hardware, racks", [("h100", 9), ("gb200-nvl72", 1)])
+def test_wide_expert_parallel_plans_with_redundant_experts_launch_with_defined_flags(hardware, racks):
+    """SGLang's published decode layout (9 nodes of 8 H100, attention data parallelism, experts over
+    72 ranks, 32 redundant: 288 experts, 4 a rank), and the same on one GB200 NVL72 rack."""
+    from placer import Placement, Requirements, SolverSettings, plan
+    from placer.cli.common import load_inputs
+    from placer.mapping.validate import validate_mapping
+
+    m, fleet, wl = load_inputs("deepseek-v3", hardware, racks=racks, redundant_experts=32)
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(72,))),
+             SolverSettings(time_limit=20, threads=1))
+    assert p.result.proven_optimal and p.result.devices_used == 72
+    assert validate_mapping(p.mapping) == []
+    sg = export_mapping(p.mapping, "sglang").text
+    vl = export_mapping(p.mapping, "vllm").text
+    assert check_sglang(sg) > 0 and check_vllm(vl) > 0
+    assert "--ep-size 72 --attn-dp-size 72" in sg and "--ep-num-redundant-experts 32 --enable-eplb" in sg
+    assert """--enable-eplb --eplb-config '{"num_redundant_experts":32}'""" in vl
+    spans = racks > 1            # the H100 group spans 9 nodes: DeepEP all-to-alls, 9 SGLang nodes
+    assert ("--moe-a2a-backend deepep" in sg) == spans and ("--nnodes 9" in sg) == spans
+    assert ("--all2all-backend deepep_low_latency" in vl) == spans
+
+
+def test_sglang_export_warns_when_experts_do_not_divide_over_the_ranks():
+    from placer import Placement, Requirements, SolverSettings, plan
+    from placer.cli.common import load_inputs
+
+    m, fleet, wl = load_inputs("deepseek-v3", "h100", racks=9)
+    p = plan(m, fleet, wl, Requirements(placement=Placement(attention_dp=True, degrees=(72,))),
+             SolverSettings(time_limit=20, threads=1))
+    out = export_mapping(p.mapping, "sglang")
+    # 256 experts over 72 ranks: SGLang asserts (experts + redundant) % ep_size == 0
+    assert any("re-solve with --redundant-experts 32 (4 a rank)" in w and "first 40 ranks" in w for w in out.warnings)
+    assert check_sglang(out.text) > 0 and "--ep-num-redundant-experts" not in out.text

@@ -18,7 +18,8 @@ What one rank holds (the rules :func:`dp_layer` writes, the heaviest rank's shar
 * **its requests' KV cache and state whole**: the MLA latent (``kv_lora_rank +
   qk_rope_head_dim`` per token) or the GQA heads of each request it serves, all of them;
 * **routed experts spread whole**: ``ceil(E / g)`` on the heaviest rank (the first ``E mod g``
-  ranks take one more), as under ``--ep``;
+  ranks take one more), as under ``--ep``; with ``N`` redundant experts
+  (:mod:`placer.specs.experts`) ``(E + N) / g`` physical experts on every rank;
 * **everything else replicated**: router, shared experts, dense MLPs (DeepSeek-V3's first three
   layers), norms, the embedding and the LM head. This is vLLM's layout (each data-parallel rank
   is a TP-1 engine; only the fused MoE's experts span the group). SGLang by default runs the
@@ -50,6 +51,7 @@ from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, weight_bytes
 from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.experts import redundant_refusal
 from placer.specs.model import Layer, LayerGraph
 from placer.specs.workload import Workload
 
@@ -74,6 +76,12 @@ def _routed(layer: Layer, hidden: int) -> tuple[int, int, int] | None:
     return d["num_experts"], one, d["experts_per_token"]
 
 
+def _redundant(layer: Layer) -> int:
+    """Redundant experts of an MoE layer (:mod:`placer.specs.experts`): each rank holds
+    ``(E + N) / g`` physical experts."""
+    return dict(layer.ffn_dims).get("redundant_experts", 0)
+
+
 def dp_refusal(layer: Layer, hidden: int, g: int) -> str | None:
     """Why ``layer`` cannot run attention-data-parallel on ``g`` devices, or None."""
     if g < 1:
@@ -92,6 +100,9 @@ def dp_model_refusal(model: LayerGraph, g: int, workload: Workload | None = None
     """The first reason ``model`` cannot run attention-data-parallel at degree ``g``, or None."""
     if g > 1 and not any(_routed(x, model.hidden_size) for x in model.layers):
         return "attention data parallelism spreads experts; the model has no MoE layers (use replicas)"
+    why = redundant_refusal(model, g, True)
+    if why is not None:
+        return why
     for x in model.layers:
         why = dp_refusal(x, model.hidden_size, g)
         if why is not None:
@@ -108,7 +119,7 @@ def dp_experts_per_rank(layer: Layer, hidden: int, g: int) -> tuple[int, int, in
     rank receives, from all ``g`` ranks, ``g b k / g = b k`` expert visits for ``b`` requests of
     its own, so per own token ``k``."""
     e, one, k = _routed(layer, hidden)
-    return _ceil(e, g), one, k
+    return _ceil(e + _redundant(layer), g), one, k
 
 
 def dp_params_per_rank(layer: Layer, hidden: int, g: int) -> int:
@@ -118,7 +129,7 @@ def dp_params_per_rank(layer: Layer, hidden: int, g: int) -> int:
     if routed is None:
         return layer.params
     e, one, _ = routed
-    return layer.params - e * one + _ceil(e, g) * one
+    return layer.params - e * one + _ceil(e + _redundant(layer), g) * one
 
 
 def dp_weight_bytes_per_rank(layer: Layer, hidden: int, wl: Workload, g: int) -> int:

@@ -120,7 +120,13 @@ def default_degrees(model: LayerGraph, fleet: Fleet, ep: bool = False,
 
 def group_fleet(fleet: Fleet, tp: int) -> tuple[Fleet, tuple[tuple[str, ...], ...]]:
     """(the derived fleet whose devices are groups of ``tp`` devices of one node, the member ids of
-    each of its devices in order). Raises :class:`InvalidSpec` when no node has ``tp`` devices."""
+    each of its devices in order); a ``tp`` above every node's size forms groups of whole nodes
+    (:mod:`placer.problem.reductions.wide_ep`). Raises :class:`InvalidSpec` when no group forms."""
+    if fleet.available and tp > max(node_sizes(fleet).values()):
+        from placer.problem.reductions.wide_ep import spanning_members  # groups of whole nodes
+
+        spanning = spanning_members(fleet, tp)
+        return fleet_of_groups(fleet, spanning), tuple(spanning)
     racks: dict[int, list[Device]] = {}
     for d in fleet.available:
         racks.setdefault(d.rack, []).append(d)
@@ -177,13 +183,15 @@ def collectives_of(layer, ep: bool = False, attention_dp: bool = False) -> tuple
 
 
 def group_link_us(fleet: Fleet, members) -> float:
-    """Latency (us) of the link a group's collectives run over: between its first two members
-    (0 for a group of one, or when the fleet gives them no direct link)."""
+    """Latency (us) of the link a group's collectives run over: the mean of its first member's
+    links to the others (inside a node every pair is linked alike, so the first two members'
+    link; a group spanning nodes, :mod:`placer.problem.reductions.wide_ep`, crosses the links
+    between them on its share of the steps; 0 for a group of one, a missing link counts 0)."""
     if len(members) < 2:
         return 0.0
-    g = fleet.graph
-    a, b = members[0], members[1]
-    return float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0
+    g, a = fleet.graph, members[0]
+    lats = [float(g.edges[a, b]["latency_us"]) if g.has_edge(a, b) else 0.0 for b in members[1:]]
+    return lats[0] if len(set(lats)) == 1 else sum(lats) / len(lats)
 
 
 def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False,
