@@ -33,6 +33,7 @@ from placer.specs.spec_io import (
     reject_bool,
     spec_sha256,
 )
+from placer.specs.tiers import Tier, TierSpec, tiers_from_specs
 from placer.specs.units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
 if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never needs it)
@@ -90,6 +91,7 @@ class DeviceTypeSpec(StrictSpec):
     # memory the runtime keeps for itself: a fraction, bytes, or "0.1 + 3.5 GB" (placer.specs.reserve)
     reserve: float | int | str | None = None
     notes: str | None = None
+    tiers: list[TierSpec] | None = None        # KV tiers below the chip (placer.specs.tiers)
 
     @field_validator("reserve", mode="before")
     @classmethod
@@ -212,6 +214,7 @@ class DeviceType:
     prefill_compute_efficiency: float = 0.5
     chip_power_w: float | None = None           # W, the device alone (the spec's power)
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
+    tiers: tuple[Tier, ...] = ()                # KV tiers below the chip, per device (placer.specs.tiers)
 
     @property
     def reserve_bytes(self) -> int:
@@ -469,7 +472,7 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
     return DeviceType(reserve=reserve, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision,
                       power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,
-                      compute_fp8_flops=s.compute_fp8, kind=s.kind,
+                      compute_fp8_flops=s.compute_fp8, kind=s.kind, tiers=tiers_from_specs(s.tiers, source, where),
                       **dict(perf))    # the cost-model constants, each a DeviceType field of the same name
 
 
