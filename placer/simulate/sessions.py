@@ -337,14 +337,19 @@ def simulate_sessions(instance: Instance, assignment: Sequence[int], sessions: S
 
 
 def simulate_sessions_mapping(doc, sessions: Sessions, tier: str | None = None, *, model=None, hardware=None,
+                              power: str | None = None, pue: float | None = None,
                               serving: Serving = Serving(), run: RunSettings = RunSettings()) -> SessionResult:
-    """:func:`simulate_sessions` for a one-pool stage mapping (``placer simulate MAPPING --sessions``)."""
-    from placer.mapping import instance_from_mapping
+    """:func:`simulate_sessions` for a one-pool stage mapping (``placer simulate MAPPING --sessions``);
+    ``power`` and ``pue``: the boundary the power figures are counted at (default the fleet's)."""
+    from placer.mapping import instance_from_mapping, specs_from_mapping
     from placer.mapping.view import MappingView, mapping_view
 
     view = mapping_view(doc)
     if not isinstance(view, MappingView):
         raise InvalidSpec("<mapping>", "/pools", "a two-pool mapping: sessions run on one-pool mappings")
+    if power is not None or pue is not None:
+        m, fleet, _wl = specs_from_mapping(view.doc, model=model, hardware=hardware)
+        model, hardware = m, fleet.with_power(power or fleet.power_boundary, pue)
     _m, _f, _wl, inst = instance_from_mapping(view.doc, model=model, hardware=hardware)
     index = inst.device_index
     unknown = [d for d in view.route if d not in index]
