@@ -16,7 +16,8 @@ from placer.simulate.session_traffic import PRESETS, Sessions, SessionShape, par
 from placer.specs.errors import InvalidSpec
 from placer.specs.tiers import TIER_NAMES
 
-__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "DEFAULT_SESSION_COUNT"]
+__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "held_options", "print_held",
+           "DEFAULT_SESSION_COUNT"]
 
 DEFAULT_SESSION_COUNT = 16
 
@@ -122,3 +123,48 @@ def simulate_sessions_command(mapping: dict, sessions: Sessions, tier: str | Non
         return 0
     print_sessions(mapping, res)
     return 0
+
+
+def held_options(f):
+    """``placer solve``'s --sessions PRESET, --ttft-target MS and --tier: the command receives
+    ``held`` ((shape, target ms, tier) or None) and prints the sessions its plan holds."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        given, target, tier = kw.pop("sessions"), kw.pop("ttft_target"), kw.pop("tier")
+        kw["held"] = None
+        if given is None:
+            for flag, v in (("--ttft-target", target), ("--tier", tier)):
+                if v is not None:
+                    raise InvalidSpec(flag, flag[2:].replace("-", "_"), "applies to session traffic: give --sessions too")
+        else:
+            if given not in PRESETS:
+                raise InvalidSpec("--sessions", "sessions", f"{given!r}: a preset ({', '.join(PRESETS)})")
+            if target is None:
+                raise InvalidSpec("--ttft-target", "ttft_target", "sessions held are counted under a per-turn TTFT "
+                                                                  "target: give --ttft-target MS")
+            kw["held"] = (PRESETS[given], target, tier)
+        return f(*args, **kw)
+
+    opts = [
+        click.option("--sessions", default=None, metavar="PRESET",
+                     help="Also count the sessions of PRESET (" + ", ".join(PRESETS) + ") the plan holds under "
+                          "--ttft-target, on the chip and with --tier."),
+        click.option("--ttft-target", type=click.FloatRange(0, min_open=True), default=None, metavar="MS",
+                     help="Per-turn TTFT target for --sessions (ms)."),
+        click.option("--tier", type=click.Choice(TIER_NAMES), default=None,
+                     help="With --sessions: idle sessions park in this tier of the hardware spec."),
+    ]
+    for opt in reversed(opts):
+        wrapper = opt(wrapper)
+    return wrapper
+
+
+def print_held(instance, assignment, held) -> None:
+    """The sessions a placed plan holds (:func:`placer.planning.sessions_held.sessions_held`)."""
+    from placer.planning.sessions_held import sessions_held
+
+    shape, target, tier = held
+    click.echo(f"sessions: {shape.describe()}")
+    for line in sessions_held(instance, assignment, shape, target, tier).lines(target):
+        click.echo(line)

@@ -44,3 +44,17 @@ def test_session_flag_errors(run_cli):
     assert code == 2 and "--sessions" in err and "coding-agent" in err
     code, _out, err = run_cli(["simulate", MAPPING, "--sessions", "chat", "--session-rate", "1", "--session-count", "2"])
     assert code == 2 and "not both" in err
+
+
+def test_solve_counts_sessions_held(run_cli):
+    args = ["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "--ttft-target", "500", "-q"]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    assert "sessions: chat: 4 turns" in out and "sessions held:" in out and "(proven: the KV reserve holds no more)" in out
+    code, out, err = run_cli(args + ["--tier", "host"])
+    assert code == 0, err
+    assert "host tier: capacity" in out and "tier size it needs" in out
+    code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "-q"])
+    assert code == 2 and "--ttft-target" in err
+    code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--tier", "host", "-q"])
+    assert code == 2 and "give --sessions too" in err
