@@ -63,6 +63,9 @@ class SessionsHeld:
     tier_bytes: int | None = None       # per device, the most any device needs
     turn_us: float | None = None
     think_s: float | None = None
+    user_tokens_per_s: float | None = None     # while generating, at the on-chip ceiling's batch
+    tokens_per_s_per_mw: float | None = None   # held sessions' output over their turn cycles, tier power included
+    power_w: float | None = None
 
     def lines(self, target_ms: float) -> list[str]:
         out = [f"sessions held: {self.sessions:,} ({self.binding}); longest context {self.longest_context:,} "
@@ -71,6 +74,10 @@ class SessionsHeld:
                + f" against the {target_ms:g} ms target"]
         out.append(f"  on the chip: {self.on_chip:,} sessions at their longest context (proven: the KV reserve "
                    f"holds no more)")
+        if self.user_tokens_per_s is not None:
+            mw = "-" if self.tokens_per_s_per_mw is None else f"{self.tokens_per_s_per_mw:,.0f}"
+            out.append(f"  per user {self.user_tokens_per_s:,.1f} tokens/s while generating; {mw} tokens/s per MW over "
+                       f"the held sessions' turn cycles ({(self.power_w or 0) / 1e3:,.1f} kW, tier included)")
         if self.tier is not None and self.tier_sessions is not None:
             out.append(f"  {self.tier} tier: capacity {self.tier_sessions:,} sessions, active-share bound "
                        f"{self.duty_sessions:,} (turns of {self.turn_us / 1e6:,.2f} s, {self.think_s:g} s think: a "
@@ -97,20 +104,23 @@ def sessions_held(instance: Instance, assignment: Sequence[int], shape: SessionS
     if chip == 0 or alone > target_us:
         why = "no session fits at its longest context" if chip == 0 else "a turn's prefill alone misses the target"
         return SessionsHeld(0, chip, True, why, longest, alone)
-    if tier is None:
-        return SessionsHeld(chip, chip, True, "on-chip KV reserve at the longest context (proven)", longest, alone)
-    tiers = route_tiers(instance, reserve.devices, tier)
-    reload = max(t.transfer_us(reserve.need(d, prefix)) for d, t in tiers.items())
-    ttft = reload + alone
-    if ttft > target_us:
-        return SessionsHeld(chip, chip, True, f"the {tier} tier's reload misses the target: on-chip ceiling (proven)",
-                            longest, ttft, reload, tier)
-    cap = min(t.capacity_bytes // reserve.need(d, longest) for d, t in tiers.items())
     stages = len({s.device for s in segs})
     batch = max(1, -(-chip // stages))
     itl = sum(s.time_us([longest] * batch) + s.hop_time_us(batch) for s in segs)
     turn_us = target_us + last.output * itl
     cycle = turn_us + shape.think_s * 1e6
+    speed = dict(turn_us=turn_us, think_s=shape.think_s, user_tokens_per_s=1e6 / itl)
+    if tier is None:
+        return SessionsHeld(chip, chip, True, "on-chip KV reserve at the longest context (proven)", longest, alone,
+                            **speed, **_power(instance, reserve.devices, {}, chip, last.output, cycle))
+    tiers = route_tiers(instance, reserve.devices, tier)
+    reload = max(t.transfer_us(reserve.need(d, prefix)) for d, t in tiers.items())
+    ttft = reload + alone
+    if ttft > target_us:
+        return SessionsHeld(chip, chip, True, f"the {tier} tier's reload misses the target: on-chip ceiling (proven)",
+                            longest, ttft, reload, tier, **speed, **_power(instance, reserve.devices, {}, chip,
+                                                                           last.output, cycle))
+    cap = min(t.capacity_bytes // reserve.need(d, longest) for d, t in tiers.items())
     duty = math.floor(chip * cycle / turn_us)
     link = min(math.floor(t.bandwidth * cycle / 1e6 / max(1, reserve.need(d, prefix))) for d, t in tiers.items())
     bounds = {"tier capacity": cap, "chip room for active turns (mean load)": duty, "reload link": link}
@@ -119,4 +129,18 @@ def sessions_held(instance: Instance, assignment: Sequence[int], shape: SessionS
     binding = f"{name} with the {tier} tier" if held > chip else "on-chip KV reserve (the tier adds none)"
     need = max(held * reserve.need(d, longest) for d in tiers)
     return SessionsHeld(held, chip, held == chip, binding, longest, ttft, reload, tier, cap, duty, link, need,
-                        turn_us, shape.think_s)
+                        **speed, **_power(instance, reserve.devices, tiers, held, last.output, cycle))
+
+
+def _power(instance: Instance, devices, tiers: dict, held: int, output: int, cycle_us: float) -> dict:
+    """The route's power at the fleet's boundary with the tiers' (None when a device has no figure) and
+    the held sessions' output tokens per second per MW: each session ``output`` tokens a cycle."""
+    powers = [instance.devices[d].type.power_w for d in devices]
+    if any(p is None for p in powers):
+        return {}
+    fleet = instance.fleet
+    extra = sum(t.power_w for t in tiers.values())
+    if getattr(fleet, "power_boundary", None) == "facility":
+        extra *= fleet.pue if fleet.pue is not None else 1.56
+    power = sum(p * len(instance.members(d)) for p, d in zip(powers, devices)) + extra
+    return dict(power_w=power, tokens_per_s_per_mw=held * output / (cycle_us / 1e6) / (power / 1e6) if power else None)

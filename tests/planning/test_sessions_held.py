@@ -59,6 +59,9 @@ def test_with_a_host_tier_by_hand():
     assert h.link_sessions == math.floor(1e9 * cycle / 1e6 / 1.7e6)
     assert h.sessions == 434 and not h.proven and "tier capacity" in h.binding
     assert h.tier_bytes == 434 * 2_300_000
+    assert h.user_tokens_per_s == pytest.approx(1e6 / itl)
+    # 434 sessions, 100 tokens each per cycle, on 25 kW (the tier adds 0 W here)
+    assert h.power_w == 25_000 and h.tokens_per_s_per_mw == pytest.approx(434 * 100 / (cycle / 1e6) / 0.025)
 
 
 def test_a_reload_that_misses_the_target_adds_nothing():
