@@ -31,18 +31,33 @@ from placer.specs.spec_io import atomic_write_text
               help="Model catalog name or spec file (default: the one the mapping names).")
 @click.option("--hardware", "-H", "hardware_ref", default=None,
               help="Hardware catalog name or spec file (default: the one the mapping names).")
+@click.option("--tier", type=click.Choice(("host", "nvme", "remote")), default=None,
+              help="Offload idle KV to this tier of the hardware spec: vLLM's --kv-offloading-size, SGLang's "
+                   "--enable-hierarchical-cache (--hicache-size); a runtime without such a setting says so.")
+@click.option("--tier-size", default=None, metavar="BYTES",
+              help="Tier bytes per GPU (e.g. 200GB; default: the hardware spec's tier capacity per device).")
 @click.option("-o", "--output", default=None, type=output_file,
               help="Write to this file instead of stdout.")
 def export_command(mapping, fmt, bare, force, runtime_version, served_model, served_draft_model, model_ref,
-                   hardware_ref, output):
+                   hardware_ref, tier, tier_size, output):
     """Print MAPPING in a runtime's format, after validating it and re-running the runtime's own checks.
 
     Free mappings, split mappings that cut a layer across devices, and models the runtime release
     does not run (unless --force) are refused (exit 2) except by --format json.
     """
     doc = read_mapping(mapping)
+    from placer.specs.errors import InvalidSpec
+    from placer.specs.units import parse_bytes
+
+    if tier_size is not None and tier is None:
+        raise InvalidSpec("--tier-size", "tier_size", "sizes a tier: give --tier too")
+    try:
+        tier_bytes = None if tier_size is None else parse_bytes(tier_size)
+    except (ValueError, TypeError):
+        raise InvalidSpec("--tier-size", "tier_size", f"{tier_size!r}: bytes (200GB)") from None
     options = ExportOptions(bare=bare, force=force, runtime_version=runtime_version, served_model=served_model,
-                            mapping_path=mapping, served_draft_model=served_draft_model)
+                            mapping_path=mapping, served_draft_model=served_draft_model, tier=tier,
+                            tier_bytes=tier_bytes)
     result = export_mapping(doc, fmt, model=model_ref, fleet=hardware_ref, source=mapping, options=options)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)

@@ -18,6 +18,7 @@ from placer.cli.common import (
     workload_notes,
     workload_text,
 )
+from placer.cli.session_options import session_options, simulate_sessions_command
 from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.mapping import read_mapping, serving_of, specs_from_mapping
 from placer.planning import Placement, Requirements, SolverSettings
@@ -50,6 +51,7 @@ def _f(v, fmt="{:,.1f}"):
               help="The older form: total tokens per request, e.g. 256k, its last --osl tokens generated.")
 @traffic_options(context_dist=True, decode_only=True,
                  osl_default="the plan's, else the model spec's default traffic, else 1k")
+@session_options
 @click.option("--schedule", type=click.Choice(SCHEDULES), default=None,
               help="continuous: each device batches the requests waiting for it, up to --max-batch (the "
                    "default); micro-batch: fixed micro-batches of --micro-batch (the default once it is given).")
@@ -82,7 +84,7 @@ def _f(v, fmt="{:,.1f}"):
                    "loads 1, 2, 4, ... up to its KV ceiling (--requests caps them) and say where speculation "
                    "stops paying.")
 @text_only_option("With --compare: drop a multimodal model's vision/audio tower (a mapping records its own).")
-def simulate_command(target, hardware, compare_model, all_modes, requests, context, traffic,
+def simulate_command(target, hardware, compare_model, all_modes, requests, context, traffic, sessions, tier,
                      schedule, max_batch, runtime, micro_batch, arrival_rate, duration, max_live,
                      max_num_batched_tokens, prefill, seed, gantt, method, granularity, time_limit, modes, model_ref,
                      as_json, spec_gain=False, text_only=False):
@@ -140,6 +142,12 @@ def simulate_command(target, hardware, compare_model, all_modes, requests, conte
 
         return print_pooled_simulation(mapping, model=model_ref, output_tokens=output_tokens, seed=seed,
                                        as_json=as_json)
+    if sessions is not None:
+        from placer.simulate.arguments import Serving
+        return simulate_sessions_command(mapping, sessions, tier, model_ref=model_ref, hardware=hardware,
+                                         duration=duration, seed=seed, as_json=as_json, serving=Serving(
+                                             schedule=schedule, max_batch=max_batch, runtime=runtime,
+                                             micro_batch=micro_batch, max_num_batched_tokens=max_num_batched_tokens))
     if spec_gain:
         return _print_spec_gain(mapping, model_ref, hardware, requests, output_tokens or 32, as_json, sim)
     serving = serving_of(mapping)

@@ -30,6 +30,7 @@ from placer.cli.common import (
     workload_text,
     write_mapping_if_asked,
 )
+from placer.cli.session_options import held_options
 from placer.cli.solve_disagg import disagg_options, disagg_pools, print_disagg_plan
 from placer.cli.solve_spares import check_survive, plan_survivable, print_spares, survive_options
 from placer.cli.traffic_options import reserved_context, traffic_options
@@ -162,11 +163,13 @@ def print_progress(info) -> None:
 @traffic_options(rate=True)
 @survive_options
 @quiet_option
+@held_options
 def solve_command(model, hardware, mode, granularity, method, pins, time_limit, seed, threads, workers_deprecated,
                   output, as_json, show_stages, no_write, min_user_tps, max_itl_ms, objective, require, quiet,
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
-                  prefill_hardware=None, traffic=None, survive=None, availability=None, sim="fast", jobs=1, **kw):
+                  prefill_hardware=None, traffic=None, survive=None, availability=None, sim="fast", jobs=1, held=None,
+                  **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
     On GPU fleets every stage is a group of --tp devices of one node; each allowed degree is
@@ -189,6 +192,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
     threads = renamed("--threads", threads, workers_deprecated, default=2)
     if drafts_with_mtp(spec_tokens, draft_model, spec_method):
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
+    if held is not None and kw.get("context") is None:
+        kw["context"] = held[0].final_context()      # sessions: reserve their longest context
     kw["context"] = reserved_context(kw.get("context"), traffic)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None
@@ -218,7 +223,12 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         return print_per_stage_plan(planned, output, as_json)
     if survive is not None:
         return _with_spares(planned, survive, availability, solver, output, as_json, show_stages, deadline)
-    return _print_plan(planned, output, as_json, show_stages, deadline)
+    code = _print_plan(planned, output, as_json, show_stages, deadline)
+    if held is not None and planned.mapping is not None and not as_json:
+        from placer.cli.session_options import print_held
+
+        print_held(planned.instance, planned.result.assignment, held)
+    return code
 
 
 def _with_spares(planned, survive, availability, solver, output, as_json, show_stages, deadline) -> int:

@@ -66,4 +66,29 @@ def export_mapping(doc, fmt: str, *, model=None, fleet=None, source: str = "<map
     graph = base
     if view.mode == "split":
         graph = refine(base, view.model.granularity, expert_groups=view.model.expert_groups)
-    return FORMATS[fmt](view, graph, source, options or ExportOptions())
+    options = _with_tier(options or ExportOptions(), fl, view)
+    result = FORMATS[fmt](view, graph, source, options)
+    if options.tier is not None and fmt not in ("vllm", "sglang"):
+        from dataclasses import replace
+
+        result = replace(result, warnings=tuple(result.warnings) + (
+            f"{fmt} has no KV offloading setting: the {options.tier} tier is not exported",))
+    return result
+
+
+def _with_tier(options: ExportOptions, fleet, view) -> ExportOptions:
+    """``options`` with the tier's bytes per GPU filled in from the hardware spec (an error when the
+    plan's devices have no such tier)."""
+    from dataclasses import replace
+
+    from placer.specs.tiers import tier_of
+
+    if options.tier is None or options.tier_bytes is not None:
+        return options
+    by_id = fleet.by_id
+    types = {by_id[d].type for d in view.route if d in by_id} or {d.type for d in fleet.devices}
+    tiers = [tier_of(t, options.tier) for t in types]
+    if any(t is None for t in tiers):
+        raise ExportRefused("--tier", "tier", f"the hardware spec {fleet.name} gives its devices no {options.tier!r} "
+                                              "tier (a device's tiers: list)")
+    return replace(options, tier_bytes=min(t.capacity_bytes for t in tiers))

@@ -28,6 +28,7 @@ from placer.export.command import (
     shell_line,
 )
 from placer.export.expert_flags import sglang_expert_flags
+from placer.export.offload import offload_flags
 from placer.export.speculative import sglang_speculative
 from placer.export.stages import Export, ExportOptions
 from placer.export.vllm import partition_launch
@@ -62,8 +63,10 @@ def export_sglang(view: MappingView, graph: LayerGraph, source: str = "<mapping>
     argv += cache_flags("sglang", graph, limits, source, kv="--kv-cache-dtype", state=(("state", "--mamba-ssm-dtype"),))
     spec_argv, spec_lines = sglang_speculative(view.speculative, graph, options, served_model(view, options))
     argv += spec_argv
+    tier_argv, tier_lines = offload_flags("sglang", options.tier, options.tier_bytes, launch.tp)
+    argv += tier_argv
     argv += multi_node_flags(view, "sglang")
-    lines = header(view, "SGLang", launch.version, launch.pp, options) + spec_lines
+    lines = header(view, "SGLang", launch.version, launch.pp, options) + spec_lines + tier_lines
     lines += multi_node_lines(view, "sglang")
     lines.append(shell_line({"SGLANG_PP_LAYER_PARTITION": launch.text}, argv))
     return Export(text="\n".join(lines), warnings=tuple(launch.warnings) + tuple(expert_warnings))

@@ -150,6 +150,8 @@ class ExportOptions:
     served_model: str | None = None
     mapping_path: str | None = None
     served_draft_model: str | None = None     # the draft checkpoint a speculative plan's command loads
+    tier: str | None = None                   # a KV tier below the GPU to offload to (placer.export.offload)
+    tier_bytes: int | None = None             # bytes of it per GPU (default: the hardware spec's)
 
 
 def ranks_without_full_attention(ranks: list[RuntimeRank], graph: LayerGraph) -> list[RuntimeRank]:

@@ -38,6 +38,7 @@ from placer.export.command import (
     target_version,
 )
 from placer.export.expert_flags import vllm_expert_flags
+from placer.export.offload import offload_flags
 from placer.export.speculative import vllm_speculative
 from placer.export.stages import (
     Export,
@@ -222,7 +223,9 @@ def export_vllm(view: MappingView, graph: LayerGraph, source: str = "<mapping>",
                         state=(("conv_state", "--mamba-cache-dtype"), ("state", "--mamba-ssm-cache-dtype")))
     spec_argv, spec_lines = vllm_speculative(view.speculative, graph, options)
     argv += spec_argv
-    lines = header(view, "vLLM", launch.version, pp, options) + spec_lines
+    tier_argv, tier_lines = offload_flags("vllm", options.tier, options.tier_bytes, tp)
+    argv += tier_argv
+    lines = header(view, "vLLM", launch.version, pp, options) + spec_lines + tier_lines
     if no_attention:
         lines.append(f"# --block-size {block}: {len(no_attention)} of {pp} ranks hold no full-attention layer; "
                      "vLLM skips hybrid block-size alignment there and fails at startup unless the size is given "

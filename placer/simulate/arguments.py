@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from placer.problem.instance import Instance
 from placer.simulate.contexts import ContextDist, parse_context_dist
 from placer.simulate.requests import Shapes
+from placer.simulate.session_traffic import Sessions
 from placer.simulate.traces import Trace
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.units import parse_tokens, plural
@@ -69,6 +70,7 @@ class Traffic:
     cached_share: float | None = None
     replay: Trace | None = None
     closed_loop: bool = False
+    sessions: Sessions | None = None      # session traffic (placer.simulate.sessions runs it)
 
     @property
     def older_form(self) -> bool:
@@ -146,6 +148,8 @@ class Traffic:
         requests: at least 3 per user), each a 8,192-token prompt (0 cached) then 1,024 output
         tokens``); ``load``: the words for the live requests when neither ``requests`` nor
         ``max_live`` fixes them (a study's rows each state theirs)."""
+        if self.sessions is not None:
+            return f"traffic: {self.sessions.describe()}"
         live, words = self._load(load)
         if self.decode_only:
             head = f"decode only (prompts already in the cache), {words} at once"

@@ -37,6 +37,7 @@ from placer.specs.spec_io import (
     reject_bool,
     spec_sha256,
 )
+from placer.specs.tiers import Tier, TierSpec, tiers_from_specs
 from placer.specs.units import parse_bandwidth, parse_bytes, parse_flops, parse_power
 
 if TYPE_CHECKING:   # networkx loads on first use of Fleet.graph (a solve never needs it)
@@ -112,6 +113,7 @@ class DeviceTypeSpec(StrictSpec):
     reserve: float | int | str | None = None
     notes: str | None = None
     price: PriceSpec | None = None
+    tiers: list[TierSpec] | None = None        # KV tiers below the chip (placer.specs.tiers)
 
     @field_validator("reserve", mode="before")
     @classmethod
@@ -243,6 +245,7 @@ class DeviceType:
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
     price_per_hour: float | None = None         # US dollars per device-hour (its share of a system's)
     price_source: str | None = None             # where the price comes from, its date, "assumption" when one
+    tiers: tuple[Tier, ...] = ()                # KV tiers below the chip, per device (placer.specs.tiers)
 
     @property
     def reserve_bytes(self) -> int:
@@ -497,7 +500,7 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
     return DeviceType(reserve=reserve, price_per_hour=price, price_source=price_source, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision,
                       power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,
-                      compute_fp8_flops=s.compute_fp8, kind=s.kind,
+                      compute_fp8_flops=s.compute_fp8, kind=s.kind, tiers=tiers_from_specs(s.tiers, source, where),
                       **dict(perf))    # the cost-model constants, each a DeviceType field of the same name
 
 

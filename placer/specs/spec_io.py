@@ -182,9 +182,9 @@ def sha256_text(text: str) -> str:
 
 
 # Fields that document a spec or tune the simulator (its cost constants, the power figures at each
-# boundary); a mapping stays valid when they change.
+# boundary, the KV tiers below the chip that session runs park in); a mapping stays valid when they change.
 _UNHASHED = frozenset({"description", "notes", "source", "perf", "published_total_params", "active_params",
-                       "power", "system_power", "devices_per_system", "price", "default_traffic"})
+                       "power", "system_power", "devices_per_system", "price", "default_traffic", "tiers"})
 
 
 def spec_sha256(data: dict) -> str:

@@ -1,0 +1,60 @@
+"""``placer simulate MAPPING --sessions``: the session printout, its JSON, a trace file, and the
+flags' errors (exit 2, naming the flag)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+MAPPING = ROOT / "solutions" / "llama-3.1-8b__wse-3t__contiguous.json"
+TRACE = ROOT / "tests" / "fixtures" / "traces" / "copilot_sessions_sample.jsonl"
+
+
+def test_sessions_with_a_host_tier(run_cli):
+    code, out, err = run_cli(["simulate", MAPPING, "--sessions", "chat", "--session-count", "4", "--tier", "host"])
+    assert code == 0, err
+    assert "closed loop of 4 sessions (4 started), chat: 4 turns" in out
+    assert "tier: host tier: 1,000 GB per device at 300.0 GB/s" in out
+    assert "sessions held" in out and "TTFT per turn" in out and "tokens/s per MW" in out
+    code, out, err = run_cli(["simulate", MAPPING, "--sessions", "chat", "--session-count", "4", "--tier", "host",
+                              "--json"])
+    doc = json.loads(out)
+    assert doc["sessions_started"] == doc["sessions_ended"] == 4 and doc["turns"] == 16
+    assert doc["bytes_parked"] > 0 and doc["tier"] == "host"
+    # the tier's 1 kW per wafer is added to the fleet's power
+    code, out2, _ = run_cli(["simulate", MAPPING, "--sessions", "chat", "--session-count", "4", "--json"])
+    bare = json.loads(out2)
+    assert bare["bytes_parked"] == 0 and bare["power_w"] < doc["power_w"]
+
+
+def test_a_session_trace_runs(run_cli):
+    code, out, err = run_cli(["simulate", MAPPING, "--sessions", TRACE, "--tier", "host"])
+    assert code == 0, err
+    assert "session trace copilot_sessions_sample.jsonl (3 sessions, 6 turns)" in out
+    assert "3 started, 3 ended" in out
+
+
+def test_session_flag_errors(run_cli):
+    code, _out, err = run_cli(["simulate", MAPPING, "--tier", "host"])
+    assert code == 2 and "--tier" in err and "give --sessions too" in err
+    code, _out, err = run_cli(["simulate", MAPPING, "--sessions", "chat", "--tier", "nvme"])
+    assert code == 2 and "has no 'nvme' tier" in err
+    code, _out, err = run_cli(["simulate", MAPPING, "--sessions", "no-such-preset"])
+    assert code == 2 and "--sessions" in err and "coding-agent" in err
+    code, _out, err = run_cli(["simulate", MAPPING, "--sessions", "chat", "--session-rate", "1", "--session-count", "2"])
+    assert code == 2 and "not both" in err
+
+
+def test_solve_counts_sessions_held(run_cli):
+    args = ["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "--ttft-target", "500", "-q"]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    assert "sessions: chat: 4 turns" in out and "sessions held:" in out and "(proven: the KV reserve holds no more)" in out
+    code, out, err = run_cli(args + ["--tier", "host"])
+    assert code == 0, err
+    assert "host tier: capacity" in out and "tier size it needs" in out
+    code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "-q"])
+    assert code == 2 and "--ttft-target" in err
+    code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--tier", "host", "-q"])
+    assert code == 2 and "give --sessions too" in err
