@@ -28,6 +28,7 @@ from pydantic import (
 
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fabric import Fabric, shortest_paths
+from placer.specs.prices import PriceSpec, price_of
 from placer.specs.reserve import NO_RESERVE, Reserve, parse_reserve
 from placer.specs.spec_io import (
     SpecName,
@@ -78,23 +79,6 @@ class PerfSpec(StrictSpec):
     # the token count M at which a GEMM reaches half of compute_efficiency x peak (0: any M runs at
     # the full rate); placer.simulate.cost prices a GEMM of M tokens at peak x eff x M / (M + this)
     compute_half_saturation_tokens: _NonNegFloat = 0.0
-
-
-class PriceSpec(StrictSpec):
-    """What a device costs to run, in US dollars: per device-hour or per system-hour (the system of
-    ``devices_per_system`` devices), with its ``source`` and ``date``; ``assumption``: no published
-    price, a derived or assumed figure (the source says how)."""
-    device_hour: Annotated[float, BeforeValidator(reject_bool), Field(gt=0, allow_inf_nan=False)] | None = None
-    system_hour: Annotated[float, BeforeValidator(reject_bool), Field(gt=0, allow_inf_nan=False)] | None = None
-    source: str
-    date: str
-    assumption: bool = False
-
-    @model_validator(mode="after")
-    def _one_rate(self):
-        if (self.device_hour is None) == (self.system_hour is None):
-            raise ValueError("give device_hour or system_hour (US dollars per hour), one of them")
-        return self
 
 
 class DeviceTypeSpec(StrictSpec):
@@ -489,14 +473,7 @@ def _device_type(name: str, s: DeviceTypeSpec, source: str = "<hardware>", where
         raise InvalidSpec(source, f"{where}.reserve", f"reserve {reserve.describe()} leaves nothing of "
                                                       f"{s.memory:,} B of memory")
     system = s.system_power / s.devices_per_system if s.system_power is not None else None
-    price, price_source = None, None
-    if s.price is not None:
-        p = s.price
-        price = p.device_hour if p.device_hour is not None else p.system_hour / s.devices_per_system
-        n = s.devices_per_system
-        per = "device-hour" if p.device_hour is not None else f"system-hour of {n} device{'s' if n != 1 else ''}"
-        rate = p.device_hour if p.device_hour is not None else p.system_hour
-        price_source = f"${rate:g} per {per}: {p.source}, {p.date}" + (" (assumption)" if p.assumption else "")
+    price, price_source = price_of(s.price, s.devices_per_system)
     return DeviceType(reserve=reserve, price_per_hour=price, price_source=price_source, name=name, memory_bytes=s.memory, memory_bandwidth=s.memory_bandwidth,
                       compute_flops=s.compute, compute_precision=s.compute_precision,
                       power_w=system if system is not None else s.power, chip_power_w=s.power, system_power_w=system,

@@ -238,7 +238,7 @@ def test_frontier_command_resizes_the_prefill_fleet(specs, run_cli):
     assert code == 0, err
     (row,) = [r for r in json.loads(out)["rows"] if r["platform"] == "pdwafers decode + pdgpus prefill"]
     m = load_model(specs / "model.yaml")
-    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"]),
+    req = Requirements(targets=Targets(min_user_tps=FLOOR, max_ttft_ms=row["ttft_budget_ms"], output_tokens=OSL),
                        pools=Pools(maximize_rate=True, prefill_fleet=load_fleet(specs / "gpus.yaml", racks=4),
                                    prompt_tokens=ISL, decode_tokens=OSL))
     p = plan(m, load_fleet(specs / "wafers.yaml"), workload_for(m, context=ISL + OSL), req,

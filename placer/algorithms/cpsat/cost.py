@@ -1,6 +1,6 @@
 """The ``cost`` level: the devices level weighted by price (US dollars per hour).
 
-Each device type's ``price:`` (:class:`~placer.specs.fleet.PriceSpec`) gives a device-hour price;
+Each device type's ``price:`` (:class:`~placer.specs.prices.PriceSpec`) gives a device-hour price;
 a device of the instance (a group of ``tp`` devices under tensor parallelism) costs its devices'
 prices. The level minimises the price of the devices used, an hour of the whole pipeline: on a
 fleet of one device type it orders placements as the device count does, on a mixed fleet it may
