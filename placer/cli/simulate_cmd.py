@@ -340,6 +340,11 @@ def _print_compare(doc: dict) -> None:
     for key, fmt in cols:
         cells = [_f(r.get(key), fmt) for r in doc["rows"]]
         click.echo(f"{labels.get(key, key):<{width}}" + "".join(f"{c:>{width}}" for c in cells))
+    bands = {r.get("speed_error") for r in doc["rows"] if r.get("speed_error")}
+    if len(bands) == 1:
+        click.echo(f"speeds: {bands.pop()}")
     for r in doc["rows"]:
+        if len(bands) > 1 and r.get("speed_error"):
+            click.echo(f"{r['mode']} speeds: {r['speed_error']}")
         if r.get("message"):
             click.echo(f"{r['mode']}: {r['message']}")

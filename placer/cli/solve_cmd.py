@@ -387,6 +387,8 @@ def _print_speed_plan(planned, output, as_json) -> int:
                f"{'-' if r['tokens_per_s_per_mw'] is None else format(r['tokens_per_s_per_mw'], ',.0f')} "
                f"tokens/s per MW ({fleet.power_boundary}); "
                f"holds {r['held']} live requests at the floor")
+    if getattr(planned.simulation, "speed_error", None):
+        click.echo(f"  speeds {planned.simulation.speed_error}")
     click.echo(f"  every figure from a discrete-event run of the placement (continuous batching); "
                f"{len(sp.candidates)} candidate(s) met the floor")
     click.echo(where)

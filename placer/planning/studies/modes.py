@@ -44,7 +44,7 @@ def compare_modes(model: LayerGraph, fleet: Fleet, workload: Workload, requireme
 # the loaded run's figures a row reports
 LOADED_FIGURES = ("segments", "live_requests", "per_user_tokens_per_s", "aggregate_tokens_per_s", "itl_p50_us",
                   "itl_p99_us", "ttft_p50_us", "ttft_p99_us", "bubble_fraction", "pipeline_bound_tokens_per_s",
-                  "power_w", "tokens_per_s_per_mw", "joules_per_token", "schedule", "batch_mean")
+                  "power_w", "tokens_per_s_per_mw", "joules_per_token", "schedule", "batch_mean", "speed_error")
 
 
 def _compare_modes(model, fleet, workload, req: Requirements, solver: SolverSettings, modes, output_tokens,
