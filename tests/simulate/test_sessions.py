@@ -38,8 +38,11 @@ def tri(p: int) -> int:
 
 
 def chunk_only_us(start: int, n: int) -> float:
-    """A step of one prompt chunk of ``n`` tokens after ``start`` cached ones (test_simulate_prefill)."""
-    return 15 + (2e6 + 1000 * (start + n)) / BW + (2e6 * n + 1000 * (tri(start + n) - tri(start))) / FL
+    """A step of one prompt chunk of ``n`` tokens after ``start`` cached ones (test_simulate_prefill):
+    overheads, then the weights' GEMM and attention, each at its roofline (the slower of its bytes
+    and its FLOPs)."""
+    return (15 + max(2e6 / BW, 2e6 * n / FL)
+            + max(1000 * (start + n) / BW, 1000 * (tri(start + n) - tri(start)) / FL))
 
 
 # A: a 3,000-token first turn, then after 1 s a turn adding 100 tokens. B arrives at 0.1 s with
