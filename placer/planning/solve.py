@@ -190,6 +190,16 @@ def _solve_layout(model, fleet, workload, requirements, solver, method, objectiv
     return place_instance(inst, solver, method=method, objective=objective)
 
 
+def stop_workers(pool) -> None:
+    """Stop a process pool now (Ctrl-C), rather than let its workers finish the items already queued
+    to them. ProcessPoolExecutor has no public way to stop running workers; ``_processes`` is the
+    documented-by-use handle (CPython 3.8+)."""
+    workers = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+
+
 def _solve_all(shared: tuple, layouts: list[tuple], out: list[Solved], skipped: list[int], before, after,
                jobs: int) -> None:
     """Each of ``layouts`` (``(tp, ep, attention_dp)``) solved and appended to ``out`` in order,
@@ -239,10 +249,7 @@ def _solve_all(shared: tuple, layouts: list[tuple], out: list[Solved], skipped: 
                 if after is not None:
                     after(*label(layout), solved)
         except BaseException:
-            workers = list(getattr(pool, "_processes", {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in workers:
-                proc.terminate()
+            stop_workers(pool)
             raise
 
 

@@ -19,13 +19,12 @@ import math
 from fractions import Fraction
 from functools import reduce
 
-from placer.algorithms.cpsat.core import explain_infeasible
-from placer.algorithms.cpsat.first import First, after_first, first_model
+from placer.algorithms.cpsat.first import First, after_first, first_model, unplaced
 from placer.algorithms.cpsat.levels import Built, solve_level
-from placer.algorithms.cpsat.run import LIGHT_F1, LIGHT_F2, Run, acceptable, no_placement
+from placer.algorithms.cpsat.run import LIGHT_F1, LIGHT_F2, Run, acceptable
 from placer.algorithms.quantize import ROW_LIMIT
 from placer.problem.instance import Instance
-from placer.problem.placement import Result, Status
+from placer.problem.placement import Result
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
 __all__ = ["cost_levels", "device_prices", "price_of"]
@@ -87,11 +86,9 @@ def cost_levels(run: Run) -> Result:
     target = run.lower * min(row.coef)           # at least run.lower devices, none cheaper than the cheapest
     found = solve_level(run, "cost", lambda p: Built(model(p), lambda m: m.lead, ordered=kind != "free"),
                         start=_start(run, kind), value=row.units, target=target, light=light)
-    if found.infeasible:
-        return explain_infeasible(run, kind)
-    if found.best is None:
-        return no_placement(run, Status.UNKNOWN, "interrupted before any placement was found" if run.interrupted
-                            else "no placement found within the time limit")
+    refused = unplaced(run, kind, found)
+    if refused is not None:
+        return refused
     best = found.best
     value = row.exact_price(best[0])
     level = dict(value=float(value), bound=None, proven=False)

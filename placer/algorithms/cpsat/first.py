@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from placer.algorithms.cpsat.core import explain_infeasible
 from placer.algorithms.cpsat.fleet import path_latency_bound
 from placer.algorithms.cpsat.levels import (
     Built,
@@ -25,10 +26,10 @@ from placer.algorithms.cpsat.levels import (
     solve_level,
 )
 from placer.algorithms.cpsat.models import ContiguousModel, FreeModel, fix_latency
-from placer.algorithms.cpsat.run import Run, bottleneck_value, device_level, finish
-from placer.problem.placement import Result
+from placer.algorithms.cpsat.run import Run, bottleneck_value, device_level, finish, no_placement
+from placer.problem.placement import Result, Status
 
-__all__ = ["First", "first_model", "after_first", "rest_unsearched"]
+__all__ = ["First", "first_model", "after_first", "rest_unsearched", "unplaced"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,17 @@ class First:
     units: Callable
     exact: Callable
     hints: Callable | None = None
+
+
+def unplaced(run: Run, kind: str, found) -> Result | None:
+    """The answer when a first level's search placed nothing: why no placement exists (infeasible),
+    or that none was found in time (interrupted or out of time); None when it found one."""
+    if found.infeasible:
+        return explain_infeasible(run, kind)
+    if found.best is None:
+        return no_placement(run, Status.UNKNOWN, "interrupted before any placement was found" if run.interrupted
+                            else "no placement found within the time limit")
+    return None
 
 
 def first_model(run: Run, kind: str, first: First):

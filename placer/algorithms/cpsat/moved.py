@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from functools import reduce
 
 from placer.algorithms.check import acceptable, stage_order
-from placer.algorithms.cpsat.core import explain_infeasible
-from placer.algorithms.cpsat.first import First, after_first, first_model
+from placer.algorithms.cpsat.first import First, after_first, first_model, unplaced
 from placer.algorithms.cpsat.fleet import FleetView
 from placer.algorithms.cpsat.levels import Built, solve_level
-from placer.algorithms.cpsat.run import LIGHT_F1, LIGHT_F2, Run, no_placement, reachable
+from placer.algorithms.cpsat.run import LIGHT_F1, LIGHT_F2, Run, reachable
 from placer.algorithms.quantize import ROW_LIMIT
 from placer.problem.instance import Instance
-from placer.problem.placement import Result, Status
+from placer.problem.placement import Result
 
 __all__ = ["Previous", "moved_levels", "moved_bytes", "substitute"]
 
@@ -108,11 +107,9 @@ def moved_levels(run: Run, previous) -> Result:
     start = substitute(instance, previous, prob)
     found = solve_level(run, "moved", lambda p: Built(model(p), lambda m: m.lead, ordered=kind != "free"),
                         start=start, value=row.units, target=0, light=light)
-    if found.infeasible:
-        return explain_infeasible(run, kind)
-    if found.best is None:
-        return no_placement(run, Status.UNKNOWN, "interrupted before any placement was found" if run.interrupted
-                            else "no placement found within the time limit")
+    refused = unplaced(run, kind, found)
+    if refused is not None:
+        return refused
     best = found.best
     fixed = row.units(best[0])
     levels = {"moved": _moved_level(instance, previous, row, best[0], found.bound)}

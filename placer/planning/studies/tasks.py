@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from placer.algorithms.deadline import interrupted
+from placer.planning.solve import stop_workers
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
 __all__ = ["BACKENDS", "check_backend", "run_tasks"]
@@ -80,13 +81,7 @@ def _run_processes(fn, shared, items, finished, failed, n_jobs) -> None:
                 for f in done:
                     _deliver(f.result, futures[f], finished, failed, "worker")
         except BaseException:
-            # Ctrl-C: stop now rather than let the workers finish the items already queued to them.
-            # ProcessPoolExecutor has no public way to stop running workers; _processes is the
-            # documented-by-use handle (CPython 3.8+).
-            workers = list(getattr(pool, "_processes", {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in workers:
-                proc.terminate()
+            stop_workers(pool)      # Ctrl-C: stop now, not after the items already queued to the workers
             raise
 
 
