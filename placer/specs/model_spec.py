@@ -4,6 +4,7 @@ pydantic, unknown keys refused. :mod:`placer.specs.model` builds the layer graph
 
 from __future__ import annotations
 
+import math
 from dataclasses import MISSING, fields
 from typing import Annotated, Literal
 
@@ -240,19 +241,13 @@ class ExplicitLayer(StrictSpec):
         if self.kind == "linear_attention" and self.mixer not in (None, *LINEAR_MIXERS):
             raise ValueError(f"mixer {self.mixer!r} is not a linear-attention mixer {LINEAR_MIXERS}")
         if self.tensors is not None:
-            total = sum(_prod(shape) for shape in self.tensors.values())
+            total = sum(math.prod(shape) for shape in self.tensors.values())
             if self.params is None or total != self.params:
                 raise ValueError(f"the tensors hold {total:,} parameters but params is {self.params}")
             if any(not shape for shape in self.tensors.values()):
                 raise ValueError("a tensor needs a shape of at least one dimension")
         return self
 
-
-def _prod(shape) -> int:
-    n = 1
-    for x in shape:
-        n *= x
-    return n
 
 
 class ModelSpec(StrictSpec):

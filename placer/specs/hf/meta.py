@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import re
 
 from placer.specs.errors import InvalidSpec
@@ -208,18 +209,12 @@ def _tensors(named) -> dict[str, list[int]]:
 
 def _with_tensors(entry: dict, tensors: dict, vocab) -> dict:
     """``entry`` with its tensors and vocabulary, when they account for its parameters."""
-    if tensors and sum(_numel(s) for s in tensors.values()) == entry["params"]:
+    if tensors and sum(math.prod(s) for s in tensors.values()) == entry["params"]:
         entry["tensors"] = tensors
         if isinstance(vocab, int) and vocab > 0:
             entry["vocab_size"] = vocab
     return entry
 
-
-def _numel(shape) -> int:
-    n = 1
-    for x in shape:
-        n *= x
-    return n
 
 
 def _head_tensors(model, seen: set, head, emb, untied: bool) -> dict:
