@@ -8,7 +8,7 @@ expert-parallel groups (flag names and defaults as SGLang 0.5.23 and vLLM 0.33.0
   (``EPLBConfig.num_redundant_experts``, int >= 0, default 0, refused without ``--enable-eplb``).
 * **A group spanning nodes** (``group.racks``, :mod:`placer.problem.reductions.wide_ep`): the
   dispatch and combine all-to-alls run on DeepEP, as in the published wide-EP deployments and as
-  the simulator prices them (:mod:`placer.simulate.all_to_all`): SGLang ``--moe-a2a-backend
+  the simulator and the latency level price them (:mod:`placer.problem.all_to_all`): SGLang ``--moe-a2a-backend
   deepep --deepep-mode auto`` (low-latency kernels for decode batches, normal ones for prefill);
   vLLM ``--all2all-backend deepep_low_latency`` and ``--data-parallel-backend ray`` (its
   data-parallel engines placed over the Ray cluster the command's comment lines start).

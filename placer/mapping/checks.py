@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from placer.mapping import dp_ranks, ranks
 from placer.mapping.violations import Violation
+from placer.problem.all_to_all import all_to_all_us
 from placer.specs.units import format_bytes
 
 if TYPE_CHECKING:
@@ -304,6 +305,10 @@ def _hop_violations(r: Reading) -> Iterator[Violation]:
             link = (lats[0] if len(set(lats)) == 1 else sum(lats) / len(lats)) if lats else None
             count = (dp_ranks.dp_collective_link_latencies(nodes[i], len(members)) if r.attention_dp
                      else ranks.collective_link_latencies(nodes[i], len(members), r.ep))
+            spanning = _spanning_all_to_all_us(r, nodes[i], members)
+            if spanning is not None:        # its dispatch and combine at their sizes, not 2 (g - 1) steps
+                count -= 2 * (len(members) - 1)
+                lat += spanning
             lat += count * (link or 0.0)
         if not _close(stated, lat):
             yield Violation("summary_mismatch", f"summary states group_latency_us {stated}, the groups' "
@@ -325,6 +330,29 @@ def _hop_violations(r: Reading) -> Iterator[Violation]:
     if known and math.isfinite(lat) and not _close(summary.hop_latency_us, lat):
         yield Violation("summary_mismatch", f"summary states hop_latency_us {summary.hop_latency_us}, the "
                                             f"stages make {lat}")
+
+
+def _spanning_all_to_all_us(r: Reading, layer, members) -> float | None:
+    """The dispatch and combine of an MoE layer whose experts are spread over a group spanning
+    nodes, at DeepEP's low-latency figures (the one table the validator shares with the solver):
+    ``ceil(c / g)`` tokens a rank of the workload's ``c``, each sent to its experts at the layer's
+    latent width (else the model's hidden size), over the slowest links the first member has
+    inside its node and to the other nodes, paying the slowest latency once. None for any other
+    layer or group."""
+    dims = dict(layer.ffn_dims or ())
+    racks = {r.by_id[m].rack for m in members}
+    if (len(racks) < 2 or not (r.ep or r.attention_dp) or layer.ffn != "moe" or layer.index is None
+            or "experts_per_token" not in dims):
+        return None
+    first, fleet = members[0], r.fleet
+    same = [fleet.link_bandwidth(first, m) for m in members[1:] if r.by_id[m].rack == r.by_id[first].rack]
+    other = [fleet.link_bandwidth(first, m) for m in members[1:] if r.by_id[m].rack != r.by_id[first].rack]
+    latency = max((fleet.link_latency_us(first, m) or 0.0) for m in members[1:])
+    g = len(members)
+    width = dims.get("latent_size") or r.graph.hidden_size
+    return all_to_all_us("low_latency", g, max(1, -(-r.wl.concurrency // g)), width, dims["experts_per_token"],
+                         True, min((b for b in same if b), default=None), min((b for b in other if b), default=None),
+                         latency).us
 
 
 def check_pins(r: Reading) -> Iterator[Violation]:

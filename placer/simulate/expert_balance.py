@@ -130,9 +130,9 @@ def worth_reporting(instance) -> bool:
 def report_lines(instance, live_requests: int | None, skew: float = DEFAULT_SKEW) -> list[str]:
     """What an expert-parallel plan's MoE layers cost per decode step at ``live_requests`` (the
     group's; None: the instance's concurrency): the experts a rank holds, the dispatch and combine
-    all-to-all of each mode (:mod:`placer.simulate.all_to_all`) and the max-loaded rank with and
+    all-to-all of each mode (:mod:`placer.problem.all_to_all`) and the max-loaded rank with and
     without redundant experts. Empty for a plan without experts spread over a group."""
-    from placer.simulate.all_to_all import layer_all_to_all
+    from placer.problem.all_to_all import layer_all_to_all
 
     if instance.tp < 2 or not (instance.ep or instance.attention_dp):
         return []

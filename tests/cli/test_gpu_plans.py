@@ -83,6 +83,11 @@ def test_sglang_published_decode_layout_solves_validates_and_exports(run_cli, tm
     assert "devices 72 (lower bound 72)" in out and "status optimal (proven)" in out
     assert "256 experts + 32 redundant = 288 physical over 72 ranks, 4 on the heaviest rank" in out
     assert "all-to-all (low-latency, DeepEP figures) at 4 tokens a rank" in out
+    # the latency level: the 58 MoE layers' dispatch and combine at ceil(16 / 72) = 1 token a rank,
+    # EP 64's low-latency figures (43 / 46 GB/s) and the 4 us hop between nodes paid once each
+    # (59,136 B and 114,688 B): not 58 x 2 x 71 ring steps at the mean link (31.32 ms)
+    by_hand = 58 * (4 + 59_136 / 43e3 + 4 + 114_688 / 46e3)
+    assert f"hop latency {by_hand:.1f} us over 0 hops" in out and f"latency: {by_hand:.1f} us, bound" in out
     assert "1.02x with 32 redundant (EPLB" in out
     code, out, err = run_cli(["validate", plan])
     assert code == 0 and "valid" in out, out + err

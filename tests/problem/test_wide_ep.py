@@ -155,3 +155,52 @@ def test_redundant_experts_are_refused_on_a_wafer_fleet_naming_why():
     assert found.allowed == () and "need experts spread whole" in found.refused[(1, False)]
     with pytest.raises(InvalidSpec, match="need experts spread whole"):
         found.require_some(_dsv3(32))
+
+
+# DeepEP's low-latency figures at EP 16 (placer.problem.all_to_all): dispatch 63 GB/s, combine
+# 74 GB/s, scaled by h100's 50 GB/s inter-node port over the reference 50 GB/s (1x); the slowest
+# link the first member has is a 4 us hop between nodes, paid once by each of the two
+def _a2a_pair_us(tokens: int) -> float:
+    dispatch = tokens * 8 * H * (1 + 4 / 128)        # FP8 plus a 4-byte scale per 128 values
+    combine = tokens * 8 * H * 2                      # BF16
+    return 4 + dispatch / 63e9 * 1e6 + 4 + combine / 74e9 * 1e6
+
+
+def test_a_group_spanning_nodes_prices_its_all_to_alls_at_their_sizes_in_the_latency_level():
+    # attention data parallel over 2 nodes: only the 58 MoE layers communicate, each a dispatch and
+    # a combine at ceil(32 / 16) = 2 tokens a rank (not 2 x 15 ring steps at the mean link)
+    _, p = _wide_plan(32)
+    s = p.mapping["summary"]
+    by_hand = 58 * _a2a_pair_us(2)
+    assert by_hand == pytest.approx(58 * (8 + 118_272 / 63e3 + 229_376 / 74e3))
+    assert s["group_latency_us"] == pytest.approx(by_hand) and s["hop_latency_us"] == pytest.approx(by_hand)
+    latency = next(lv for lv in p.result.levels if lv.name == "latency")
+    assert latency.proven and latency.value == latency.bound == pytest.approx(by_hand)
+    # the validator prices it alike, and refuses the ring steps the level once summed
+    assert validate_mapping(p.mapping) == []
+    ring = copy.deepcopy(p.mapping)
+    ring["summary"]["group_latency_us"] = ring["summary"]["hop_latency_us"] = 58 * 2 * 15 * (7 * 2 + 8 * 4) / 15
+    assert any(v.kind == "summary_mismatch" and "group_latency_us" in v.message for v in validate_mapping(ring))
+
+
+def test_a_spanning_group_under_ep_keeps_ring_all_reduces_beside_its_all_to_alls():
+    m = _dsv3()
+    fleet = load_fleet("h100", racks=2)
+    wl = Workload(concurrency=40, context_tokens=8192, weight_bits=8, weight_group_size=0)
+    p = plan(m, fleet, wl, Requirements(placement=Placement(expert_parallel=True, degrees=(16,))),
+             SolverSettings(time_limit=20, threads=1))
+    link = (7 * 2 + 8 * 4) / 15                       # the mean of the first member's links
+    ring = 2 * 15 * link
+    # the embedding and the 3 dense layers' all-reduces (1 and 2 each), one all-reduce in each of
+    # the 58 MoE layers beside its pair at ceil(40 / 16) = 3 tokens a rank
+    by_hand = ring * (1 + 3 * 2 + 58) + 58 * _a2a_pair_us(3)
+    assert p.mapping["summary"]["group_latency_us"] == pytest.approx(by_hand)
+    assert validate_mapping(p.mapping) == []
+
+
+def test_the_plan_report_prices_a_spanning_group_over_the_links_between_nodes():
+    from placer.problem.all_to_all import group_links
+
+    links = group_links(load_fleet("h100", racks=2), [f"r{r}g{i}" for r in range(2) for i in range(8)])
+    # the slowest latency is the hop between nodes (4 us), not NVLink's 2 us
+    assert links.spans and links.latency_us == 4.0 and links.inter_bytes_per_s == 50e9

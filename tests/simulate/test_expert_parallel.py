@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.simulate.all_to_all import all_to_all_us, deepep_bandwidth, message_bytes
+from placer.problem.all_to_all import all_to_all_us, deepep_bandwidth, message_bytes
 from placer.simulate.expert_balance import balance, eplb_loads, expert_shares, linear_loads
 
 

@@ -27,17 +27,24 @@ of ``2 (g - 1)`` steps and a pairwise all-to-all of ``g - 1``, each step one lin
   (the LM head's logits stay sharded for the sampler, as the simulator has it).
 
 The link is the one between the group's first two members (inside a node every pair is linked
-alike). The bandwidth part of a collective is left to the simulator, as it is for the hops. For
-a fixed degree every node pays its collectives on whichever group holds it, so when every group's
-link has the same latency the term is one constant added to the level's value and to its bound
-(a proof carries over); when the groups' links differ, the bound adds the cheapest group's term
-and the level is proven only if the value still meets it (:func:`per_device`).
+alike). The bandwidth part of a collective is left to the simulator, as it is for the hops, with
+one exception: a group spanning nodes (:mod:`placer.problem.reductions.wide_ep`) runs its dispatch
+and combine on DeepEP's kernels, which send to every rank at once, so ring steps would be no
+measure of them (72 ranks over 9 nodes made 31 ms a step for DeepSeek-V3): each MoE layer's pair
+costs the all-to-all model's time instead (:func:`placer.problem.all_to_all.all_to_all_us`,
+low-latency figures, at the tokens a rank sends at the workload's concurrency,
+:func:`~placer.problem.all_to_all.rank_tokens`). For a fixed degree every node pays its
+collectives on whichever group holds it, so when every group's term is the same it is one
+constant added to the level's value and to its bound (a proof carries over); when the groups'
+terms differ, the bound adds each node's cheapest group's term and the level is proven only if
+the value still meets it (:func:`per_device`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from placer.problem.all_to_all import all_to_all_us, group_links, moe_width, rank_tokens
 from placer.problem.parallel import model_refusal, shard_model, stored_refusal
 from placer.problem.reductions.attention_dp import per_group
 from placer.specs.errors import ARGUMENT, InvalidSpec
@@ -224,19 +231,57 @@ def group_link_us(fleet: Fleet, members) -> float:
 
 
 def node_collective_latency_us(layer, g: int, link_us: float, ep: bool = False,
-                               attention_dp: bool = False) -> float:
+                               attention_dp: bool = False, all_to_all_us: float | None = None) -> float:
     """Link latency ``layer``'s collectives cost on a group of ``g`` devices whose link has
-    ``link_us``: ``2 (g - 1)`` per all-reduce and ``g - 1`` per all-to-all."""
+    ``link_us``: ``2 (g - 1)`` per all-reduce and ``g - 1`` per all-to-all; a group spanning nodes
+    gives ``all_to_all_us``, the time of the layer's dispatch and combine together, which its two
+    all-to-alls cost instead."""
     if g < 2:
         return 0.0
     reduces, to_all = collectives_of(layer, ep, attention_dp)
-    return (2 * reduces + to_all) * (g - 1) * link_us
+    steps = 2 * reduces * (g - 1) * link_us
+    if to_all and all_to_all_us is not None:
+        return steps + to_all / 2 * all_to_all_us
+    return steps + to_all * (g - 1) * link_us
 
 
-def _group_links(instance) -> list[float]:
+class _GroupTerm:
+    """What one group's collectives cost a node it holds: its ring link and, spanning nodes, its
+    all-to-all links (:class:`~placer.problem.all_to_all.GroupLinks`)."""
+
+    def __init__(self, instance, links, a2a):
+        self.instance, self.link_us, self.a2a = instance, links, a2a
+        self._memo: dict = {}
+
+    def __call__(self, layer) -> float:
+        inst = self.instance
+        pair = None
+        if self.a2a is not None:
+            moe = moe_width(layer, inst.model.hidden_size)
+            if moe is not None:
+                if moe not in self._memo:
+                    a = self.a2a
+                    self._memo[moe] = all_to_all_us("low_latency", inst.tp, rank_tokens(inst), moe[0], moe[1], True,
+                                                    a.intra_bytes_per_s, a.inter_bytes_per_s, a.latency_us).us
+                pair = self._memo[moe]
+        return node_collective_latency_us(layer, inst.tp, self.link_us, inst.ep, inst.attention_dp, pair)
+
+
+def _group_terms(instance) -> list[_GroupTerm]:
+    """Per device index of ``instance``, its group's term (groups alike share one)."""
     base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else None
     fleet = base or instance.fleet
-    return [group_link_us(fleet, instance.members(d)) for d in range(instance.n_devices)]
+    spread = instance.ep or instance.attention_dp
+    alike: dict = {}
+    out = []
+    for d in range(instance.n_devices):
+        members = instance.members(d)
+        links = group_links(fleet, members) if spread and len(members) > 1 else None
+        key = (group_link_us(fleet, members), links if links is not None and links.spans else None)
+        if key not in alike:
+            alike[key] = _GroupTerm(instance, *key)
+        out.append(alike[key])
+    return out
 
 
 def group_latency_us(instance, assignment) -> float:
@@ -245,16 +290,14 @@ def group_latency_us(instance, assignment) -> float:
     :mod:`placer.algorithms.stage_degrees`, counts the hops between stages only)."""
     if instance.tp < 2 or assignment is None or (instance.layout is not None and instance.layout.per_stage):
         return 0.0
-    links = _group_links(instance)
-    return sum(node_collective_latency_us(x, instance.tp, links[int(d)], instance.ep, instance.attention_dp)
-               for x, d in zip(instance.nodes, assignment))
+    terms = _group_terms(instance)
+    return sum(terms[int(d)](x) for x, d in zip(instance.nodes, assignment))
 
 
 def _group_latency_floor_us(instance) -> float:
-    links = _group_links(instance)
-    cheapest = min(links) if links else 0.0
-    return sum(node_collective_latency_us(x, instance.tp, cheapest, instance.ep, instance.attention_dp)
-               for x in instance.nodes)
+    """The least :func:`group_latency_us` any placement can have: each node on its cheapest group."""
+    kinds = list({id(t): t for t in _group_terms(instance)}.values())
+    return sum(min(t(x) for t in kinds) for x in instance.nodes) if kinds else 0.0
 
 
 def per_device(result, instance):

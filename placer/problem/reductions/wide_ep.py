@@ -17,10 +17,11 @@ nodes is refused, as before.
 
 What changes for such a group is only where its devices are: every rank's bytes are the same
 rules' (:mod:`placer.problem.parallel`, :mod:`placer.problem.reductions.attention_dp`), and the
-group's collectives cross the links between its nodes on their share of the steps
-(:func:`placer.problem.reductions.tensor_parallel.group_link_us`: the mean of the first member's
-links to the others). The simulator prices the dispatch and combine all-to-alls at their message
-sizes over those links (:mod:`placer.simulate.all_to_all`).
+group's collectives cross the links between its nodes: its all-reduces (``--ep``'s attention) on
+their share of the ring steps (:func:`placer.problem.reductions.tensor_parallel.group_link_us`: the
+mean of the first member's links to the others), its dispatch and combine all-to-alls at their
+message sizes over those links (:mod:`placer.problem.all_to_all`, DeepEP's low-latency figures),
+in the hop-latency level as in the simulator.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MODES", "message_bytes", "deepep_bandwidth", "all_to_all_us", "AllToAll", "layer_all_to_all"]
+__all__ = ["MODES", "message_bytes", "deepep_bandwidth", "all_to_all_us", "AllToAll", "GroupLinks", "group_links",
+           "moe_width", "rank_tokens", "layer_all_to_all"]
 
 MODES = ("normal", "low_latency")
 
@@ -103,28 +104,65 @@ def all_to_all_us(mode: str, ep: int, tokens: int, hidden: int, experts_per_toke
     return AllToAll(mode, ep, tokens, out, back, latency_us + out / bw_out * 1e6, latency_us + back / bw_back * 1e6)
 
 
+@dataclass(frozen=True)
+class GroupLinks:
+    """The links a group's all-to-all crosses, read from its first member to the others (inside a
+    node every pair is linked alike; a group of whole nodes reaches every other node alike):
+    whether it spans nodes, the slowest intra- and inter-node bandwidth (None: none stated) and
+    the slowest link's latency, which the kernels pay once."""
+
+    spans: bool
+    intra_bytes_per_s: float | None
+    inter_bytes_per_s: float | None
+    latency_us: float
+
+
+def group_links(fleet, members) -> GroupLinks:
+    """:class:`GroupLinks` of the group ``members`` (device ids of ``fleet``)."""
+    by_id = fleet.by_id
+    first = members[0]
+    intra = inter = None
+    latency = 0.0
+    for b in members[1:]:
+        lat = fleet.link_latency_us(first, b)
+        bw = fleet.link_bandwidth(first, b)
+        latency = max(latency, lat or 0.0)
+        if bw and by_id[first].rack == by_id[b].rack:
+            intra = bw if intra is None else min(intra, bw)
+        elif bw:
+            inter = bw if inter is None else min(inter, bw)
+    return GroupLinks(len({by_id[m].rack for m in members}) > 1, intra, inter, latency)
+
+
+def moe_width(layer, hidden: int) -> tuple[int, int] | None:
+    """(width a token is dispatched at, experts per token) of an MoE decoder layer whose spec gives
+    its experts (the latent width of a latent MoE, else the model's hidden size); None otherwise."""
+    dims = dict(layer.ffn_dims or ())
+    if layer.ffn != "moe" or layer.index is None or "experts_per_token" not in dims:
+        return None
+    return dims.get("latent_size") or hidden, dims["experts_per_token"]
+
+
+def rank_tokens(instance) -> int:
+    """Tokens of its own one rank of ``instance``'s group sends per decode step at the workload's
+    concurrency: ``ceil(c / g)`` of the group's ``c`` live requests (under attention data
+    parallelism the derived workload's concurrency is already the heaviest rank's)."""
+    c = instance.workload.concurrency
+    return max(1, c if instance.attention_dp else -(-c // instance.tp))
+
+
 def layer_all_to_all(instance, device: int, tokens: int, mode: str) -> AllToAll | None:
     """The all-to-all of one MoE layer of ``instance`` on the group of device index ``device`` for
     ``tokens`` of each rank's own (its experts' width and top-k from the first MoE layer; None
     without MoE layers or experts spread). The cost model (:mod:`placer.simulate.cost`) may call it."""
     if not (instance.ep or instance.attention_dp):
         return None
-    moe = next((dict(x.ffn_dims) for x in instance.nodes if x.ffn == "moe" and x.ffn_dims), None)
+    hidden = instance.model.hidden_size
+    moe = next((w for w in (moe_width(x, hidden) for x in instance.nodes) if w is not None), None)
     if moe is None:
         return None
     members = instance.members(device)
     base = instance.layout.base_fleet if instance.layout is not None and instance.layout.base_fleet else instance.fleet
-    by_id = base.by_id
-    spans = len({by_id[m].rack for m in members}) > 1
-    intra = inter = None
-    latency = 0.0
-    group = set(members)
-    for a, b, lat, bw in base.links:        # the slowest link of each kind the group's messages cross
-        if a in group and b in group:
-            latency = max(latency, lat)
-            if bw and by_id[a].rack == by_id[b].rack:
-                intra = bw if intra is None else min(intra, bw)
-            elif bw:
-                inter = bw if inter is None else min(inter, bw)
-    width = moe.get("latent_size") or instance.model.hidden_size
-    return all_to_all_us(mode, len(members), tokens, width, moe["experts_per_token"], spans, intra, inter, latency)
+    links = group_links(base, members)
+    return all_to_all_us(mode, len(members), tokens, moe[0], moe[1], links.spans, links.intra_bytes_per_s,
+                         links.inter_bytes_per_s, links.latency_us)
