@@ -37,7 +37,7 @@ from functools import lru_cache
 
 from placer.specs.model import Layer
 
-__all__ = ["named_refusal", "named_shapes", "named_params", "named_kv_elements", "stacked_experts"]
+__all__ = ["heads_refusal", "named_refusal", "named_shapes", "named_params", "named_kv_elements", "stacked_experts"]
 
 _VOCAB = ("embed_tokens", "lm_head")
 _COLUMN = ("q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "q_b_proj", "kv_b_proj", "wq_b", "wkv_b",
@@ -149,15 +149,18 @@ def _share(name: str, shape: tuple[int, ...], layer: Layer, g: int, ep: bool) ->
     return tuple(s), None
 
 
-def _heads_refusal(layer: Layer, g: int) -> str | None:
-    if not layer.heads:
-        return None
-    nq, nkv = layer.heads
+def heads_refusal(nq: int, nkv: int | None, g: int, what: str = "attention") -> str | None:
+    """Why ``nq`` heads (``what``: attention, or a mixer's kind such as mla) cannot be split over
+    ``g`` ranks, with ``nkv`` KV heads (None: the mixer has no KV heads of its own): the query heads
+    must divide, and the KV heads divide or be replicated whole. Names the largest power-of-two
+    degree below ``g`` that divides the heads (1 when none above it does)."""
     if nq % g:
         d = 1
         while d * 2 < g and nq % (d * 2) == 0:
             d *= 2
-        return f"{nq} attention heads do not divide by tp {g} (--tp {d} divides them)"
+        return f"{nq} {what} heads do not divide by tp {g} (--tp {d} divides them)"
+    if nkv is None:
+        return None
     if g <= nkv and nkv % g:
         return f"{nkv} KV heads do not divide by tp {g}"
     if g > nkv and g % nkv:
@@ -169,7 +172,7 @@ def named_refusal(layer: Layer, g: int, ep: bool = False) -> str | None:
     """Why a layer known by its tensors cannot run at degree ``g`` (None: it can)."""
     if g == 1:
         return None
-    why = _heads_refusal(layer, g)
+    why = heads_refusal(*layer.heads, g) if layer.heads else None
     if why is not None:
         return why
     for name, shape in layer.tensors:

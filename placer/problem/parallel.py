@@ -66,7 +66,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.problem.memory import bits_to_bytes, kv_bytes_per_token, state_bytes_per_request, weight_bytes
-from placer.problem.named_shards import named_kv_elements, named_params, named_refusal
+from placer.problem.named_shards import heads_refusal, named_kv_elements, named_params, named_refusal
 from placer.problem.slices import (
     cut_hint,
     kv_heads_per_rank,
@@ -107,28 +107,13 @@ def _attention_heads(d: dict) -> tuple[int, int, int]:
     return nq, nkv, d.get("head_dim") or 0
 
 
-def _fix(n: int, g: int) -> str:
-    """The largest power-of-two degree below ``g`` that divides ``n`` heads, as a hint."""
-    d = 1
-    while d * 2 < g and n % (d * 2) == 0:
-        d *= 2
-    return f" (--tp {d} divides them)" if d > 1 else " (--tp 1)"
-
-
 def _mixer_refusal(d: dict, g: int) -> str | None:
     t = d["type"]
     if t in ("mha", "gqa", "sliding"):
         nq, nkv, _ = _attention_heads(d)
-        if nq % g:
-            return f"{nq} attention heads do not divide by tp {g}{_fix(nq, g)}"
-        if g <= nkv and nkv % g:
-            return f"{nkv} KV heads do not divide by tp {g}"
-        if g > nkv and g % nkv:
-            return f"tp {g} is not a multiple of the {nkv} KV heads (each rank must hold whole heads)"
-        return None
+        return heads_refusal(nq, nkv, g)
     if t in ("mla", "kda", "lightning"):
-        n = d["num_heads"]
-        return None if n % g == 0 else f"{n} {t} heads do not divide by tp {g}{_fix(n, g)}"
+        return heads_refusal(d["num_heads"], None, g, t)
     if t == "gated_deltanet":
         for key in ("num_k_heads", "num_v_heads"):
             if d[key] % g:

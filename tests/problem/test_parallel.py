@@ -143,6 +143,17 @@ def test_non_dividing_degree_refused_with_reason():
     assert "do not divide by tp 6" in refused[6]
     with pytest.raises(ValueError, match="do not divide by tp 3"):
         P.params_per_rank(m.layers[1], m.hidden_size, 3)
+    # one refusal for heads given as dimensions and as tensors, worded alike down to a hint of 1
+    from dataclasses import replace
+
+    from placer.problem.named_shards import named_refusal
+
+    odd = replace(m.layers[1], mixer_dims=tuple((k, 7 if k in ("num_heads", "num_kv_heads") else v)
+                                                for k, v in m.layers[1].mixer_dims))
+    assert P.refusal(odd, m.hidden_size, 2) == "layers.0: 7 attention heads do not divide by tp 2 (--tp 1 divides them)"
+    named = replace(m.layers[1], mixer_dims=(), heads=(7, 7), tensors=())
+    assert named_refusal(named, 2) == "7 attention heads do not divide by tp 2 (--tp 1 divides them)"
+    assert named_refusal(replace(named, heads=(64, 8)), 3) == refused[3].removeprefix("layers.0: ")
     # KV heads: 8 KV heads, tp 16 replicates, tp 12 is no multiple of 8 (and 64 heads refuse it first)
     q = load_model("qwen3-235b")         # 4 KV heads, 64 q heads
     assert P.refusal(q.layers[1], q.hidden_size, 32) is None
