@@ -396,9 +396,11 @@ def stderr_is_terminal() -> bool:
 
 
 def backend_options(f):
-    """``--backend process|ray`` and ``--address``: where parallel points run (:func:`placer.planning.studies.tasks.run_tasks`)."""
+    """``--backend process|ray`` and ``--address``: where independent solves (a plan's layouts, a
+    study's points) run (:func:`placer.planning.tasks.run_tasks`)."""
     f = click.option("--backend", type=click.Choice(["process", "ray"]), default="process", show_default=True,
-                     help="Run the points in worker processes or as Ray tasks (the ray extra).")(f)
+                     help="Run the independent solves (layouts, points) in worker processes or as Ray tasks, "
+                          "one each (the ray extra); Ray's start-up pays only on a cluster of many machines.")(f)
     return click.option("--address", default=None, help="Ray cluster address (default: start a local one).")(f)
 
 

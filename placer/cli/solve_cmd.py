@@ -4,6 +4,7 @@ import click
 
 from placer.algorithms.deadline import Deadline
 from placer.cli.common import (
+    backend_options,
     drafts_with_mtp,
     echo_json,
     echo_json_mapping,
@@ -154,7 +155,8 @@ def print_progress(info) -> None:
                    "tried for MLA MoE models when no tensor-parallel layout places; --no-attention-dp never.")
 @click.option("--jobs", "-j", "jobs", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="Device layouts (tensor-parallel degrees, experts spread or split) solved at once, one "
-                   "process each; the same plan and proofs as one at a time.")
+                   "process each (--backend ray: one Ray task each); the same plan and proofs as one at a time.")
+@backend_options
 @click.option("--sim", "sim", type=click.Choice(("fast", "exact")), default="fast", show_default=True,
               help="With a speed floor: search the loads each shape holds with the fast simulator path "
                    "(placer.simulate.steady; each answer and every reported figure confirmed by the event run) "
@@ -169,6 +171,7 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
                   tp, ep, reserve, spec_tokens=None, spec_method=None, draft_model=None, spec_accept=None,
                   per_stage_tp=False, runtime=None, max_ttft_ms=None, attention_dp=None, disagg=False,
                   prefill_hardware=None, traffic=None, survive=None, availability=None, sim="fast", jobs=1, held=None,
+                  backend="process", address=None,
                   **kw):
     """Place MODEL on the --hardware fleet: fewest devices, then least hop latency.
 
@@ -210,7 +213,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         spec_decoding(spec_tokens, spec_method, draft_model, spec_accept),
         disagg_pools(fleet, disagg, prefill_hardware, traffic.rate, isl, osl))
     solver = SolverSettings(method=method, time_limit=time_limit, seed=seed, threads=threads,
-                            progress=None if quiet else print_progress, deadline=deadline, jobs=jobs)
+                            progress=None if quiet else print_progress, deadline=deadline, jobs=jobs,
+                            backend=backend, address=address)
     planned = plan(m, fleet, wl, req, solver, traffic=traffic.closed if traffic.given else None,
                    log=None if quiet else (lambda line: click.echo(line, err=True)))
     if planned.pools is not None:

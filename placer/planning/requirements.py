@@ -389,7 +389,8 @@ class SolverSettings:
     whole plan), ``seed`` and ``threads``, ``progress(info)`` for the solver's reports, a
     shared ``deadline`` (:class:`placer.algorithms.deadline.Deadline`), and ``jobs``: processes
     solving independent layouts at once (:func:`placer.planning.solve.search_layouts`; 1: in this
-    process)."""
+    process), or ``backend`` ``"ray"``: one Ray task per layout, on the cluster at ``address``
+    (default: a local one; :func:`placer.planning.tasks.run_tasks`)."""
 
     method: str | None = DEFAULT_METHOD
     time_limit: float = 30.0
@@ -398,6 +399,8 @@ class SolverSettings:
     progress: Callable | None = field(default=None, compare=False)
     deadline: Any = field(default=None, compare=False)
     jobs: int = 1
+    backend: str = "process"
+    address: str | None = None
 
     def __post_init__(self):
         if self.method is not None:
@@ -410,6 +413,10 @@ class SolverSettings:
             raise InvalidSpec(ARGUMENT, "threads", "must be at least 1")
         if not isinstance(self.jobs, int) or self.jobs < 1:
             raise InvalidSpec(ARGUMENT, "jobs", "must be at least 1")
+        if self.backend != "process":
+            from placer.planning.tasks import check_backend
+
+            check_backend(self.backend)     # an unknown backend, or Ray missing, before any solve
 
     def method_in(self, mode: str) -> str:
         """The method used in ``mode``: the asked one, else the search default of the mode."""

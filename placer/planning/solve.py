@@ -12,13 +12,16 @@ result -> stage mapping. This is the only place that sequence is written.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from placer import algorithms
-from placer.algorithms.deadline import interrupt_scope, interrupted
+from placer.algorithms.deadline import Deadline, interrupt_scope, interrupted
 from placer.planning.layouts import Layouts, device_layouts
 from placer.planning.requirements import Requirements, SolverSettings
+from placer.planning.tasks import run_tasks
 from placer.problem.instance import Instance, Layout, make_instance
 from placer.problem.placement import Result, Status
 from placer.problem.reductions.tensor_parallel import per_device
@@ -190,67 +193,68 @@ def _solve_layout(model, fleet, workload, requirements, solver, method, objectiv
     return place_instance(inst, solver, method=method, objective=objective)
 
 
-def stop_workers(pool) -> None:
-    """Stop a process pool now (Ctrl-C), rather than let its workers finish the items already queued
-    to them. ProcessPoolExecutor has no public way to stop running workers; ``_processes`` is the
-    documented-by-use handle (CPython 3.8+)."""
-    workers = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in workers:
-        proc.terminate()
+def _solve_layout_task(model, fleet, workload, requirements, solver, method, objective, item) -> Solved:
+    """:func:`_solve_layout` in a worker process or a Ray task: ``item`` is ``(index, layout, end)``
+    with ``end`` the deadline in wall-clock seconds (a task may run on another machine, whose
+    monotonic clock is not this one's), None without one."""
+    _index, layout, end = item
+    if end is not None:
+        solver = replace(solver, deadline=Deadline.after(max(0.0, end - time.time())))
+    return _solve_layout(model, fleet, workload, requirements, solver, method, objective, layout)
 
 
-def _solve_all(shared: tuple, layouts: list[tuple], out: list[Solved], skipped: list[int], before, after,
-               jobs: int) -> None:
+def _solve_all(shared: tuple, layouts: list[tuple], out: list[Solved], skipped: list[int], before, after) -> None:
     """Each of ``layouts`` (``(tp, ep, attention_dp)``) solved and appended to ``out`` in order,
     ``before``/``after`` called in that order; after a Ctrl-C (or an interrupted solve) the rest are
-    ``skipped``. ``jobs`` > 1: in that many spawned processes at once (the same solves, so the same
-    results and proofs), ``before`` called for each as it is queued."""
+    ``skipped``. With ``solver.jobs`` above 1 in that many spawned processes at once, or with
+    ``solver.backend`` ``"ray"`` one Ray task each (:func:`placer.planning.tasks.run_tasks`): the
+    same solves, so the same results and proofs, ``before`` called for each as it is queued."""
+    solver: SolverSettings = shared[4]
+
     def label(layout):
         return layout[0], "dp" if layout[2] else layout[1]
 
-    if jobs > 1 and len(layouts) > 1:
+    def deliver(layout, solved):
+        if out and (out[-1].result.interrupted or interrupted()):
+            skipped.append(layout[0])
+            return
+        out.append(solved)
+        if after is not None:
+            after(*label(layout), solved)
+
+    parallel = len(layouts) > 1 and (solver.backend == "ray" or solver.jobs > 1)
+    if parallel and solver.backend == "process":
         import pickle
 
         try:
             pickle.dumps(shared)
         except Exception:       # a progress callback that cannot go to a worker: solve here
-            jobs = 1
-    if jobs <= 1 or len(layouts) <= 1:
+            parallel = False
+    if not parallel:
         for layout in layouts:
             if out and (out[-1].result.interrupted or interrupted()):
                 skipped.append(layout[0])
                 continue
             if before is not None:
                 before(*label(layout))
-            solved = _solve_layout(*shared, layout)
-            out.append(solved)
-            if after is not None:
-                after(*label(layout), solved)
+            deliver(layout, _solve_layout(*shared, layout))
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    for layout in layouts:
+        if before is not None:
+            before(*label(layout))
+    left = solver.deadline.remaining() if solver.deadline is not None else math.inf
+    end = time.time() + left if math.isfinite(left) else None
+    done: dict[int, Solved] = {}
+    ahead = [0]         # the next layout to deliver
 
-    # spawn, not fork: forking a process that has run OR-Tools threads can deadlock the child
-    with ProcessPoolExecutor(min(jobs, len(layouts)), mp_context=mp.get_context("spawn")) as pool:
-        futures = []
-        for layout in layouts:
-            if before is not None:
-                before(*label(layout))
-            futures.append(pool.submit(_solve_layout, *shared, layout))
-        try:
-            for layout, f in zip(layouts, futures):
-                if out and (out[-1].result.interrupted or interrupted()):
-                    f.cancel()
-                    skipped.append(layout[0])
-                    continue
-                solved = f.result()
-                out.append(solved)
-                if after is not None:
-                    after(*label(layout), solved)
-        except BaseException:
-            stop_workers(pool)
-            raise
+    def finished(item, solved: Solved) -> None:     # in the layouts' order, whichever ends first
+        done[item[0]] = solved
+        while ahead[0] in done:
+            deliver(layouts[ahead[0]], done.pop(ahead[0]))
+            ahead[0] += 1
+
+    run_tasks(_solve_layout_task, shared, [(k, layout, end) for k, layout in enumerate(layouts)], finished,
+              backend=solver.backend, jobs=min(solver.jobs, len(layouts)), address=solver.address)
 
 
 def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirements: Requirements,
@@ -261,7 +265,8 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     ``before(tp, ep)`` is called before each solve and ``after(tp, ep, solved)`` after it (``ep``
     is ``"dp"`` for an attention-data-parallel layout). Raises :class:`InvalidSpec` (``tp``) when
     no layout runs. Each layout is independent: with ``solver.jobs`` above 1 they are solved in
-    that many processes at once, with the same results in the same order.
+    that many processes at once, or with ``solver.backend`` ``"ray"`` one Ray task each, with the
+    same results in the same order.
 
     Attention-data-parallel layouts (:attr:`Layouts.attention_dp`) are solved after the others:
     always when ``requirements.placement.attention_dp`` is True (then alone), and when it is None only if
@@ -283,12 +288,11 @@ def search_layouts(model: LayerGraph, fleet: Fleet, workload: Workload, requirem
     objective = requirements.targets.cpsat_objective if method == "cpsat" else None
     shared = (model, fleet, workload, requirements, solver, method, objective)
     with interrupt_scope():     # a Ctrl-C during one degree's solve stops the search before the next
-        _solve_all(shared, [(tp, ep, False) for tp, ep in layouts.allowed], out, skipped, before, after, solver.jobs)
+        _solve_all(shared, [(tp, ep, False) for tp, ep in layouts.allowed], out, skipped, before, after)
         if layouts.attention_dp and (placement.attention_dp or not any(s.result.feasible for s in out)):
             if placement.attention_dp is None:
                 refused.update(dp_refused)
-            _solve_all(shared, [(tp, True, True) for tp in layouts.attention_dp], out, skipped, before, after,
-                       solver.jobs)
+            _solve_all(shared, [(tp, True, True) for tp in layouts.attention_dp], out, skipped, before, after)
     if not out:
         raise InvalidSpec(ARGUMENT, "tp", "; ".join(f"tp {g}: {r}" for g, r in refused.items()))
     placed = [s for s in out if s.result.feasible]

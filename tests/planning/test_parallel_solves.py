@@ -1,5 +1,6 @@
-"""Independent solves in parallel processes give what one process gives: a GPU solve's layouts
-(search_layouts with SolverSettings.jobs) and a frontier's placements and points (jobs=)."""
+"""Independent solves in parallel processes or Ray tasks give what one process gives: a GPU solve's
+layouts (search_layouts with SolverSettings.jobs or backend="ray") and a frontier's placements and
+points (jobs=; backend="ray" in test_frontier)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from frontier_toys import FAST, MODEL, SLOW
 
 from placer import load_fleet, load_model, workload_for
-from placer.planning import Requirements, SolverSettings, search_layouts
+from placer.planning import Placement, Requirements, SolverSettings, search_layouts
 from placer.planning.studies.frontier import FrontierGrid, speed_frontier
 from placer.simulate.steady import STATED_ERROR
 from placer.specs.errors import InvalidSpec
@@ -42,6 +43,50 @@ def test_a_gpu_solve_gives_the_same_layouts_and_proofs_in_processes():
     assert _layouts(one) == _layouts(many)
     assert one.best.instance.tp == many.best.instance.tp and one.proven == many.proven
     assert [x for x in seen if x[0] == "after"] == [("after", s.instance.tp, s.instance.ep) for s in many.solved]
+
+
+@pytest.mark.ray
+def test_a_gpu_solve_gives_the_same_layouts_and_proofs_as_ray_tasks(local_ray):
+    model = load_model("llama-3.1-8b")
+    fleet = load_fleet("h100")
+    wl = workload_for(model, context="8k", concurrency=32)
+    after = []
+    one = search_layouts(model, fleet, wl, Requirements(), SolverSettings(time_limit=60, threads=1))
+    tasks = search_layouts(model, fleet, wl, Requirements(), SolverSettings(time_limit=60, threads=1, backend="ray"),
+                           after=lambda tp, ep, solved: after.append(tp))
+    assert len(one.solved) == 4 and one.proven
+    assert _layouts(one) == _layouts(tasks) and tasks.proven
+    assert after == [s.instance.tp for s in tasks.solved] == [1, 2, 4, 8]     # in the layouts' order
+    assert local_ray.is_initialized()         # joined the running instance and left it up
+
+
+@pytest.mark.ray
+def test_wide_ep_and_attention_dp_layouts_as_ray_tasks_keep_their_proofs(local_ray):
+    model = load_model("deepseek-v3")
+    fleet = load_fleet("h100", racks=2)
+    wl = workload_for(model, context="8k", concurrency=32)
+    req = Requirements(placement=Placement(attention_dp=True, degrees=(8, 16)))
+    one = search_layouts(model, fleet, wl, req, SolverSettings(time_limit=60, threads=1))
+    tasks = search_layouts(model, fleet, wl, req, SolverSettings(time_limit=60, threads=1, backend="ray"))
+    assert [s.instance.tp for s in one.solved] == [8, 16] and one.proven
+    assert _layouts(one) == _layouts(tasks) and tasks.proven
+
+
+def test_ray_missing_is_said_by_the_solver_settings_naming_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(InvalidSpec, match=r"Ray is not installed; install the extra with pip install 'placer\[ray\]'"):
+        SolverSettings(backend="ray")
+    with pytest.raises(InvalidSpec, match="unknown backend 'slurm'"):
+        SolverSettings(backend="slurm")
 
 
 def test_jobs_must_be_positive():

@@ -29,7 +29,7 @@ from placer.planning.layouts import device_layouts, layout_label
 from placer.planning.requirements import Requirements, SolverSettings
 from placer.planning.solve import build_instance, check_accept, place_instance
 from placer.planning.speed import ttft_within
-from placer.planning.studies.tasks import check_backend, run_tasks
+from placer.planning.tasks import check_backend, run_tasks
 from placer.simulate.steady import check_sim
 from placer.specs.errors import ARGUMENT, InvalidSpec
 from placer.specs.fleet import Fleet
@@ -141,7 +141,7 @@ def speed_frontier(model: LayerGraph, fleets: Sequence[Fleet], workload: Workloa
     place the layouts (one task per fleet and layout: its ladder of targets) and then simulate the
     points (default: the machine's cores; 1 runs them in this process), or with ``backend="ray"``
     one Ray task each (``address`` of a cluster, default a local one;
-    :func:`placer.planning.studies.tasks.run_tasks`); ``progress(done, total)`` is called after
+    :func:`placer.planning.tasks.run_tasks`); ``progress(done, total)`` is called after
     each point.
     """
     check_backend(backend)      # an unknown backend or Ray missing is said before any placement is solved
@@ -185,7 +185,7 @@ def _fleet_tasks(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload,
                  solver: SolverSettings, grid: FrontierGrid, notes: list[str], run: dict) -> list[tuple]:
     """The points of every fleet to simulate: per device layout (:func:`placer.planning.layouts.device_layouts`)
     the placements of :func:`_ladder`, each layout's ladder an independent task (``run``: the
-    :func:`~placer.planning.studies.tasks.run_tasks` options; the same placements, notes and points
+    :func:`~placer.planning.tasks.run_tasks` options; the same placements, notes and points
     in the same order however many run at once). What was not searched, or fails validation, is
     said in ``notes``."""
     placement = req.placement

@@ -4,7 +4,7 @@ A grid is the product of modes, tensor-parallel degrees, contexts, weight and KV
 (one solve per point: the minimum devices) or device budgets (one bisection per point: the
 largest concurrency that fits, :func:`placer.planning.budget.largest_concurrency`). Points run in worker
 processes (``backend="process"``), in this process (``jobs=1``), or as Ray tasks
-(``backend="ray"``), by :func:`placer.planning.studies.tasks.run_tasks`. Every finished point is
+(``backend="ray"``), by :func:`placer.planning.tasks.run_tasks`. Every finished point is
 appended to the CSV at once (flushed and synced), so
 an interrupted sweep loses nothing; a re-run with the same file solves only the points it lacks.
 When the sweep ends the file is rewritten in grid order with the Pareto-optimal points marked.
@@ -32,7 +32,7 @@ from placer.planning.budget import (
 )
 from placer.planning.requirements import Placement, Requirements, SolverSettings, granularity_for
 from placer.planning.solve import build_instance, place_instance
-from placer.planning.studies.tasks import check_backend, run_tasks
+from placer.planning.tasks import check_backend, run_tasks
 from placer.problem.instance import MODES
 from placer.problem.placement import Result, Status
 from placer.problem.reductions.tensor_parallel import per_device

@@ -1,8 +1,14 @@
 """Running many independent tasks: in this process, in worker processes, or as Ray tasks.
 
-:func:`run_tasks` is the machinery a sweep's points (:mod:`placer.planning.studies.sweep`) and a
-speed frontier's points (:mod:`placer.planning.studies.frontier`) run on; :func:`check_backend`
-refuses an unknown backend, or Ray not installed, before any work starts.
+:func:`run_tasks` is the machinery a GPU plan's layouts (:func:`placer.planning.solve.search_layouts`),
+a sweep's points (:mod:`placer.planning.studies.sweep`) and a speed frontier's placements and points
+(:mod:`placer.planning.studies.frontier`) run on; :func:`check_backend` refuses an unknown backend,
+or Ray not installed, before any work starts.
+
+Ray's fixed cost is its start-up (``benchmarks/bench_ray.py`` measures it against local
+processes): a local Ray started for one run costs several times the spawned processes, a running
+cluster joined by ``address`` next to nothing. So local processes stay the default, and Ray pays on
+a running cluster, and across machines where its tasks reach more cores than one machine has.
 """
 
 from __future__ import annotations
@@ -11,10 +17,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from placer.algorithms.deadline import interrupted
-from placer.planning.solve import stop_workers
 from placer.specs.errors import ARGUMENT, InvalidSpec
 
-__all__ = ["BACKENDS", "check_backend", "run_tasks"]
+__all__ = ["BACKENDS", "check_backend", "run_tasks", "stop_workers"]
 
 BACKENDS = ("process", "ray")
 
@@ -29,6 +34,16 @@ def _init_worker(fn, shared):
 def _call_in_worker(item):
     fn, shared = _WORKER_INPUTS
     return fn(*shared, item)
+
+
+def stop_workers(pool) -> None:
+    """Stop a process pool now (Ctrl-C), rather than let its workers finish the items already queued
+    to them. ProcessPoolExecutor has no public way to stop running workers; ``_processes`` is the
+    documented-by-use handle (CPython 3.8+)."""
+    workers = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
 
 
 def check_backend(backend: str) -> None:
