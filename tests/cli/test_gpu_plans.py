@@ -98,3 +98,35 @@ def test_sglang_published_decode_layout_solves_validates_and_exports(run_cli, tm
                               "--redundant-experts", "30", "--threads", "1", "--quiet"])
     assert code == 2 and "286 physical experts do not divide over 72 ranks" in err
     assert "--redundant-experts 32 gives 4 a rank" in err
+
+
+def _untimed(text: str) -> str:
+    import re
+
+    return re.sub(r"\b(proven|feasible|unknown)(\)?), [\d,.]+ ?(us|ms|s)\b", r"\1\2, T", text)
+
+
+@pytest.mark.ray
+def test_solve_on_ray_prints_the_plan_of_local_processes(run_cli, local_ray):
+    args = ["solve", "llama-3.1-8b", "-H", "h100", "--racks", "1", "--context", "8k", "--concurrency", "32",
+            "--threads", "1", "-q"]
+    code, local, err = run_cli([*args, "--jobs", "2"])
+    assert code == 0, err
+    code, on_ray, err = run_cli([*args, "--backend", "ray"])
+    assert code == 0, err
+    assert "tp 8: 8 devices" in on_ray and _untimed(on_ray) == _untimed(local)
+
+
+def test_solve_on_ray_without_ray_names_the_extra(run_cli, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    code, out, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--racks", "1", "--backend", "ray", "-q"])
+    assert code == 2 and "Ray is not installed" in err and "placer[ray]" in err and out == ""
