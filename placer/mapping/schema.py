@@ -272,7 +272,8 @@ def _summary_schema(count: dict, opt_count: dict, opt_number: dict, concurrency:
                                "description": "hops between stages, plus group_latency_us when stated"},
             "group_latency_us": {"type": "number", "minimum": 0,
                                  "description": "link latency of the groups' collectives (all-reduces, "
-                                                "all-to-alls), part of hop_latency_us"},
+                                                "all-to-alls; a group spanning nodes, its all-to-alls' time), "
+                                                "part of hop_latency_us"},
             "concurrency_ceiling": concurrency,
             "lower_bound_devices": opt_count,
             "method": name, "status": {"enum": list(_STATUSES)},
