@@ -63,7 +63,8 @@ def error_band(instance, batch: int, context: int | None = None) -> str:
         return f"outside the calibrated range (batch {batch}; measured {lo}-{hi})"
     if context is not None and context > cover["context"]:
         return f"outside the calibrated range (context {context:,} tokens; measured up to {cover['context']:,})"
-    params = getattr(instance.model, "total_params", None)
+    # the whole model's size: a tensor-parallel or split instance places its shards (instance.model)
+    params = getattr(getattr(instance, "base_model", None) or instance.model, "total_params", None)
     plo, phi = cover["params"]
     if params is not None and not plo * 0.5 <= params <= phi * 2:
         return (f"outside the calibrated range (a {params / 1e9:,.0f}B-parameter model; measured "
