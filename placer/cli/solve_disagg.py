@@ -100,6 +100,9 @@ def print_disagg_plan(planned, output, as_json) -> int:
     if sim is not None and sim.ttft_p50_us is not None:
         click.echo(f"  simulated prefill replica at {c.rate / c.x:,.3g} requests/s: TTFT p50 "
                    f"{sim.ttft_p50_us / 1e3:,.1f} ms, p99 {sim.ttft_p99_us / 1e3:,.1f} ms (before the transfer)")
+    for what, run in (("TTFT", sim), ("TPOT", c.decode_sim or c.decode.sim)):
+        if getattr(run, "speed_error", None):
+            click.echo(f"  {what}: {run.speed_error}")
     click.echo(f"  {len(dp.candidates)} candidate pair(s) met the targets; devices {c.devices}"
                + ("" if c.power_w is None else f", {c.power_w / 1e3:,.1f} kW"))
     click.echo(where)
