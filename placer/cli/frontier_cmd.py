@@ -185,12 +185,14 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
 
 
 def _plot_band(rows) -> str:
-    """The calibration's error band in a plot title: the Pareto points' one band, else where to read
-    each point's."""
-    lines = band_lines([r for r in rows if r.get("pareto")], lambda r: r["platform"])
-    if len(lines) == 1:
-        return lines[0]
-    return "speeds' calibrated error: per point in the CSV's error_band column" if lines else ""
+    """The calibration's error bands of the Pareto points in a plot title (each without its point
+    counts, up to three), else where to read each point's."""
+    bands = list(dict.fromkeys(r["error_band"] for r in rows if r.get("pareto") and r.get("error_band")))
+    if not bands:
+        return ""
+    if len(bands) > 3:
+        return "speeds' calibrated error: per point in the CSV's error_band column"
+    return "speeds: " + "; ".join(b.split(" (worst of")[0] for b in bands)
 
 
 def _short(traffic) -> str:

@@ -196,3 +196,34 @@ def test_plan_rate_rows_carry_their_runs_error_bands(run_cli, tmp_path):
     assert code == 0, err
     assert f"TPOT of disaggregated: {d['error_band']}" in text.splitlines()
     assert f"prefill TTFT: {d['prefill_error_band']}" in text.splitlines()
+
+
+@pytest.mark.slow
+def test_compare_disagg_states_its_traffic_and_error_bands(run_cli, tmp_path):
+    from disagg_toys import MIXED
+
+    (tmp_path / "model.yaml").write_text(MODEL)
+    (tmp_path / "mixed.yaml").write_text(MIXED)
+    code, out, err = run_cli(["compare", tmp_path / "model.yaml", "-H", tmp_path / "mixed.yaml", "--context", 2000,
+                              "--disagg", "--rate", 80, "--max-ttft-ms", 100, "--max-itl-ms", 5, "--isl", 2000,
+                              "--osl", 200, "--prefill-hardware", "pgpu", "--time-limit", 10, "-q", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["traffic"]["text"] == ("traffic: open Poisson arrivals at 80 requests/s, each a 2,000-token prompt "
+                                      "(0 cached) then 200 output tokens")
+    # the decode pool runs on dgpu devices, the prefill pool on pgpu: neither was ever measured
+    assert doc["plan"]["error_band"] == "outside the calibrated range (device dgpu never measured)"
+    assert doc["plan"]["prefill_error_band"] == "outside the calibrated range (device pgpu never measured)"
+
+
+def test_a_frontier_plot_title_names_the_pareto_points_bands():
+    from placer.cli.frontier_cmd import _plot_band
+
+    a = "calibrated error ±29% for gpu dense, batch 1-8 (worst of 2 published points; median ±26%)"
+    b = "outside the calibrated range (device x never measured)"
+    rows = [dict(pareto=True, error_band=a), dict(pareto=False, error_band=b), dict(pareto=True, error_band=a)]
+    assert _plot_band(rows) == "speeds: calibrated error ±29% for gpu dense, batch 1-8"
+    rows += [dict(pareto=True, error_band=b)]
+    assert _plot_band(rows) == f"speeds: calibrated error ±29% for gpu dense, batch 1-8; {b}"
+    rows += [dict(pareto=True, error_band=f"{b[:-1]} {i})") for i in range(3)]
+    assert _plot_band(rows) == "speeds' calibrated error: per point in the CSV's error_band column"
