@@ -40,14 +40,16 @@ def _platform(device_type) -> str:
     return "wafer" if getattr(device_type, "kind", "wafer") == "wafer" else "gpu"
 
 
-def error_band(instance, batch: int, context: int | None = None) -> str:
+def error_band(instance, batch: int, context: int | None = None, used=None) -> str:
     """What the calibration says of a speed ``instance`` runs at ``batch`` requests per step whose
-    requests hold ``context`` tokens on average (None: not checked): the regime's calibrated error,
-    or why the speed lies outside the calibrated range."""
+    requests hold ``context`` tokens on average (None: not checked) on the devices ``used`` (device
+    indices, an assignment; None: every device of the instance): the regime's calibrated error, or
+    why the speed lies outside the calibrated range."""
     data = _bands()
     if not data:
         return "outside the calibrated range (no error bands: run benchmarks/calibrate_simulator.py --write)"
-    types = {d.type.name: d.type for d in instance.devices}
+    devices = instance.devices if used is None else [instance.devices[d] for d in set(used)]
+    types = {d.type.name: d.type for d in devices}
     platforms = {_platform(t) for t in types.values()}
     if len(platforms) > 1:
         return "outside the calibrated range (GPUs and wafers in one route were never measured)"

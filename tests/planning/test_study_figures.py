@@ -67,6 +67,10 @@ def test_a_mixed_price_fleet_prices_each_device_by_its_type(priced):
     # $5 an hour over 1,000 tokens/s (3.6 M tokens an hour): 5 / 3.6 = $1.3889 per million tokens
     assert usd_per_million_tokens(price, 1000.0) == pytest.approx(5 / 3.6)
     assert "priced each device at its type's price (cheap $2 per device-hour" in price_line([fleet])
+    # the error band names the device types a run uses, not every type of the fleet
+    assert error_band(inst, 1, 100) == "outside the calibrated range (device cheap, dear never measured)"
+    assert error_band(inst, 1, 100, used=[kinds.index("dear")]) == \
+        "outside the calibrated range (device dear never measured)"
 
 
 def test_a_frontier_on_a_mixed_price_fleet_prices_both_types(priced, tmp_path):
@@ -194,7 +198,9 @@ def test_plan_rate_rows_carry_their_runs_error_bands(run_cli, tmp_path):
     assert d["error_band"].startswith("outside the calibrated range (device ")       # toy devices: never measured
     code, text, err = run_cli(args)
     assert code == 0, err
-    assert f"TPOT of disaggregated: {d['error_band']}" in text.splitlines()
+    # one line when both answers share the band, else one per answer
+    shared = rows["aggregated"]["error_band"] == d["error_band"]
+    assert (f"TPOT: {d['error_band']}" if shared else f"TPOT of disaggregated: {d['error_band']}") in text.splitlines()
     assert f"prefill TTFT: {d['prefill_error_band']}" in text.splitlines()
 
 
