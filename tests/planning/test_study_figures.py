@@ -233,3 +233,22 @@ def test_a_frontier_plot_title_names_the_pareto_points_bands():
     assert _plot_band(rows) == f"speeds: calibrated error ±29% for gpu dense, batch 1-8; {b}"
     rows += [dict(pareto=True, error_band=f"{b[:-1]} {i})") for i in range(3)]
     assert _plot_band(rows) == "speeds' calibrated error: per point in the CSV's error_band column"
+
+
+def test_the_frontier_sentence_names_the_cheapest_point_at_each_speed():
+    from placer.planning.studies.frontier import FrontierReport, compare_at_speeds
+
+    def row(platform, speed, mw, usd):
+        return dict(platform=platform, valid=True, meets_ttft=True, per_user_tokens_per_s=speed,
+                    tokens_per_s_per_mw=mw, usd_per_million_tokens=usd, devices=2, tp=1, ep=False,
+                    live_per_replica=4)
+
+    # a leads by tokens/s per MW, b by dollars: $1.500 against $2.000 per million tokens
+    rep = FrontierReport("m", 1000, ["a", "b"], [row("a", 120, 900, 2.0), row("b", 110, 600, 1.5),
+                                                 row("b", 90, 1000, 0.5)])
+    (text,) = compare_at_speeds(rep, (100,))
+    assert text.startswith("At 100 tokens/s per user, a is ahead with 900 tokens/s per MW")
+    assert text.endswith("; cheapest per token: b, $1.500 per million tokens (2 devices per replica, "
+                         "110 tokens/s per user).")
+    rep.rows[1]["usd_per_million_tokens"] = rep.rows[0]["usd_per_million_tokens"] = None
+    assert "cheapest" not in compare_at_speeds(rep, (100,))[0]       # no price at that speed

@@ -293,9 +293,22 @@ def _degree(row: dict) -> str:
     return "" if tp == 1 else f", tp {tp}{' ep' if row.get('ep') else ''}"
 
 
+def _cheapest(report: FrontierReport, speed: float) -> str:
+    """``"; cheapest per token: <platform>, $X per million tokens (...)"``: the point at or above
+    ``speed`` with the fewest dollars per million tokens (nothing when no such point has a price)."""
+    ok = [r for r in report.rows if r["valid"] and r.get("meets_ttft", True) and r.get("usd_per_million_tokens")
+          and r["per_user_tokens_per_s"] is not None and r["per_user_tokens_per_s"] >= speed]
+    if not ok:
+        return ""
+    r = min(ok, key=lambda r: r["usd_per_million_tokens"])
+    return (f"; cheapest per token: {r['platform']}, ${r['usd_per_million_tokens']:,.3f} per million tokens "
+            f"({plural(r['devices'], 'device')} per replica{_degree(r)}, {r['per_user_tokens_per_s']:,.0f} tokens/s per user)")
+
+
 def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[str]:
     """One sentence per speed: which platform serves it with the most tokens/s per MW, by what
-    ratio over the next, or that no platform reaches it (naming each one's fastest point)."""
+    ratio over the next, or that no platform reaches it (naming each one's fastest point); and the
+    point at that speed with the fewest dollars per million tokens, where prices are known."""
     out = []
     for x in speeds:
         best = {p: _best_at(report.rows, p, x) for p in report.platforms}
@@ -324,7 +337,7 @@ def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[s
                      f"({s['tokens_per_s_per_mw']:,.0f} tokens/s per MW{_degree(s)})")
         if missing:
             head += "; " + "; ".join(f"{fastest(m)}, short of the floor" for m in missing)
-        out.append(head + ".")
+        out.append(head + _cheapest(report, x) + ".")
     return out
 
 
