@@ -252,3 +252,16 @@ def test_the_frontier_sentence_names_the_cheapest_point_at_each_speed():
                          "110 tokens/s per user).")
     rep.rows[1]["usd_per_million_tokens"] = rep.rows[0]["usd_per_million_tokens"] = None
     assert "cheapest" not in compare_at_speeds(rep, (100,))[0]       # no price at that speed
+
+
+def test_a_speed_floors_json_rows_carry_their_error_band(run_cli):
+    code, out, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--racks", 1, "--context", "2k", "--concurrency", 4,
+                              "--isl", 1536, "--osl", 64, "--tp", 1, "--min-user-tps", 1, "--time-limit", 10,
+                              "--threads", 1, "-q", "--json"])
+    assert code == 0, err
+    floor = json.loads(out)["speed_target"]
+    model = load_model("llama-3.1-8b")
+    inst = make_instance(model, load_fleet("h100", racks=1), workload_for(model, context="2k", concurrency=4))
+    assert floor["chosen"]["load_per_replica"] == 4
+    assert floor["chosen"]["error_band"] == error_band(inst, 4, 1600)       # gpu dense, batch 1-8
+    assert all(c["error_band"] for c in floor["candidates"])
