@@ -265,3 +265,25 @@ def test_a_speed_floors_json_rows_carry_their_error_band(run_cli):
     assert floor["chosen"]["load_per_replica"] == 4
     assert floor["chosen"]["error_band"] == error_band(inst, 4, 1600)       # gpu dense, batch 1-8
     assert all(c["error_band"] for c in floor["candidates"])
+
+
+def test_a_disaggregated_point_prices_every_replica_of_both_pools(priced):
+    """2 prefill replicas on a $2 device and 3 decode replicas on a $3 device: $13 an hour; at
+    1,000 output tokens/s (3.6 M an hour), 13 / 3.6 = $3.611 per million tokens."""
+    from types import SimpleNamespace
+
+    from placer.planning.studies.frontier_disagg import _priced
+
+    model, fleet = priced
+    inst = make_instance(model, fleet, Workload(context_tokens=1000, concurrency=1))
+    kinds = [d.type.name for d in inst.devices]
+
+    def pool(kind):
+        return SimpleNamespace(solved=SimpleNamespace(instance=inst,
+                                                      per_group=SimpleNamespace(assignment=[kinds.index(kind)] * 4)))
+
+    c = SimpleNamespace(x=2, prefill=pool("cheap"), y=3, decode=pool("dear"))
+    got = _priced(c, 1000.0)
+    assert got["usd_per_million_tokens"] == pytest.approx(13 / 3.6)
+    assert got["price_source"] == ("cheap: $2 per device-hour: test figure, 2026-01-01 (assumption); "
+                                   "dear: $12 per system-hour of 4 devices: test figure, 2026-01-01 (assumption)")
