@@ -23,6 +23,7 @@ from placer.cli.common import (
 from placer.cli.solve_disagg import disagg_options, disagg_pools
 from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets
+from placer.planning.studies.bands import band_lines
 from placer.planning.studies.compare import COMPARE_ROWS, compare, compare_degrees
 from placer.problem.reductions.tensor_parallel import has_gpus
 from placer.specs.errors import InvalidSpec
@@ -214,6 +215,11 @@ def _degrees(m, fleet, wl, req, solver, output_tokens, max_ttft_ms, quiet, as_js
     return doc
 
 
+def _degree_label(r) -> str:
+    """A per-degree row by name: ``tp 4``, ``tp 4 ep``, ``tp 4 dp``."""
+    return f"tp {r['tp']}" + (" dp" if r.get("attention_dp") else " ep" if r["ep"] > 1 else "")
+
+
 def _speed(x) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
@@ -245,6 +251,13 @@ def _print_degrees(m, fleet, wl, doc, output_tokens, header) -> None:
     click.echo(f"* {unit} count proven minimal at that degree; latency: the hops between stages plus the link latency "
                "of the groups' all-reduces and all-to-alls; one user / per user / aggregate: simulated tokens/s "
                "(placer simulate's cost model, collectives over the node's links)")
+    rows = doc["degrees"]
+    same = all(r.get("alone_error_band") == r.get("error_band") for r in rows)
+    keys = (("error_band", "speeds"),) if same else (("alone_error_band", "one user's speeds"),
+                                                      ("error_band", "per-user and aggregate speeds"))
+    for key, what in keys:
+        for line in band_lines(rows, _degree_label, key=key, what=what):
+            click.echo(line)
     for r in doc["refused"]:
         kind = f", {r['ep']}" if isinstance(r["ep"], str) else ", ep" if r["ep"] else ""
         notes.append(f"tp {r['tp']}{kind} excluded: {r['reason']}")

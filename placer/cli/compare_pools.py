@@ -28,8 +28,12 @@ def print_pool_comparison(m, fleet, wl, req, solver, *, as_json: bool, quiet: bo
         return 0 if plan["feasible"] else 1
     click.echo(f"{m.name} on {fleet.name}, disaggregated: {plan['message']}")
     click.echo(workload_text(wl))
+    click.echo(doc["traffic"]["text"])
     if not plan["feasible"]:
         return 1
+    for what, key in (("TPOT", "error_band"), ("TTFT", "prefill_error_band")):
+        if plan.get(key):
+            click.echo(f"{what}: {plan[key]}")
     click.echo(f"{'pool':<8} {'replicas':>8} {'layout':<18} {'method':<9} {'devices':>8} {'bound':>6} "
                f"{'plan total':>10} {'proven':>6} {'time':>9}")
     for r in doc["pools"]:

@@ -30,7 +30,8 @@ from placer.cli.common import (
 )
 from placer.cli.traffic_options import reserved_context, traffic_options
 from placer.planning import Placement, Requirements, SolverSettings, Targets
-from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
+from placer.planning.price import price_line
+from placer.planning.studies.bands import band_lines
 from placer.problem.instance import MODES
 from placer.simulate.per_user import AGGREGATE_PER_LIVE_MEANING, PER_USER_MEANING, with_aggregate_per_live
 from placer.specs.errors import InvalidSpec
@@ -163,13 +164,11 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
 
         save(plot_speed_frontiers(rep.rows, speeds=floors, title=f"{m.name}, {wl.context_tokens:,}-token context, "
                                                                   f"{wl.weight_bits}-bit weights, power at the "
-                                                                  f"{where} boundary\n{_short(resolved)}"), plot)
+                                                                  f"{where} boundary\n{_short(resolved)}\n"
+                                                                  f"{_plot_band(rep.rows)}"), plot)
     written = [str(p) for p in (output, plot) if p]
     # both per-user figures, named (placer.simulate.per_user): the mean request rate and aggregate / live
     rows = [with_aggregate_per_live(r) for r in rep.rows]
-    prices = {f.name: fleet_price(f)[0] for f in fleets}
-    for r in rows:      # the devices' price over the tokens they make, at each point's per-user speed
-        r["usd_per_million_tokens"] = usd_per_million_tokens(prices.get(r["platform"]), r.get("tokens_per_s_per_device"))
     traffic = resolved
     if as_json:
         echo_json(dict(model=rep.model, context_tokens=rep.context_tokens, platforms=rep.platforms,
@@ -183,6 +182,17 @@ def frontier_command(model, hardware, context, weight_bits, text_only, kv_bits, 
         return 0
     _print_text(rep, rows, m, wl, fleets, reserve, traffic, written)
     return 0
+
+
+def _plot_band(rows) -> str:
+    """The calibration's error bands of the Pareto points in a plot title (each without its point
+    counts, up to three), else where to read each point's."""
+    bands = list(dict.fromkeys(r["error_band"] for r in rows if r.get("pareto") and r.get("error_band")))
+    if not bands:
+        return ""
+    if len(bands) > 3:
+        return "speeds' calibrated error: per point in the CSV's error_band column"
+    return "speeds: " + "; ".join(b.split(" (worst of")[0] for b in bands)
 
 
 def _short(traffic) -> str:
@@ -213,7 +223,8 @@ def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:
     for p in rep.platforms:
         front = sorted((r for r in rows if r["platform"] == p and r.get("pareto")),
                        key=lambda r: -r["per_user_tokens_per_s"])
-        for r in front[:1] + front[-1:] if len(front) > 1 else front:
+        ends = front[:1] + front[-1:] if len(front) > 1 else front
+        for r in ends:
             click.echo(f"  {p}: {r['per_user_tokens_per_s']:,.0f} tokens/s per user (aggregate / live "
                        f"{r['aggregate_per_live_tokens_per_s']:,.0f}), "
                        f"{r['tokens_per_s_per_mw']:,.0f} tokens/s per MW ({where}), "
@@ -222,6 +233,8 @@ def _print_text(rep, rows, m, wl, fleets, reserve, traffic, written) -> None:
                        f"{r['tokens_per_s_per_device']:,.0f} per "
                        f"device ({plural(r['devices'], 'device')} at tp {r['tp']}{' ep' if r['ep'] else ''}, "
                        f"{r['live_per_replica']} live, {plural(r['replicas'], 'replica')} fit)")
+        for line in band_lines(ends, lambda r: f"the {r['per_user_tokens_per_s']:,.0f} tokens/s per user point"):
+            click.echo(f"    {line}")
     click.echo(price_line(fleets))
     for s in rep.sentences:
         click.echo(s)

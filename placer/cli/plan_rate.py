@@ -8,6 +8,7 @@ import click
 
 from placer.cli.common import echo_json, workload_text
 from placer.planning import Requirements, SolverSettings
+from placer.planning.studies.bands import band_lines
 from placer.planning.studies.recommend import recommend
 
 
@@ -40,6 +41,10 @@ def print_recommendation(m, fleet, wl, req: Requirements, time_limit: float, *, 
                    f"{'yes' if r['proven'] else 'no':>6}")
         if not r["feasible"]:
             click.echo(f"  {r['message']}")
+    rows = [r for r in rec.rows() if r["feasible"]]
+    for line in (band_lines(rows, lambda r: r["serving"], what="TPOT") +
+                 band_lines(rows, lambda r: r["serving"], key="prefill_error_band", what="prefill TTFT")):
+        click.echo(line)
     click.echo("aggregated: live requests by Little's law at the targets, TTFT from the closed-loop simulation "
                "with chunked prefill; disaggregated: TTFT = M/D/1 queueing + prefill + KV transfer")
     return 0

@@ -32,5 +32,8 @@ def print_pooled_simulation(doc: dict, *, model=None, output_tokens: int | None 
     power = "-" if r["power_w"] is None else f"{r['power_w'] / 1e3:,.1f} kW"
     click.echo(f"  aggregate {r['aggregate_tokens_per_s']:,.0f} output tokens/s over every decode replica, power "
                f"{power}; targets {'met' if r['meets_targets'] else 'missed'}")
+    for pool, what in (("prefill", "TTFT"), ("decode", "TPOT and speeds")):
+        if r[pool].get("speed_error"):
+            click.echo(f"  {what}: {r[pool]['speed_error']} (the {pool} replica's run)")
     click.echo("  the two pools are simulated apart and composed (placer/simulate/pooled.py)")
     return 0 if r["meets_targets"] else 1

@@ -6,6 +6,7 @@ import click
 
 from placer.cli.common import echo_json, echo_json_mapping, workload_text, write_mapping_if_asked
 from placer.planning import Pools
+from placer.planning.studies.compare_pools import pools_traffic
 from placer.specs.errors import InvalidSpec
 
 
@@ -49,21 +50,6 @@ def disagg_pools(fleet, disagg, prefill_hardware, rate, isl, osl) -> Pools | Non
                  decode_tokens=osl)
 
 
-def disagg_traffic(planned):
-    """The traffic a disaggregated plan serves: its rate (or decode load), prompt and output tokens
-    and the prefix-cache hit."""
-    from dataclasses import replace
-
-    from placer.simulate.arguments import Traffic
-
-    dp, req = planned.pools, planned.requirements
-    base = req.traffic or Traffic()
-    return replace(base, prompt_tokens=dp.prompt_tokens, output_tokens=dp.decode_tokens,
-                   cached_prompt_tokens=base.cached_prompt_tokens if base.cached_share is not None
-                   else req.targets.cached_prompt_tokens,
-                   arrival_rate=dp.rate, max_live=None if dp.rate is not None else dp.concurrency)
-
-
 def print_disagg_plan(planned, output, as_json) -> int:
     """A disaggregated plan as ``placer solve --disagg`` prints it; the exit code."""
     dp = planned.pools
@@ -80,7 +66,7 @@ def print_disagg_plan(planned, output, as_json) -> int:
                f"{asked}, ISL {dp.prompt_tokens}, OSL {dp.decode_tokens}, TTFT <= {dp.max_ttft_ms:g} ms, "
                f"TPOT <= {dp.tpot_ms:.4g} ms")
     click.echo(workload_text(wl, fleet=fleet, reserve=planned.requirements.placement.reserve))
-    click.echo(disagg_traffic(planned).describe("the live decode requests"))
+    click.echo(pools_traffic(dp, planned.requirements).describe("the live decode requests"))
     click.echo(f"KV transfer: {dp.transfer_bytes:,} B per request over {dp.link.source} "
                f"({dp.link.bandwidth / 1e9:,.1f} GB/s, {dp.link.latency_us:g} us): "
                f"{dp.link.time_us(dp.transfer_bytes) / 1e3:,.3f} ms")
@@ -100,6 +86,9 @@ def print_disagg_plan(planned, output, as_json) -> int:
     if sim is not None and sim.ttft_p50_us is not None:
         click.echo(f"  simulated prefill replica at {c.rate / c.x:,.3g} requests/s: TTFT p50 "
                    f"{sim.ttft_p50_us / 1e3:,.1f} ms, p99 {sim.ttft_p99_us / 1e3:,.1f} ms (before the transfer)")
+    for what, run in (("TTFT", sim), ("TPOT", c.decode_sim or c.decode.sim)):
+        if getattr(run, "speed_error", None):
+            click.echo(f"  {what}: {run.speed_error}")
     click.echo(f"  {len(dp.candidates)} candidate pair(s) met the targets; devices {c.devices}"
                + ("" if c.power_w is None else f", {c.power_w / 1e3:,.1f} kW"))
     click.echo(where)

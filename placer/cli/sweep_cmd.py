@@ -27,7 +27,8 @@ from placer.cli.common import (
     workload_text,
 )
 from placer.cli.traffic_options import traffic_options
-from placer.planning.price import fleet_price, price_line, usd_per_million_tokens
+from placer.planning.price import price_line
+from placer.planning.studies.bands import band_lines
 from placer.planning.studies.compare import granularity_for
 from placer.planning.studies.sweep import Grid, SweepSettings, run_sweep
 from placer.specs.errors import InvalidSpec
@@ -173,10 +174,11 @@ def sweep_command(model, hardware, contexts, concurrencies, modes, tps, weight_b
         return
     click.echo(f"{m.name} on {fleet.name}: {len(report.rows)} points")
     click.echo(workload_text(base, per_row=_varied(grid)))
-    price = fleet_price(fleet)[0]
-    _print_table(report.rows, degrees=grid.tps != (1,), price=price)
+    _print_table(report.rows, degrees=grid.tps != (1,))
     if traffic is not None:
         click.echo(traffic["text"])
+    for line in band_lines(report.rows, lambda r: _label(r, grid)):
+        click.echo(line)
     if any(r.get("tokens_per_s_per_mw") is not None for r in report.rows):
         click.echo(f"tok/s/MW: power counted at the {fleet.power_label()} boundary (--power)")
     if any(r.get("aggregate_tokens_per_s") for r in report.rows):
@@ -193,10 +195,14 @@ def _varied(grid: Grid) -> tuple[str, ...]:
             + (("kv_bits",) if grid.kv_bits else ()))
 
 
-def _usd(r, price) -> float | None:
-    """$ per million tokens of one point: its devices' price over its simulated tokens/s."""
-    agg, used = r.get("aggregate_tokens_per_s"), r.get("devices_used")
-    return usd_per_million_tokens(price, agg / used) if agg and used else None
+def _label(r, grid: Grid) -> str:
+    """A row by its grid values (those the grid varies): ``32k at 8 live, tp 2, free``."""
+    text = f"{format_tokens(r['context_tokens'])} at {r['concurrency']} live"
+    if grid.tps != (1,):
+        text += f", tp {r.get('tp') or 1}"
+    if grid.weight_bits or grid.kv_bits:
+        text += f", {r['weight_bits']}/{r['kv_bits']} bits"
+    return text + (f", {r['mode']}" if len(grid.modes) > 1 else "")
 
 
 def _proven(r) -> str:
@@ -206,7 +212,7 @@ def _proven(r) -> str:
     return "devices" if r.get("devices_proven") else "no"
 
 
-def _print_table(rows, degrees: bool = False, price: float | None = None):
+def _print_table(rows, degrees: bool = False):
     sim = any(r.get("per_user_tokens_per_s") is not None for r in rows)
     rep = any(r.get("replicas_best") is not None for r in rows)
     tp = f" {'tp':>3}" if degrees else ""
@@ -230,7 +236,7 @@ def _print_table(rows, degrees: bool = False, price: float | None = None):
                 f"{r['status'] or '-':<10} {_proven(r):<7} {format_duration_us(None if r['seconds'] is None else r['seconds'] * 1e6):>9}")
         if sim:
             line += (f" {v(r['per_user_tokens_per_s'], '{:.0f}'):>10} {v(r['aggregate_tokens_per_s'], '{:.0f}'):>9}"
-                     f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9} {v(_usd(r, price), '{:.3f}'):>8}")
+                     f" {v(r['tokens_per_s_per_mw'], '{:.0f}'):>9} {v(r.get('usd_per_million_tokens'), '{:.3f}'):>8}")
         if rep:
             line += f" {v(r['replicas_best']):>8} {v(r['replicas_total_devices']):>5}"
         if r.get("error") and r["status"] not in ("optimal", "feasible", "heuristic"):

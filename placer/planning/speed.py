@@ -132,7 +132,8 @@ class Candidate:
                     itl_p50_us=s.itl_p50_us, aggregate_tokens_per_s=self.aggregate_tokens_per_s,
                     power_w=self.power_w, tokens_per_s_per_mw=self.tokens_per_s_per_mw,
                     joules_per_token=(self.power_w / self.aggregate_tokens_per_s
-                                      if self.power_w and self.aggregate_tokens_per_s else None))
+                                      if self.power_w and self.aggregate_tokens_per_s else None),
+                    error_band=getattr(s, "speed_error", None))     # the calibration's, for its run's regime
 
 
 @dataclass

@@ -516,7 +516,7 @@ class Simulation:
             power_boundary=getattr(fleet, "power_boundary", None), pue=getattr(fleet, "pue", None),
             spec_k=self.spec_k, spec_accept=self.spec_accept,
             cached_prompt_tokens=0 if self.decode_only else self.cached_prompt, traffic=self.traffic,
-            speed_error=error_band.error_band(inst, max(1, round(self.steps[1] / max(self.steps[0], 1))), int(self.shapes.mean_context)),
+            speed_error=error_band.error_band(inst, max(1, round(self.steps[1] / max(self.steps[0], 1))), int(self.shapes.mean_context), self.assignment),
             trace=self.trace)
 
 

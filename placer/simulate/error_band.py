@@ -40,14 +40,16 @@ def _platform(device_type) -> str:
     return "wafer" if getattr(device_type, "kind", "wafer") == "wafer" else "gpu"
 
 
-def error_band(instance, batch: int, context: int | None = None) -> str:
+def error_band(instance, batch: int, context: int | None = None, used=None) -> str:
     """What the calibration says of a speed ``instance`` runs at ``batch`` requests per step whose
-    requests hold ``context`` tokens on average (None: not checked): the regime's calibrated error,
-    or why the speed lies outside the calibrated range."""
+    requests hold ``context`` tokens on average (None: not checked) on the devices ``used`` (device
+    indices, an assignment; None: every device of the instance): the regime's calibrated error, or
+    why the speed lies outside the calibrated range."""
     data = _bands()
     if not data:
         return "outside the calibrated range (no error bands: run benchmarks/calibrate_simulator.py --write)"
-    types = {d.type.name: d.type for d in instance.devices}
+    devices = instance.devices if used is None else [instance.devices[d] for d in set(used)]
+    types = {d.type.name: d.type for d in devices}
     platforms = {_platform(t) for t in types.values()}
     if len(platforms) > 1:
         return "outside the calibrated range (GPUs and wafers in one route were never measured)"
@@ -63,7 +65,8 @@ def error_band(instance, batch: int, context: int | None = None) -> str:
         return f"outside the calibrated range (batch {batch}; measured {lo}-{hi})"
     if context is not None and context > cover["context"]:
         return f"outside the calibrated range (context {context:,} tokens; measured up to {cover['context']:,})"
-    params = getattr(instance.model, "total_params", None)
+    # the whole model's size: a tensor-parallel or split instance places its shards (instance.model)
+    params = getattr(getattr(instance, "base_model", None) or instance.model, "total_params", None)
     plo, phi = cover["params"]
     if params is not None and not plo * 0.5 <= params <= phi * 2:
         return (f"outside the calibrated range (a {params / 1e9:,.0f}B-parameter model; measured "

@@ -478,7 +478,7 @@ def _result(sim: Simulation, rounds: _Run, state: dict) -> SimResult:
         prefill_step_fraction=c[3] / c[0] if c[0] else 0.0, power_boundary=getattr(inst.fleet, "power_boundary", None),
         pue=getattr(inst.fleet, "pue", None), spec_k=sim.spec_k, spec_accept=sim.spec_accept,
         cached_prompt_tokens=0 if sim.decode_only else sim.cached_prompt, traffic=sim.traffic, method="steady",
-        speed_error=error_band.error_band(inst, max(1, round(c[1] / c[0])) if c[0] else 1, int(sim.shapes.mean_context)),
+        speed_error=error_band.error_band(inst, max(1, round(c[1] / c[0])) if c[0] else 1, int(sim.shapes.mean_context), sim.assignment),
         ttft_mean_us=float(np.mean(st.ttft)) if st.ttft else None)
 
 

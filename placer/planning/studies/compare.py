@@ -123,6 +123,8 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
     less the instance's cached prefix) then decoding ``output_tokens`` tokens in a closed loop;
     ``decode_only``: every prompt already in the KV cache, the decodes alone
     (:func:`placer.simulate.simulate`, which costs a group's all-reduces and all-to-alls).
+    ``alone_error_band`` and ``error_band``: the calibration's error band of each run's speeds
+    (:func:`placer.simulate.error_band.error_band`, the regime of its batch).
     """
     from placer.simulate import Traffic, simulate
 
@@ -151,7 +153,8 @@ def degree_row(solved: Solved, *, output_tokens: int = 32, max_ttft_ms: float | 
         row["meets_ttft"] = ttft_within(row["ttft_p99_us"], max_ttft_ms * 1e3)
     row.update(live_requests=live, alone_tokens_per_s=alone.per_user_tokens_per_s,
                per_user_tokens_per_s=loaded.per_user_tokens_per_s,
-               aggregate_tokens_per_s=loaded.aggregate_tokens_per_s)
+               aggregate_tokens_per_s=loaded.aggregate_tokens_per_s,
+               alone_error_band=alone.speed_error, error_band=loaded.speed_error)
     return row
 
 

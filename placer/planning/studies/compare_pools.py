@@ -19,7 +19,7 @@ from placer.specs.fleet import Fleet
 from placer.specs.model import LayerGraph
 from placer.specs.workload import Workload
 
-__all__ = ["POOL_METHODS", "compare_pools"]
+__all__ = ["POOL_METHODS", "compare_pools", "pools_traffic"]
 
 # the methods that place pipeline (contiguous) stages, in compare's order
 POOL_METHODS = tuple(method for method, mode in COMPARE_ROWS if mode == "contiguous" and method != "bound")
@@ -34,10 +34,14 @@ def compare_pools(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requ
     from placer.planning.disagg import plan_disagg
 
     dp = plan_disagg(model, fleet, workload, req, solver)
-    doc: dict = {"plan": dp.to_dict(), "pools": []}
+    doc: dict = {"plan": dp.to_dict(), "pools": [],
+                 "traffic": pools_traffic(dp, req).to_dict("the live decode requests")}
     c = dp.chosen
     if c is None:
         return doc
+    # the calibration's error band of the plan's TPOT (its decode run) and TTFT (its prefill replica's run)
+    doc["plan"].update(error_band=getattr(c.decode_sim or c.decode.sim, "speed_error", None),
+                       prefill_error_band=getattr(dp.prefill_sim, "speed_error", None))
     pools = (("prefill", c.prefill.solved, c.x), ("decode", dp.decode_solved or c.decode.solved, c.y))
     chosen_devices = {"prefill": c.x * c.prefill.devices, "decode": c.y * c.decode.devices}
     for pool, solved, replicas in pools:
@@ -61,3 +65,17 @@ def _layout(inst) -> str:
     from placer.planning.layouts import layout_label
 
     return layout_label(inst.tp, inst.ep, inst.attention_dp)
+
+
+def pools_traffic(dp, req: Requirements):
+    """The traffic a disaggregated plan ``dp`` serves (its requirements ``req``): its rate (or decode
+    load), prompt and output tokens and the prefix-cache hit."""
+    from dataclasses import replace
+
+    from placer.simulate.arguments import Traffic
+
+    base = req.traffic or Traffic()
+    return replace(base, prompt_tokens=dp.prompt_tokens, output_tokens=dp.decode_tokens,
+                   cached_prompt_tokens=base.cached_prompt_tokens if base.cached_share is not None
+                   else req.targets.cached_prompt_tokens,
+                   arrival_rate=dp.rate, max_live=None if dp.rate is not None else dp.concurrency)

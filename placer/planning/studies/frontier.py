@@ -45,7 +45,7 @@ COLUMNS = ["platform", "serving", "tp", "ep", "attention_dp", "devices", "replic
            "tokens_per_s_per_mw", "tokens_per_s_per_device", "joules_per_token", "hop_latency_us", "valid", "pareto",
            "schedule", "context_tokens", "route", "ttft_p99_us", "meets_ttft", "power_boundary", "spec_tokens",
            "spec_accept", "cached_prompt_tokens", "ttft_model_us", "ttft_budget_ms", "rate_per_s", "prefill_layout", "decode_layout",
-           "proven", "traffic", "sim"]
+           "proven", "traffic", "sim", "error_band", "usd_per_million_tokens", "price_source"]
 
 
 @dataclass
@@ -61,6 +61,7 @@ class FrontierReport:
 
 def _simulate_point(task: tuple) -> dict:
     """One point (runs in a worker process): a placement simulated at one load."""
+    from placer.planning.price import placement_price, usd_per_million_tokens
     from placer.simulate.per_user import with_aggregate_per_live
     from placer.simulate.steady import simulate_with
 
@@ -71,6 +72,7 @@ def _simulate_point(task: tuple) -> dict:
     # live requests under attention data parallelism (its heaviest rank runs its share)
     sim = simulate_with(how, inst, assignment, requests=live, max_live=live, output_tokens=output_tokens)
     agg = sim.aggregate_tokens_per_s
+    price, source = placement_price(inst, assignment)       # a replica's devices, each at its type's price
     return with_aggregate_per_live(dict(meta, live_per_replica=live, live_total=live * meta["replicas"],
                 per_user_tokens_per_s=sim.per_user_tokens_per_s, itl_p50_us=sim.itl_p50_us,
                 aggregate_tokens_per_s=agg, power_w=sim.power_w, tokens_per_s_per_mw=sim.tokens_per_s_per_mw,
@@ -78,7 +80,8 @@ def _simulate_point(task: tuple) -> dict:
                 schedule=sim.schedule, ttft_p99_us=sim.ttft_p99_us, spec_tokens=sim.spec_k,
                 spec_accept=sim.spec_accept, cached_prompt_tokens=sim.cached_prompt_tokens,
                 power_boundary=sim.power_boundary, traffic=sim.traffic.describe().removeprefix("traffic: "),
-                sim=sim.method))
+                error_band=sim.speed_error, usd_per_million_tokens=usd_per_million_tokens(price, agg),
+                price_source=source, sim=sim.method))
 
 
 def pareto(rows: Sequence[dict], keys=("per_user_tokens_per_s", "tokens_per_s_per_mw", "tokens_per_s_per_device")
@@ -290,9 +293,22 @@ def _degree(row: dict) -> str:
     return "" if tp == 1 else f", tp {tp}{' ep' if row.get('ep') else ''}"
 
 
+def _cheapest(report: FrontierReport, speed: float) -> str:
+    """``"; cheapest per token: <platform>, $X per million tokens (...)"``: the point at or above
+    ``speed`` with the fewest dollars per million tokens (nothing when no such point has a price)."""
+    ok = [r for r in report.rows if r["valid"] and r.get("meets_ttft", True) and r.get("usd_per_million_tokens")
+          and r["per_user_tokens_per_s"] is not None and r["per_user_tokens_per_s"] >= speed]
+    if not ok:
+        return ""
+    r = min(ok, key=lambda r: r["usd_per_million_tokens"])
+    return (f"; cheapest per token: {r['platform']}, ${r['usd_per_million_tokens']:,.3f} per million tokens "
+            f"({plural(r['devices'], 'device')} per replica{_degree(r)}, {r['per_user_tokens_per_s']:,.0f} tokens/s per user)")
+
+
 def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[str]:
     """One sentence per speed: which platform serves it with the most tokens/s per MW, by what
-    ratio over the next, or that no platform reaches it (naming each one's fastest point)."""
+    ratio over the next, or that no platform reaches it (naming each one's fastest point); and the
+    point at that speed with the fewest dollars per million tokens, where prices are known."""
     out = []
     for x in speeds:
         best = {p: _best_at(report.rows, p, x) for p in report.platforms}
@@ -321,7 +337,7 @@ def compare_at_speeds(report: FrontierReport, speeds: Sequence[float]) -> list[s
                      f"({s['tokens_per_s_per_mw']:,.0f} tokens/s per MW{_degree(s)})")
         if missing:
             head += "; " + "; ".join(f"{fastest(m)}, short of the floor" for m in missing)
-        out.append(head + ".")
+        out.append(head + _cheapest(report, x) + ".")
     return out
 
 

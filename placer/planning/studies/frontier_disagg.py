@@ -4,9 +4,11 @@ the fleets hold under the floor's TPOT and the TTFT target, as one frontier row.
 
 A row's figures are the whole plan's: every device of both pools, their power, the decode pool's
 simulated per-user speed at its load (``1 / TPOT``), and the output tokens/s the rate gives
-(``rate x output tokens``). The workload is the aggregated points': requests of the workload's
-context, of which the last ``output_tokens`` are generated, so both kinds of point serve the same
-requests. The TTFT the plan is chosen by is the disaggregated model's (M/D/1 queueing mean +
+(``rate x output tokens``). The requests are the aggregated points': the frontier's traffic
+(:func:`traffic_prompt`: its prompt, the standard or the spec's default where it gives none) then
+``output_tokens`` generated, so both kinds of point serve the same requests; a row states that
+traffic, the decode run's calibrated error band, and its $/million tokens (both pools' devices,
+each at its type's price). The TTFT the plan is chosen by is the disaggregated model's (M/D/1 queueing mean +
 prefill + KV transfer), in ``ttft_model_us``; ``ttft_p99_us`` is the p99 of a discrete-event run of
 one prefill replica at its share of the rate (Poisson arrivals) plus the transfer, the statistic the
 aggregated points report. A plan whose p99 misses the target is made again with a tighter mean
@@ -29,7 +31,23 @@ from placer.specs.workload import Workload
 if TYPE_CHECKING:
     from placer.planning.studies.frontier import FrontierGrid
 
-__all__ = ["disagg_label", "disagg_points"]
+__all__ = ["disagg_label", "disagg_points", "traffic_prompt"]
+
+
+def traffic_prompt(model: LayerGraph, workload: Workload, req: Requirements, output_tokens: int) -> int:
+    """The prompt tokens of the frontier's traffic (``req.traffic``, the one the aggregated points
+    are simulated under; what it leaves open resolved as theirs is: the model spec's default
+    traffic, else the standard prompt cut to fit the context), a distribution's or trace's mean,
+    rounded: the prompt every disaggregated point's prefill pool is planned for."""
+    from dataclasses import replace
+
+    from placer.simulate.arguments import Traffic, resolve_lengths
+
+    t = req.traffic or Traffic()
+    if t.output_tokens is None and t.replay is None:
+        t = replace(t, output_tokens=output_tokens)
+    _, shapes = resolve_lengths(t, workload.context_tokens, getattr(model, "default_traffic", None) or {})
+    return max(1, round(shapes.mean_context - shapes.mean_output))
 
 
 def disagg_label(decode: Fleet, prefill: Fleet | None) -> str:
@@ -50,12 +68,12 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
     from placer.mapping.validate import validate_mapping
 
     output_tokens, max_ttft_ms, prefill_fleet = grid.output_tokens, grid.max_ttft_ms, grid.prefill_fleet
-    prompt = workload.context_tokens - output_tokens
-    if prompt < 1:
+    if output_tokens >= workload.context_tokens:
         from placer.specs.errors import ARGUMENT, InvalidSpec
 
         raise InvalidSpec(ARGUMENT, "output_tokens", f"must be below the context ({workload.context_tokens:,} "
                                                      "tokens) to leave a prompt")
+    prompt = traffic_prompt(model, workload, req, output_tokens)
     rows: list[dict] = []
     notes: list[str] = []
     for fleet in fleets:
@@ -83,7 +101,10 @@ def disagg_points(model: LayerGraph, fleets: Sequence[Fleet], workload: Workload
                                  f"({problems[0].message}); its point is kept and marked invalid")
                 verdict = dict(valid=not problems, ttft_p99_us=p99, meets_ttft=p99 is None or p99 <= max_ttft_ms * 1e3,
                                ttft_budget_ms=budget)
-                rows.append(_row(label, fleet, dp, floor, workload, output_tokens, verdict))
+                row = _row(label, fleet, dp, floor, workload, output_tokens, verdict)
+                rows.append({**row, **_priced(c, row["aggregate_tokens_per_s"]),
+                             "traffic": _traffic_text(req, prompt, output_tokens, c.rate),
+                             "error_band": getattr(c.decode_sim or c.decode.sim, "speed_error", None)})
     return rows, notes
 
 
@@ -144,3 +165,29 @@ def _simulated_p99(dp, c) -> float | None:
     if sim is None or sim.ttft_p99_us is None:
         return None
     return sim.ttft_p99_us + c.transfer_us
+
+
+def _priced(c, tokens_per_s: float) -> dict:
+    """$/million tokens of a disaggregated candidate: every replica of both pools, each device at its
+    own type's price (:func:`placer.planning.price.placement_price`), over the output tokens/s."""
+    from placer.planning.price import placement_price, usd_per_million_tokens
+
+    parts = [(n, placement_price(shape.solved.instance, shape.solved.per_group.assignment))
+             for n, shape in ((c.x, c.prefill), (c.y, c.decode))]
+    missing = [source for _n, (price, source) in parts if price is None]
+    if missing:
+        return dict(usd_per_million_tokens=None, price_source=missing[0])
+    price = sum(n * p for n, (p, _s) in parts)
+    return dict(usd_per_million_tokens=usd_per_million_tokens(price, tokens_per_s),
+                price_source="; ".join(dict.fromkeys(s for _n, (_p, s) in parts)))
+
+
+def _traffic_text(req: Requirements, prompt: int, output_tokens: int, rate: float) -> str:
+    """The traffic of a disaggregated point, as its row's ``traffic`` states it (no ``traffic:``)."""
+    from dataclasses import replace
+
+    from placer.simulate.arguments import Traffic
+
+    t = replace(req.traffic or Traffic(), prompt_tokens=prompt, output_tokens=output_tokens, replay=None,
+                context=None, context_dist=None, arrival_rate=rate, closed_loop=False)
+    return t.describe().removeprefix("traffic: ")

@@ -36,6 +36,8 @@ class Recommendation:
     max_ttft_ms: float
 
     def rows(self) -> list[dict]:
+        """One row per serving; ``error_band``: the calibration's error band of its decode speeds (the
+        aggregated run's, the decode pool's), ``prefill_error_band``: the prefill replica's run's."""
         out = []
         a = self.aggregated
         if a is not None:
@@ -48,7 +50,7 @@ class Recommendation:
                             live_requests=self.live_aggregated, ttft_ms=ttft, tpot_ms=tpot,
                             meets_ttft=bool(meets), proven=a.feasible and a.result.proven_optimal,
                             power_w=None if not a.feasible or a.speed.chosen is None else a.speed.chosen.power_w,
-                            message=a.message))
+                            error_band=getattr(sim, "speed_error", None), message=a.message))
         d = self.disaggregated
         c = d.pools.chosen if d is not None else None
         out.append(dict(serving="disaggregated", feasible=c is not None, devices=None if c is None else c.devices,
@@ -57,7 +59,10 @@ class Recommendation:
                         live_requests=None if c is None else c.load * c.y,
                         ttft_ms=None if c is None else c.ttft_us / 1e3, tpot_ms=None if c is None else c.tpot_us / 1e3,
                         meets_ttft=c is not None, proven=bool(d is not None and d.proven),
-                        power_w=None if c is None else c.power_w, message=d.message if d is not None else ""))
+                        power_w=None if c is None else c.power_w,
+                        error_band=None if c is None else getattr(c.decode_sim or c.decode.sim, "speed_error", None),
+                        prefill_error_band=getattr(d.pools.prefill_sim, "speed_error", None) if c is not None else None,
+                        message=d.message if d is not None else ""))
         return out
 
     def to_dict(self) -> dict:

@@ -66,9 +66,13 @@ _COLUMN_TYPES = {
     "aggregate_tokens_per_s": "f", "tokens_per_s_per_mw": "f", "replicas_best": "i",
     "replicas_total_devices": "i", "replicas_saving_devices": "i", "solves": "i", "seconds": "f",
     "pareto": "b", "error": "s",
+    # a simulated point's traffic line, its speeds' calibrated error band, its $/million tokens and
+    # where the price comes from (each device at its type's price)
+    "traffic": "s", "error_band": "s", "usd_per_million_tokens": "f", "price_source": "s",
 }
 COLUMNS = tuple(_COLUMN_TYPES)
-_COLUMNS_BEFORE_TP = tuple(c for c in COLUMNS if c != "tp")   # files written before --tp: every row tp 1
+# columns a results file of an earlier version may lack (tp: every row tp 1; the rest empty)
+_ADDED_LATER = ("tp", "traffic", "error_band", "usd_per_million_tokens", "price_source")
 _FEASIBLE = {str(Status.OPTIMAL), str(Status.FEASIBLE), str(Status.HEURISTIC)}
 _RETRY = {"error", "unknown"}   # statuses --retry-failed solves again
 
@@ -291,20 +295,27 @@ def _lower_bound(inst, result: Result) -> int | None:
 def _simulate_into(row: dict, inst, result: Result, output_tokens: int | None, traffic=None) -> None:
     """Per-user / aggregate tokens/s and tokens/s per MW from the simulator, when it is installed:
     ``concurrency`` requests of ``traffic`` (default the standard shape at the point's context),
-    all live at once, ``output_tokens`` each (None: the traffic's)."""
+    all live at once, ``output_tokens`` each (None: the traffic's); the run's traffic line, its
+    calibrated error band, and $/million tokens of the placement's devices (each at its type's price)."""
     try:
         from placer.simulate import Traffic, simulate
     except ImportError:
         return
+    from placer.planning.price import placement_price, usd_per_million_tokens
+
     live = max(1, inst.workload.concurrency)
     try:
         base = traffic or Traffic()
         sim = simulate(inst, result.assignment,
                        replace(base, requests=live, max_live=live,
                                output_tokens=output_tokens if output_tokens is not None else base.output_tokens))
+        price, source = placement_price(inst, result.assignment)
         row.update(per_user_tokens_per_s=_round(sim.per_user_tokens_per_s),
                    aggregate_tokens_per_s=_round(sim.aggregate_tokens_per_s),
-                   tokens_per_s_per_mw=_round(sim.tokens_per_s_per_mw))
+                   tokens_per_s_per_mw=_round(sim.tokens_per_s_per_mw),
+                   traffic=sim.traffic.describe().removeprefix("traffic: "), error_band=sim.speed_error,
+                   usd_per_million_tokens=_round(usd_per_million_tokens(price, sim.aggregate_tokens_per_s)),
+                   price_source=source)
     except Exception as exc:  # the placement stands even when its simulation fails
         row["error"] = f"simulation failed: {type(exc).__name__}: {exc}"
 
@@ -354,7 +365,7 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
     if header is None:
         return []
     columns = tuple(header)
-    if columns not in (COLUMNS, _COLUMNS_BEFORE_TP):
+    if columns != tuple(c for c in COLUMNS if c in columns) or not set(COLUMNS) - set(columns) <= set(_ADDED_LATER):
         raise InvalidSpec(str(p), "header", "not a placer sweep results file (or one of another version); "
                                             "choose another -o")
     rows = []
@@ -366,7 +377,7 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
         except ValueError as exc:
             raise InvalidSpec(str(p), f"line {n}", str(exc)) from None
         row.setdefault("tp", 1)
-        rows.append({c: row[c] for c in COLUMNS})
+        rows.append({c: row.get(c) for c in COLUMNS})
     return rows
 
 
