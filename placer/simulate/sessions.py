@@ -36,15 +36,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from placer.problem.instance import Instance
 from placer.simulate.arguments import RunSettings, Serving, Traffic
+from placer.simulate.cost import cached_tokens
 from placer.simulate.des import Simulation
+from placer.simulate.prefill import step_time_us
 from placer.simulate.requests import Request
-from placer.simulate.result import SimResult
+from placer.simulate.result import Interval, SimResult
 from placer.simulate.session_traffic import Sessions
 from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from placer.specs.tiers import Tier, tier_of
@@ -147,6 +149,9 @@ class SessionSimulation(Simulation):
         self.reload_times: list[float] = []
         self.next_id = 0
         self.sessions_due = sessions.started
+        self._twin_cache = None
+        self._step_memo: dict = {}
+        self._hop_memo: dict = {}
 
     # ------------------------------------------------------------------ sessions
     def _arrivals(self):
@@ -302,6 +307,70 @@ class SessionSimulation(Simulation):
         if self.tiers:
             self._write(sid, tokens)
         self.done_ev.pop(r.id).succeed()
+
+    # ------------------------------------------------------------------ the step's walk, booked at once
+    def _walk(self, slot: int, decodes, chunks):
+        """The engine's walk of one step along the route, booked when the step enters it: each device
+        from max(the step's arrival, when the device frees up), one event for the whole walk. Steps keep
+        their order along the route (a pipeline runtime's batches leave every stage in the order they
+        entered it), which is the engine's per-device first-come order whenever no step overtakes the
+        one ahead between two devices. A step's time on a segment is computed once per distinct
+        segment (:meth:`_twins`) and kept for the next step of the same batch, contexts and chunks
+        (sessions of one shape run through the same steps)."""
+        if self.spec_k or self.draft_segs:
+            yield from super()._walk(slot, decodes, chunks)
+            return
+        env, b = self.env, len(decodes)
+        parts = tuple(ch for _, ch in chunks)
+        n = sum(ch.tokens for ch in parts)
+        kinds, devices, stages = self._twins
+        cached = cached_tokens([r.kv_len for r in decodes], self.windows)
+        key = (b, tuple(sorted(cached.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))), parts)
+        dts = self._step_memo.get(key)
+        if dts is None:
+            times = [step_time_us(s, b, cached, parts) for s in kinds[0]]
+            dts = self._step_memo[key] = [times[j] for j in kinds[1]]
+            if len(self._step_memo) > 200_000:
+                self._step_memo.clear()
+        hops = self._hop_memo.get(b + n)
+        if hops is None:
+            hops = self._hop_memo[b + n] = [s.hop_time_us(b + n) for s in self.target_segs]
+        free, busy, trace = self.free_at, self.busy, self.trace
+        t = env.now
+        for dev, stage, dt, hop in zip(devices, stages, dts, hops):
+            begin = free[dev] if free[dev] > t else t
+            free[dev] = begin + dt
+            busy[stage] += dt
+            if trace is not None:
+                trace.append(Interval(stage, begin, begin + dt, slot, n > 0, b, n))
+            t = begin + dt + hop
+        if b:
+            k = len(devices)
+            st = self.steps
+            st[0] += k
+            st[1] += b * k
+            st[2] = max(st[2], b)
+            st[3] += k if n > 0 else 0
+        yield env.timeout(t - env.now)
+
+    @property
+    def _twins(self):
+        """(the route's distinct segments and each segment's index among them, devices, stages):
+        segments alike but for their names, places and hops (equal cost-model inputs) step alike."""
+        if self._twin_cache is None:
+            sig: dict = {}
+            idx = []
+            for s in self.target_segs:
+                k = replace(s, index=0, device=0, device_id="", stage=0, nodes=(), hop_us=0.0,
+                            hop_bytes_per_us=float("inf"), out_activation_bytes=0,
+                            costs=tuple(replace(c, name="") for c in s.costs))
+                idx.append(sig.setdefault(k, len(sig)))
+            reps = [None] * len(sig)
+            for s, j in zip(self.target_segs, idx):
+                reps[j] = reps[j] or s
+            self._twin_cache = ((reps, idx), [s.device for s in self.target_segs],
+                                [s.stage for s in self.target_segs])
+        return self._twin_cache
 
     # ------------------------------------------------------------------ the result
     def result(self) -> SessionResult:
