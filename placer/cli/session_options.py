@@ -16,7 +16,7 @@ from placer.simulate.session_traffic import PRESETS, Sessions, SessionShape, par
 from placer.specs.errors import InvalidSpec
 from placer.specs.tiers import TIER_NAMES
 
-__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "held_options", "print_held",
+__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "held_options", "count_held", "print_held",
            "DEFAULT_SESSION_COUNT"]
 
 DEFAULT_SESSION_COUNT = 16
@@ -160,11 +160,21 @@ def held_options(f):
     return wrapper
 
 
-def print_held(instance, assignment, held) -> None:
-    """The sessions a placed plan holds (:func:`placer.planning.sessions_held.sessions_held`)."""
+def count_held(planned, held):
+    """The sessions a placed plan holds (:func:`placer.planning.sessions_held.sessions_held`), recorded in
+    its mapping document as ``sessions`` (:mod:`placer.mapping.tiers`): the preset, the target, the KV
+    reserve and tier it chose, the sessions held and whether that is proven."""
     from placer.planning.sessions_held import sessions_held
 
     shape, target, tier = held
+    counted = sessions_held(planned.instance, planned.result.assignment, shape, target, tier)
+    planned.mapping["sessions"] = counted.record(shape.name, target)
+    return counted
+
+
+def print_held(held, counted) -> None:
+    """The printout of :func:`count_held`'s count."""
+    shape, target, _tier = held
     click.echo(f"sessions: {shape.describe()}")
-    for line in sessions_held(instance, assignment, shape, target, tier).lines(target):
+    for line in counted.lines(target):
         click.echo(line)

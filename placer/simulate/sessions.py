@@ -51,7 +51,8 @@ from placer.simulate.session_traffic import Sessions
 from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from placer.specs.tiers import Tier, tier_of
 
-__all__ = ["SessionSimulation", "SessionResult", "simulate_sessions", "simulate_sessions_mapping", "route_tiers"]
+__all__ = ["SessionSimulation", "SessionResult", "simulate_sessions", "simulate_sessions_mapping", "route_tiers",
+           "tier_power_w"]
 
 
 @dataclass
@@ -101,12 +102,15 @@ class SessionResult:
 ASSUMPTIONS = ("a reload does not slow the chip's steps (DMA beside compute)",
                "the tier is written through: each turn's new KV is copied at the turn's end",
                "idle sessions leave the chip whole, least recently used first",
+               "steps keep their order along the route (each device serves them as they entered)",
                "figures over the whole run, start-up included")
 
 
 def route_tiers(instance: Instance, devices: Sequence[int], name: str) -> dict[int, Tier]:
-    """The tier ``name`` of every device of a route, scaled to a stage's group of devices (their
-    capacities, bandwidths and powers add up); an :class:`InvalidSpec` when a device has none."""
+    """The tier ``name`` of every device of a route, as one device (rank) of its stage's group sees
+    it: a session's bytes on a device (:class:`~placer.simulate.requests.Reserve`) are one rank's,
+    and every rank parks and reloads its own share over its own link, the group's ranks in
+    parallel (their powers add up: :func:`tier_power_w`); an :class:`InvalidSpec` when a device has none."""
     out = {}
     for d in devices:
         t = tier_of(instance.devices[d].type, name)
@@ -114,9 +118,13 @@ def route_tiers(instance: Instance, devices: Sequence[int], name: str) -> dict[i
             have = [x.name for x in getattr(instance.devices[d].type, "tiers", ())]
             raise InvalidSpec(ARGUMENT, "tier", f"device type {instance.devices[d].type.name!r} has no {name!r} tier "
                                                 f"(its hardware spec lists {', '.join(have) or 'none'})")
-        k = len(instance.members(d))
-        out[d] = Tier(t.name, t.capacity_bytes * k, t.bandwidth * k, t.latency_us, t.power_w * k, t.source)
+        out[d] = t
     return out
+
+
+def tier_power_w(instance: Instance, tiers: dict[int, Tier]) -> float:
+    """Watts the tiers of a route add: each device's (rank's) share, for every rank of its group."""
+    return sum(t.power_w * len(instance.members(d)) for d, t in tiers.items())
 
 
 class SessionSimulation(Simulation):
@@ -378,7 +386,7 @@ class SessionSimulation(Simulation):
         self._alive(0)
         run = self._run_end() or 1.0
         fleet = self.instance.fleet
-        extra = sum(t.power_w for t in self.tiers.values())
+        extra = tier_power_w(self.instance, self.tiers)
         if getattr(fleet, "power_boundary", None) == "facility":
             extra *= fleet.pue if fleet.pue is not None else 1.56
         power = sim.power_w + extra if sim.power_w is not None else None
