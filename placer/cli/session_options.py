@@ -63,7 +63,8 @@ def session_options(f):
                      help="Sessions started in all (default: the count, 100 at a rate, a trace's own)."),
         click.option("--tier", type=click.Choice(TIER_NAMES), default=None,
                      help="Park idle sessions' KV in this tier of the hardware spec and reload it at their next "
-                          "turn (default: none; an evicted session's prefix is prefilled again)."),
+                          "turn (default: the tier the mapping's session plan chose, else none: an evicted "
+                          "session's prefix is prefilled again)."),
     ]
     for opt in reversed(opts):
         wrapper = opt(wrapper)
@@ -114,6 +115,8 @@ def simulate_sessions_command(mapping: dict, sessions: Sessions, tier: str | Non
     from placer.simulate.sessions import simulate_sessions_mapping
 
     power, pue = power_choice()
+    if tier is None:            # the tier the plan chose for its sessions (its "sessions" record), if any
+        tier = (mapping.get("sessions") or {}).get("tier")
     if duration is not None:
         sessions = replace(sessions, duration_s=duration)
     res = simulate_sessions_mapping(mapping, sessions, tier, model=model_ref, hardware=hardware, power=power,

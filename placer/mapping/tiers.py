@@ -36,7 +36,7 @@ __all__ = ["sessions_schema", "check_sessions"]
 
 def sessions_schema() -> dict:
     """JSON Schema of a mapping's optional ``sessions`` record (absent: no session plan)."""
-    count = {"type": "integer", "minimum": 0, "maximum": 10**12}
+    count = {"type": "integer", "minimum": 0, "maximum": 2**62}
     return {
         "type": "object", "additionalProperties": False,
         "required": ["preset", "ttft_target_ms", "longest_context", "tier", "kv_reserve_sessions", "resident",

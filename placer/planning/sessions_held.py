@@ -69,19 +69,20 @@ MODEL = ("slots sized for the longest turn", "each turn's prefill priced alone",
          "a parked session reloads its whole prefix and writes each turn's new KV through")
 
 
-def best_split(k: int, ratio: float, link: int, cap: int) -> tuple[int, int]:
+def best_split(k: int, period: float, turn: float, link: int, cap: int) -> tuple[int, int]:
     """(resident R, parked M) of ``k`` slots that hold the most sessions ``R + M``, ``M`` the least of
-    ``floor((k - R) x ratio)`` (``ratio = P / T >= 1``), ``link`` and ``cap``: with ``B = min(link,
-    cap)`` the count is ``R + B`` (rising) while ``floor((k - R) ratio) >= B``, then ``R + floor((k - R)
-    ratio)``, which does not rise with ``R`` as ``ratio >= 1``; so the best ``R`` is the largest with
-    ``floor((k - R) ratio) >= B`` or the one after it (both tried; ties keep fewer resident)."""
+    ``floor((k - R) x period / turn)`` (``period >= turn``), ``link`` and ``cap``: with ``B = min(link,
+    cap)`` the count is ``R + B`` (rising) while ``floor((k - R) period / turn) >= B``, then
+    ``R + floor((k - R) period / turn)``, which does not rise with ``R`` as ``period >= turn``; so the
+    best ``R`` is the largest with ``floor((k - R) period / turn) >= B`` or the one after it (its
+    neighbours and both ends are tried too; ties keep fewer resident)."""
     b = min(link, cap)
 
     def parked(r: int) -> int:
-        return min(math.floor((k - r) * ratio), b)
+        return min(math.floor((k - r) * period / turn), b)
 
-    # the largest r with floor((k - r) ratio) >= b: k - r >= b / ratio
-    r0 = k - math.ceil(b / ratio) if ratio > 0 else 0
+    # the largest r with (k - r) period / turn >= b
+    r0 = k - math.ceil(b * turn / period)
     cands = {0, k} | {r for r in (r0 - 1, r0, r0 + 1) if 0 <= r <= k}
     best = max(sorted(cands), key=lambda r: r + parked(r))
     return best, parked(best)
@@ -204,7 +205,7 @@ def sessions_held(instance: Instance, assignment: Sequence[int], shape: SessionS
         t_us = target_us + last.output * step + write
         period = t_us + z_us
         link = min(math.floor(period / reload) if reload else 10**12, math.floor(period / write) if write else 10**12)
-        r, m = best_split(k, period / t_us, link, cap)
+        r, m = best_split(k, period, t_us, link, cap)
         key = (r + m, -k)
         if best is None or key > best[0]:
             best = (key, k, r, m, step, t_us, link)
