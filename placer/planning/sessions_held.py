@@ -190,9 +190,10 @@ def sessions_held(instance: Instance, assignment: Sequence[int], shape: SessionS
     def power(held: int, cycle: float, tiers_on: dict) -> dict:
         return _power(instance, reserve.devices, tiers_on, held, last.output, cycle)
 
-    if not tiers or ttft > target_us:
+    if not tiers or ttft > target_us or len(turns) == 1:     # one turn: a session never idles, nothing parks
         t_us = target_us + last.output * itl(chip)
         why = ("on-chip KV reserve at the longest context" if not tiers
+               else f"one turn a session: the {tier} tier adds none" if len(turns) == 1
                else f"the {tier} tier's reload misses the target: on-chip KV reserve")
         return SessionsHeld(chip, chip, True, why, longest, ttft if tiers else alone,
                             reload if tiers else None, tier, turn_us=t_us, think_s=shape.think_s,

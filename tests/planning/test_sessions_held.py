@@ -112,3 +112,10 @@ def test_a_reload_that_misses_the_target_adds_nothing():
 def test_a_target_the_prefill_misses_holds_none():
     h = _held(ALONE / 2e3)
     assert h.sessions == 0 and "misses the target" in h.binding
+
+
+def test_one_turn_sessions_park_nothing():
+    # a session of one 1,100-token turn never idles: 8,000,000 // 1,100,000 = 7 on the chip, the tier adds none
+    h = sessions_held(make_instance(ONE, FLEET, Workload(context_tokens=8000)), (0,),
+                      SessionShape("one", 1000, 0, 100, 1, 10.0), 5.0, "host")
+    assert h.sessions == h.on_chip == 7 and h.proven and "adds none" in h.binding
