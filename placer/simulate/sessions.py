@@ -16,7 +16,8 @@ steps, chunked prefill, decode and cost model) with session traffic
   session was evicted but has its copy in the tier reloads the KV of its context (bytes
   reloaded: only what the prefix cache no longer holds), priced per device at the tier's
   bandwidth and latency (:meth:`Tier.transfer_us`), the devices of a route in parallel, each
-  device's link to its tier one transfer at a time (writes and reloads queue on it); the turn
+  device's link to its tier one reload at a time one way and one write at a time the other (a
+  tier's bandwidth is one direction's; PCIe and NVLink-C2C are full duplex); the turn
   waits for the reload after admission, so it is charged to that turn's TTFT. A tier that is full
   drops its least recently used idle sessions' copies.
 * Without a tier (or a copy dropped), an evicted session's next turn prefills its whole context again
@@ -147,7 +148,9 @@ class SessionSimulation(Simulation):
         self.resident: OrderedDict[int, int] = OrderedDict()    # idle sessions on the chip: tokens
         self.copy: OrderedDict[int, int] = OrderedDict()        # sessions with a tier copy: tokens
         self.tier_used = dict.fromkeys(self.tiers, 0.0)
-        self.link_free = dict.fromkeys(self.tiers, 0.0)
+        self.link_free = dict.fromkeys(self.tiers, 0.0)      # reloads, tier to chip
+        self.write_free = dict.fromkeys(self.tiers, 0.0)     # writes, chip to tier
+        self.written: dict[int, float] = {}                   # when each session's last write is in the tier
         self.context: dict[int, int] = {}
         self.done_ev: dict[int, object] = {}
         self.count = dict(started=0, ended=0, chip=0, reloaded=0, recomputed=0)
@@ -221,6 +224,7 @@ class SessionSimulation(Simulation):
         if tokens is not None:
             self.reserve.take(tokens, -1)
         self._drop_copy(sid)
+        self.written.pop(sid, None)
         self.context.pop(sid, None)
         self.count["ended"] += 1
         self._alive(-1)
@@ -273,11 +277,13 @@ class SessionSimulation(Simulation):
         self.reserve.take(self.resident.pop(sid), -1)
 
     def _reload(self, r: Turn, queue):
-        """Bring ``r``'s context back from the tier (each device's link in turn), then let it run."""
+        """Bring ``r``'s context back from the tier (each device's link in turn, once the session's last
+        write is in the tier), then let it run."""
         now, end = self.env.now, self.env.now
+        written = self.written.get(r.session, 0.0)
         for d, nbytes in r.reload.items():
             t = self.tiers[d]
-            begin = max(now, self.link_free[d])
+            begin = max(now, self.link_free[d], written)
             self.link_free[d] = begin + (nbytes / t.bandwidth * 1e6 if nbytes else 0.0)
             end = max(end, self.link_free[d] + (t.latency_us if nbytes else 0.0))
             self.bytes["reloaded"] += nbytes
@@ -301,7 +307,8 @@ class SessionSimulation(Simulation):
             self._drop_copy(idle)
         for d, t in self.tiers.items():
             self.tier_used[d] += add[d]
-            self.link_free[d] = max(self.env.now, self.link_free[d]) + add[d] / t.bandwidth * 1e6
+            self.write_free[d] = max(self.env.now, self.write_free[d]) + add[d] / t.bandwidth * 1e6
+            self.written[sid] = max(self.written.get(sid, 0.0), self.write_free[d] + (t.latency_us if add[d] else 0.0))
             self.bytes["parked"] += add[d]
             self.bytes["peak"] = max(self.bytes["peak"], self.tier_used[d])
         self.copy[sid] = tokens
