@@ -215,7 +215,8 @@ def sessions_held(instance: Instance, assignment: Sequence[int], shape: SessionS
     bounds = {"the chip's slots for turns": duty, "the reload links": link, "the tier's capacity": cap}
     binding = ("on-chip KV reserve (the tier adds none)" if m == 0
                else f"bound by {min(bounds, key=bounds.get)}, with the {tier} tier")
-    return SessionsHeld(held, chip, fixed, binding, longest, ttft, reload, tier, k, r, m, duty, link, cap,
+    # with nothing parked every session is resident: the on-chip count, proven on memory whatever the think times
+    return SessionsHeld(held, chip, fixed or m == 0, binding, longest, ttft, reload, tier, k, r, m, duty, link, cap,
                         max(m * n for n in need.values()), max(k * n for n in need.values()), t_us, shape.think_s,
                         1e6 / step, **power(held, t_us + z_us, tiers if m else {}))
 
