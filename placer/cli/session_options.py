@@ -16,7 +16,7 @@ from placer.simulate.session_traffic import PRESETS, Sessions, SessionShape, par
 from placer.specs.errors import InvalidSpec
 from placer.specs.tiers import TIER_NAMES
 
-__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "held_options", "print_held",
+__all__ = ["session_options", "print_sessions", "simulate_sessions_command", "held_options", "count_held", "print_held",
            "DEFAULT_SESSION_COUNT"]
 
 DEFAULT_SESSION_COUNT = 16
@@ -63,7 +63,8 @@ def session_options(f):
                      help="Sessions started in all (default: the count, 100 at a rate, a trace's own)."),
         click.option("--tier", type=click.Choice(TIER_NAMES), default=None,
                      help="Park idle sessions' KV in this tier of the hardware spec and reload it at their next "
-                          "turn (default: none; an evicted session's prefix is prefilled again)."),
+                          "turn (default: the tier the mapping's session plan chose, else none: an evicted "
+                          "session's prefix is prefilled again)."),
     ]
     for opt in reversed(opts):
         wrapper = opt(wrapper)
@@ -114,6 +115,8 @@ def simulate_sessions_command(mapping: dict, sessions: Sessions, tier: str | Non
     from placer.simulate.sessions import simulate_sessions_mapping
 
     power, pue = power_choice()
+    if tier is None:            # the tier the plan chose for its sessions (its "sessions" record), if any
+        tier = (mapping.get("sessions") or {}).get("tier")
     if duration is not None:
         sessions = replace(sessions, duration_s=duration)
     res = simulate_sessions_mapping(mapping, sessions, tier, model=model_ref, hardware=hardware, power=power,
@@ -160,11 +163,21 @@ def held_options(f):
     return wrapper
 
 
-def print_held(instance, assignment, held) -> None:
-    """The sessions a placed plan holds (:func:`placer.planning.sessions_held.sessions_held`)."""
+def count_held(planned, held):
+    """The sessions a placed plan holds (:func:`placer.planning.sessions_held.sessions_held`), recorded in
+    its mapping document as ``sessions`` (:mod:`placer.mapping.tiers`): the preset, the target, the KV
+    reserve and tier it chose, the sessions held and whether that is proven."""
     from placer.planning.sessions_held import sessions_held
 
     shape, target, tier = held
+    counted = sessions_held(planned.instance, planned.result.assignment, shape, target, tier)
+    planned.mapping["sessions"] = counted.record(shape.name, target)
+    return counted
+
+
+def print_held(held, counted) -> None:
+    """The printout of :func:`count_held`'s count."""
+    shape, target, _tier = held
     click.echo(f"sessions: {shape.describe()}")
-    for line in sessions_held(instance, assignment, shape, target, tier).lines(target):
+    for line in counted.lines(target):
         click.echo(line)

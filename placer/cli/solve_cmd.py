@@ -227,11 +227,16 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         return print_per_stage_plan(planned, output, as_json)
     if survive is not None:
         return _with_spares(planned, survive, availability, solver, output, as_json, show_stages, deadline)
+    counted = None
+    if held is not None and planned.mapping is not None:
+        from placer.cli.session_options import count_held
+
+        counted = count_held(planned, held)     # recorded in the mapping (its "sessions") before it is written
     code = _print_plan(planned, output, as_json, show_stages, deadline)
-    if held is not None and planned.mapping is not None and not as_json:
+    if counted is not None and not as_json:
         from placer.cli.session_options import print_held
 
-        print_held(planned.instance, planned.result.assignment, held)
+        print_held(held, counted)
     return code
 
 

@@ -77,12 +77,19 @@ def export_mapping(doc, fmt: str, *, model=None, fleet=None, source: str = "<map
 
 
 def _with_tier(options: ExportOptions, fleet, view) -> ExportOptions:
-    """``options`` with the tier's bytes per GPU filled in from the hardware spec (an error when the
-    plan's devices have no such tier)."""
+    """``options`` with the tier the mapping's session plan chose (its ``sessions`` record:
+    :mod:`placer.mapping.tiers`) unless ``--tier`` names one, and its bytes per GPU: ``--tier-size``,
+    else the plan's for its own tier, else the hardware spec's (an error when the plan's devices have
+    no such tier)."""
     from dataclasses import replace
 
     from placer.specs.tiers import tier_of
 
+    rec = view.doc.get("sessions") or {}
+    if options.tier is None and rec.get("tier") is not None:
+        options = replace(options, tier=rec["tier"])
+    if options.tier is not None and options.tier == rec.get("tier") and options.tier_bytes is None:
+        options = replace(options, tier_bytes=rec["tier_bytes_per_device"])
     if options.tier is None or options.tier_bytes is not None:
         return options
     by_id = fleet.by_id

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from placer.mapping.tiers import sessions_schema
 from placer.problem.instance import REQUIREMENTS
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import POWER_BOUNDARIES
@@ -79,6 +80,7 @@ def mapping_schema() -> dict:
             "require": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
                         "description": "constraints the placement was solved under (placer.problem.instance.REQUIREMENTS)"},
             "serving": _serving_schema(),
+            "sessions": sessions_schema(),
             "speed_target": {"type": "object",
                              "description": "the speed-floor search as `placer solve --json` prints it beside the "
                                             "mapping (read by no command)"},

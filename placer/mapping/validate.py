@@ -28,6 +28,7 @@ import networkx as nx
 
 from placer.mapping import dp_ranks, expert_ranks, ranks, specs_from_mapping
 from placer.mapping.checks import CHECKS
+from placer.mapping.tiers import check_sessions
 from placer.mapping.view import MappingStage, MappingView, PooledView, mapping_view
 from placer.mapping.violations import Violation
 from placer.problem import memory
@@ -256,7 +257,7 @@ def validate_mapping(doc, *, model=None, fleet=None, workload=None, source: str 
     out = [*CHECKS[0](reading), *found]
     for check in CHECKS[1:]:
         out += check(reading)
-    return out
+    return out + list(check_sessions(reading, lambda at: Reading(view, base, fl, at, graph)))
 
 
 def validate_file(path, *, model=None, fleet=None) -> list:

@@ -31,6 +31,8 @@ KINDS = {
     "proof_mismatch": "proven_optimal is true while the status is not optimal",
     "pin_violated": "a recorded pin is not honoured",
     "group_mismatch": "a stage's group is not tp available devices of its node, or the model refuses the degree",
+    "tier_overflow": "the parked sessions' KV passes the tier bytes reserved, or those pass the device's tier",
+    "sessions_mismatch": "the sessions record's held, resident and parked counts do not add up",
     "requirement_violated": "a requirement the mapping was solved under (require) does not hold on its stages",
 }
 

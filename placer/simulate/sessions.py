@@ -16,7 +16,8 @@ steps, chunked prefill, decode and cost model) with session traffic
   session was evicted but has its copy in the tier reloads the KV of its context (bytes
   reloaded: only what the prefix cache no longer holds), priced per device at the tier's
   bandwidth and latency (:meth:`Tier.transfer_us`), the devices of a route in parallel, each
-  device's link to its tier one transfer at a time (writes and reloads queue on it); the turn
+  device's link to its tier one reload at a time one way and one write at a time the other (a
+  tier's bandwidth is one direction's; PCIe and NVLink-C2C are full duplex); the turn
   waits for the reload after admission, so it is charged to that turn's TTFT. A tier that is full
   drops its least recently used idle sessions' copies.
 * Without a tier (or a copy dropped), an evicted session's next turn prefills its whole context again
@@ -36,20 +37,23 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from placer.problem.instance import Instance
 from placer.simulate.arguments import RunSettings, Serving, Traffic
+from placer.simulate.cost import cached_tokens
 from placer.simulate.des import Simulation
+from placer.simulate.prefill import step_time_us
 from placer.simulate.requests import Request
-from placer.simulate.result import SimResult
+from placer.simulate.result import Interval, SimResult
 from placer.simulate.session_traffic import Sessions
 from placer.specs.errors import ARGUMENT, InfeasiblePlacement, InvalidSpec
 from placer.specs.tiers import Tier, tier_of
 
-__all__ = ["SessionSimulation", "SessionResult", "simulate_sessions", "simulate_sessions_mapping", "route_tiers"]
+__all__ = ["SessionSimulation", "SessionResult", "simulate_sessions", "simulate_sessions_mapping", "route_tiers",
+           "tier_power_w"]
 
 
 @dataclass
@@ -99,12 +103,15 @@ class SessionResult:
 ASSUMPTIONS = ("a reload does not slow the chip's steps (DMA beside compute)",
                "the tier is written through: each turn's new KV is copied at the turn's end",
                "idle sessions leave the chip whole, least recently used first",
+               "steps keep their order along the route (each device serves them as they entered)",
                "figures over the whole run, start-up included")
 
 
 def route_tiers(instance: Instance, devices: Sequence[int], name: str) -> dict[int, Tier]:
-    """The tier ``name`` of every device of a route, scaled to a stage's group of devices (their
-    capacities, bandwidths and powers add up); an :class:`InvalidSpec` when a device has none."""
+    """The tier ``name`` of every device of a route, as one device (rank) of its stage's group sees
+    it: a session's bytes on a device (:class:`~placer.simulate.requests.Reserve`) are one rank's,
+    and every rank parks and reloads its own share over its own link, the group's ranks in
+    parallel (their powers add up: :func:`tier_power_w`); an :class:`InvalidSpec` when a device has none."""
     out = {}
     for d in devices:
         t = tier_of(instance.devices[d].type, name)
@@ -112,9 +119,13 @@ def route_tiers(instance: Instance, devices: Sequence[int], name: str) -> dict[i
             have = [x.name for x in getattr(instance.devices[d].type, "tiers", ())]
             raise InvalidSpec(ARGUMENT, "tier", f"device type {instance.devices[d].type.name!r} has no {name!r} tier "
                                                 f"(its hardware spec lists {', '.join(have) or 'none'})")
-        k = len(instance.members(d))
-        out[d] = Tier(t.name, t.capacity_bytes * k, t.bandwidth * k, t.latency_us, t.power_w * k, t.source)
+        out[d] = t
     return out
+
+
+def tier_power_w(instance: Instance, tiers: dict[int, Tier]) -> float:
+    """Watts the tiers of a route add: each device's (rank's) share, for every rank of its group."""
+    return sum(t.power_w * len(instance.members(d)) for d, t in tiers.items())
 
 
 class SessionSimulation(Simulation):
@@ -137,7 +148,9 @@ class SessionSimulation(Simulation):
         self.resident: OrderedDict[int, int] = OrderedDict()    # idle sessions on the chip: tokens
         self.copy: OrderedDict[int, int] = OrderedDict()        # sessions with a tier copy: tokens
         self.tier_used = dict.fromkeys(self.tiers, 0.0)
-        self.link_free = dict.fromkeys(self.tiers, 0.0)
+        self.link_free = dict.fromkeys(self.tiers, 0.0)      # reloads, tier to chip
+        self.write_free = dict.fromkeys(self.tiers, 0.0)     # writes, chip to tier
+        self.written: dict[int, float] = {}                   # when each session's last write is in the tier
         self.context: dict[int, int] = {}
         self.done_ev: dict[int, object] = {}
         self.count = dict(started=0, ended=0, chip=0, reloaded=0, recomputed=0)
@@ -147,6 +160,9 @@ class SessionSimulation(Simulation):
         self.reload_times: list[float] = []
         self.next_id = 0
         self.sessions_due = sessions.started
+        self._twin_cache = None
+        self._step_memo: dict = {}
+        self._hop_memo: dict = {}
 
     # ------------------------------------------------------------------ sessions
     def _arrivals(self):
@@ -208,6 +224,7 @@ class SessionSimulation(Simulation):
         if tokens is not None:
             self.reserve.take(tokens, -1)
         self._drop_copy(sid)
+        self.written.pop(sid, None)
         self.context.pop(sid, None)
         self.count["ended"] += 1
         self._alive(-1)
@@ -260,11 +277,13 @@ class SessionSimulation(Simulation):
         self.reserve.take(self.resident.pop(sid), -1)
 
     def _reload(self, r: Turn, queue):
-        """Bring ``r``'s context back from the tier (each device's link in turn), then let it run."""
+        """Bring ``r``'s context back from the tier (each device's link in turn, once the session's last
+        write is in the tier), then let it run."""
         now, end = self.env.now, self.env.now
+        written = self.written.get(r.session, 0.0)
         for d, nbytes in r.reload.items():
             t = self.tiers[d]
-            begin = max(now, self.link_free[d])
+            begin = max(now, self.link_free[d], written)
             self.link_free[d] = begin + (nbytes / t.bandwidth * 1e6 if nbytes else 0.0)
             end = max(end, self.link_free[d] + (t.latency_us if nbytes else 0.0))
             self.bytes["reloaded"] += nbytes
@@ -288,7 +307,8 @@ class SessionSimulation(Simulation):
             self._drop_copy(idle)
         for d, t in self.tiers.items():
             self.tier_used[d] += add[d]
-            self.link_free[d] = max(self.env.now, self.link_free[d]) + add[d] / t.bandwidth * 1e6
+            self.write_free[d] = max(self.env.now, self.write_free[d]) + add[d] / t.bandwidth * 1e6
+            self.written[sid] = max(self.written.get(sid, 0.0), self.write_free[d] + (t.latency_us if add[d] else 0.0))
             self.bytes["parked"] += add[d]
             self.bytes["peak"] = max(self.bytes["peak"], self.tier_used[d])
         self.copy[sid] = tokens
@@ -303,13 +323,77 @@ class SessionSimulation(Simulation):
             self._write(sid, tokens)
         self.done_ev.pop(r.id).succeed()
 
+    # ------------------------------------------------------------------ the step's walk, booked at once
+    def _walk(self, slot: int, decodes, chunks):
+        """The engine's walk of one step along the route, booked when the step enters it: each device
+        from max(the step's arrival, when the device frees up), one event for the whole walk. Steps keep
+        their order along the route (a pipeline runtime's batches leave every stage in the order they
+        entered it), which is the engine's per-device first-come order whenever no step overtakes the
+        one ahead between two devices. A step's time on a segment is computed once per distinct
+        segment (:meth:`_twins`) and kept for the next step of the same batch, contexts and chunks
+        (sessions of one shape run through the same steps)."""
+        if self.spec_k or self.draft_segs:
+            yield from super()._walk(slot, decodes, chunks)
+            return
+        env, b = self.env, len(decodes)
+        parts = tuple(ch for _, ch in chunks)
+        n = sum(ch.tokens for ch in parts)
+        kinds, devices, stages = self._twins
+        cached = cached_tokens([r.kv_len for r in decodes], self.windows)
+        key = (b, tuple(sorted(cached.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))), parts)
+        dts = self._step_memo.get(key)
+        if dts is None:
+            times = [step_time_us(s, b, cached, parts) for s in kinds[0]]
+            dts = self._step_memo[key] = [times[j] for j in kinds[1]]
+            if len(self._step_memo) > 200_000:
+                self._step_memo.clear()
+        hops = self._hop_memo.get(b + n)
+        if hops is None:
+            hops = self._hop_memo[b + n] = [s.hop_time_us(b + n) for s in self.target_segs]
+        free, busy, trace = self.free_at, self.busy, self.trace
+        t = env.now
+        for dev, stage, dt, hop in zip(devices, stages, dts, hops):
+            begin = free[dev] if free[dev] > t else t
+            free[dev] = begin + dt
+            busy[stage] += dt
+            if trace is not None:
+                trace.append(Interval(stage, begin, begin + dt, slot, n > 0, b, n))
+            t = begin + dt + hop
+        if b:
+            k = len(devices)
+            st = self.steps
+            st[0] += k
+            st[1] += b * k
+            st[2] = max(st[2], b)
+            st[3] += k if n > 0 else 0
+        yield env.timeout(t - env.now)
+
+    @property
+    def _twins(self):
+        """(the route's distinct segments and each segment's index among them, devices, stages):
+        segments alike but for their names, places and hops (equal cost-model inputs) step alike."""
+        if self._twin_cache is None:
+            sig: dict = {}
+            idx = []
+            for s in self.target_segs:
+                k = replace(s, index=0, device=0, device_id="", stage=0, nodes=(), hop_us=0.0,
+                            hop_bytes_per_us=float("inf"), out_activation_bytes=0,
+                            costs=tuple(replace(c, name="") for c in s.costs))
+                idx.append(sig.setdefault(k, len(sig)))
+            reps = [None] * len(sig)
+            for s, j in zip(self.target_segs, idx):
+                reps[j] = reps[j] or s
+            self._twin_cache = ((reps, idx), [s.device for s in self.target_segs],
+                                [s.stage for s in self.target_segs])
+        return self._twin_cache
+
     # ------------------------------------------------------------------ the result
     def result(self) -> SessionResult:
         sim = self.run()
         self._alive(0)
         run = self._run_end() or 1.0
         fleet = self.instance.fleet
-        extra = sum(t.power_w for t in self.tiers.values())
+        extra = tier_power_w(self.instance, self.tiers)
         if getattr(fleet, "power_boundary", None) == "facility":
             extra *= fleet.pue if fleet.pue is not None else 1.56
         power = sim.power_w + extra if sim.power_w is not None else None

@@ -53,8 +53,31 @@ def test_solve_counts_sessions_held(run_cli):
     assert "sessions: chat: 4 turns" in out and "sessions held:" in out and "(proven: the KV reserve holds no more)" in out
     code, out, err = run_cli(args + ["--tier", "host"])
     assert code == 0, err
-    assert "host tier: capacity" in out and "tier size it needs" in out
+    assert "host tier: KV reserve" in out and "tier size" in out and "bounds at that reserve" in out
+    # chat's think times vary: the count is a bound, not proven
+    assert "(a bound, not proven: think times vary;" in out
     code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "-q"])
     assert code == 2 and "--ttft-target" in err
     code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--tier", "host", "-q"])
     assert code == 2 and "give --sessions too" in err
+
+
+def test_a_session_plan_validates_simulates_and_exports(run_cli, tmp_path):
+    """The done-when check on a GPU plan: solve with a fixed-think preset and a tier (proven), then the
+    plan written validates with both tiers, simulates with the tier it records, and exports it."""
+    plan = tmp_path / "plan.json"
+    code, out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "agent-1m", "--ttft-target",
+                              "20000", "--tier", "host", "-q", "-o", plan, "--context", "131072"])
+    assert code == 0, err
+    held = next(x for x in out.splitlines() if x.startswith("sessions held:"))
+    assert "(proven;" in held and "host tier: KV reserve" in out
+    doc = json.loads(plan.read_text())
+    assert doc["sessions"]["proven"] and doc["sessions"]["tier"] == "host"
+    code, out, err = run_cli(["validate", plan])
+    assert code == 0 and "valid" in out, err
+    code, out, err = run_cli(["simulate", plan, "--sessions", "agent-1m", "--session-count", "2", "--json"])
+    assert code == 0, err
+    sim = json.loads(out)
+    assert sim["tier"] == "host" and sim["turns"] > 0
+    code, out, err = run_cli(["export", plan, "--format", "vllm"])
+    assert code == 0 and "--kv-offloading-size" in out, err

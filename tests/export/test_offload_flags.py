@@ -71,3 +71,46 @@ def test_the_tier_size_comes_from_the_hardware_spec():
     res = export_mapping(wafer, "sglang", options=ExportOptions(force=True, tier="host"))
     argv = _argv(res.text, "sglang.launch_server")
     assert argv[argv.index("--hicache-size") + 1] == "1000"
+
+
+@pytest.fixture(scope="module")
+def session_plan(tmp_path_factory):
+    """A GPU plan made for sessions with a host tier (placer solve --sessions --tier host -o)."""
+    from conftest import run_cli
+
+    out = tmp_path_factory.mktemp("offload") / "plan.json"
+    code, _out, err = run_cli(["solve", "llama-3.1-8b", "-H", "b200", "--sessions", "chat", "--ttft-target", "500",
+                               "--tier", "host", "-q", "-o", out])
+    assert code == 0, err
+    return read_mapping(out)
+
+
+def test_the_tier_comes_from_the_mapping(session_plan):
+    rec = session_plan["sessions"]
+    assert rec["tier"] == "host" and rec["tier_bytes_per_device"] > 0
+    tp = session_plan["parallel"]["tp"]
+    vllm = export_mapping(session_plan, "vllm", options=ExportOptions(force=True))
+    argv = _argv(vllm.text, "vllm serve")
+    assert all(flag in vllm_cli.ENGINE_FLAGS for flag in ("--kv-offloading-size", "--kv-offloading-backend"))
+    # the plan's tier bytes per GPU over the stage's tensor-parallel ranks, in GiB
+    assert argv[argv.index("--kv-offloading-size") + 1] == f"{rec['tier_bytes_per_device'] * tp / 2**30:.1f}"
+    sglang = export_mapping(session_plan, "sglang", options=ExportOptions(force=True))
+    argv = _argv(sglang.text, "sglang.launch_server")
+    assert argv[argv.index("--hicache-size") + 1] == str(rec["tier_bytes_per_device"] // 10**9)
+    assert "--enable-hierarchical-cache" in argv and "--enable-hierarchical-cache" in SGLANG
+    # a runtime without the setting says so; --tier-size still overrides the plan's size
+    torch = export_mapping(session_plan, "torch", options=ExportOptions(force=True))
+    assert any("torch has no KV offloading setting: the host tier is not exported" in w for w in torch.warnings)
+    sized = _argv(export_mapping(session_plan, "sglang", options=ExportOptions(force=True, tier="host",
+                                                                             tier_bytes=7 * 10**9)).text,
+                  "sglang.launch_server")
+    assert sized[sized.index("--hicache-size") + 1] == "7"
+
+
+def test_a_session_plan_without_a_tier_exports_none(session_plan):
+    import copy
+
+    doc = copy.deepcopy(session_plan)
+    doc["sessions"].update(tier=None, parked=0, tier_bytes_per_device=0,
+                           sessions_held=doc["sessions"]["resident"])
+    assert "--kv-offloading-size" not in export_mapping(doc, "vllm", options=ExportOptions(force=True)).text

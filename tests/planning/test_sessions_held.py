@@ -47,23 +47,61 @@ def test_on_the_chip_the_ceiling_at_the_longest_context():
     assert h.proven and h.turn_ttft_us == pytest.approx(ALONE, rel=1e-12)
 
 
+def prefill(new: int, prompt: int) -> float:
+    """One turn's prefill of ``new`` tokens after ``prompt - new`` in place, alone (as ALONE)."""
+    return 15 + max(2e6 / BW, 2e6 * new / FL) + max(1000 * prompt / BW, 1000 * (tri(prompt) - tri(prompt - new)) / FL)
+
+
+def itl(k: int) -> float:
+    """A step of k sessions of 2,300 tokens: the GEMM of k tokens, attention over k x 2,300 tokens of KV."""
+    return 15 + max(2e6 / BW, k * 2e6 / FL) + max(k * 2.3e6 / BW, k * 2 * 500 * 2300 / FL)
+
+
 def test_with_a_host_tier_by_hand():
     h = _held(5.0, "host")
-    reload = 50 + 1_700_000 / 1000.0
-    assert h.reload_us == pytest.approx(reload) and h.turn_ttft_us == pytest.approx(reload + ALONE)
+    # reloads: the prefixes 1,100 and 1,700 tokens; writes: 1,100 tokens, then 600 a turn
+    reload, write = 50 + 1_700_000 / 1000.0, 50 + 1_100_000 / 1000.0
+    assert h.reload_us == pytest.approx(reload)
+    worst = max(prefill(1000, 1000), 50 + 1100 + prefill(500, 1600), reload + prefill(500, 2200))
+    assert h.turn_ttft_us == pytest.approx(worst, rel=1e-12)
     assert h.tier_sessions == 10**9 // 2_300_000 == 434
-    # a step of the 3 on-chip sessions: the GEMM of 3 tokens, attention over 3 x 2,300 tokens of KV
-    itl = 15 + max(2e6 / BW, 3 * 2e6 / FL) + max(3 * 2.3e6 / BW, 3 * 2 * 500 * 2300 / FL)
-    turn = 5000 + 100 * itl
-    assert h.turn_us == pytest.approx(turn)
-    cycle = turn + 10e6
-    assert h.duty_sessions == math.floor(3 * cycle / turn)
-    assert h.link_sessions == math.floor(1e9 * cycle / 1e6 / 1.7e6)
-    assert h.sessions == 434 and not h.proven and "tier capacity" in h.binding
-    assert h.tier_bytes == 434 * 2_300_000
-    assert h.user_tokens_per_s == pytest.approx(1e6 / itl)
-    # 434 sessions, 100 tokens each per cycle, on 25 kW (the tier adds 0 W here)
-    assert h.power_w == 25_000 and h.tokens_per_s_per_mw == pytest.approx(434 * 100 / (cycle / 1e6) / 0.025)
+    # every reserve of K = 1..3 slots: R resident + M parked, M = min(floor((K - R) P / T), P / reload, 434)
+    best = None
+    for k in (1, 2, 3):
+        turn = 5000 + 100 * itl(k) + write
+        period = turn + 10e6
+        for r in range(k + 1):
+            n = r + min(math.floor((k - r) * period / turn), math.floor(period / reload), 434)
+            if best is None or n > best[0]:
+                best = (n, k, r, turn, period)
+    n, k, r, turn, period = best
+    # 3 slots: 2 resident, the third's turns carry 434 parked sessions (the tier full)
+    assert (n, k, r) == (436, 3, 2)
+    assert (h.sessions, h.slots, h.resident, h.parked) == (436, 3, 2, 434) and h.proven
+    assert "tier's capacity" in h.binding
+    assert h.turn_us == pytest.approx(turn) and h.link_sessions == math.floor(period / reload)
+    assert h.tier_bytes == 434 * 2_300_000 and h.kv_reserve_bytes == 3 * 2_300_000
+    assert h.user_tokens_per_s == pytest.approx(1e6 / itl(3))
+    # 436 sessions, 100 tokens each per cycle, on 25 kW (the tier adds 0 W here)
+    assert h.power_w == 25_000 and h.tokens_per_s_per_mw == pytest.approx(436 * 100 / (period / 1e6) / 0.025)
+
+
+def test_think_times_that_vary_give_a_bound_not_proven():
+    from dataclasses import replace
+
+    h = sessions_held(make_instance(ONE, FLEET, Workload(context_tokens=8000)), (0,),
+                      replace(SHAPE, think_sigma=0.5), 5.0, "host")
+    assert h.sessions == 436 and not h.proven
+    assert "not proven" in h.lines(5.0)[0]
+
+
+def test_the_record_the_mapping_keeps():
+    rec = _held(5.0, "host").record("hand", 5.0)
+    assert rec == {"preset": "hand", "ttft_target_ms": 5.0, "longest_context": 2300, "tier": "host",
+                   "kv_reserve_sessions": 3, "resident": 2, "parked": 434, "tier_bytes_per_device": 434 * 2_300_000,
+                   "sessions_held": 436, "proven": True}
+    bare = _held(5.0).record("hand", 5.0)
+    assert bare["tier"] is None and bare["parked"] == 0 and bare["sessions_held"] == bare["resident"] == 3
 
 
 def test_a_reload_that_misses_the_target_adds_nothing():
@@ -74,3 +112,10 @@ def test_a_reload_that_misses_the_target_adds_nothing():
 def test_a_target_the_prefill_misses_holds_none():
     h = _held(ALONE / 2e3)
     assert h.sessions == 0 and "misses the target" in h.binding
+
+
+def test_one_turn_sessions_park_nothing():
+    # a session of one 1,100-token turn never idles: 8,000,000 // 1,100,000 = 7 on the chip, the tier adds none
+    h = sessions_held(make_instance(ONE, FLEET, Workload(context_tokens=8000)), (0,),
+                      SessionShape("one", 1000, 0, 100, 1, 10.0), 5.0, "host")
+    assert h.sessions == h.on_chip == 7 and h.proven and "adds none" in h.binding
