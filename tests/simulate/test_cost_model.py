@@ -346,3 +346,8 @@ def test_aiconfigurator_runs_each_point_as_measured(corpus):
     t = work(next(q for q in corpus if q.id == "trtllm12-h200-tp2-llama-3.3-70b-1024-1024"))
     assert aic_error(t, {"tpot_ms": 1.0, "tokens_per_s": 2582 * 2 * 1.5}) == pytest.approx(1.5)  # per GPU x 2
     assert aic_error(t, {"error": "no data"}) is None
+    # a TTFT point compares aiconfigurator's TTFT (none recorded: no error)
+    f = work(next(q for q in corpus if q.id == "h200x8-deepseek-r1-sglang-c8-ttft"))
+    assert command(f, "aic") == cmd
+    assert aic_error(f, {"tpot_ms": 1.0, "tokens_per_s": 1.0, "ttft_ms": 330.6 / 4}) == pytest.approx(4.0)
+    assert aic_error(f, {"tpot_ms": 1.0, "tokens_per_s": 1.0}) is None
