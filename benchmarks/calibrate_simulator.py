@@ -6,8 +6,11 @@
 
 The corpus is ``benchmarks/data/calibration.yaml`` (:mod:`calibration_corpus` reads it and prices
 each point's step as operations, :class:`placer.simulate.cost.Terms`). A step's time is
-:func:`placer.simulate.cost.roofline_us` of those operations at the constants below, plus the fixed
-costs per layer and per MoE layer and a fixed time per collective.
+:func:`placer.simulate.cost.roofline_us` of those operations at the constants below (attention at the
+16-bit peak, B200's 4-bit weights at ``compute_fp4_speedup`` times the 8-bit rate), plus the fixed
+costs per layer (and per request of the batch) and per MoE layer, and per collective a fixed time
+plus its bytes at ``collective_bandwidth_efficiency`` of the link. TTFT points (``ttft_ms``) are
+never fitted: each is predicted by the fit that held its publication out.
 
 GPUs (one set for every NVIDIA GPU; each keeps its own bandwidth and peaks): every constant has a
 physically plausible range, stated in :data:`GPU_RANGES` with its source. Wafers (WSE-3): per-layer
@@ -28,7 +31,7 @@ import argparse
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,11 +55,23 @@ GPU_RANGES = {
                                        "(assumed range, D)"),
     "fixed_overhead_us_per_layer": (1.0, 80.0, "us", "a layer's 10-15 kernels (norms, rotary, attention, "
                                     "activation, small GEMMs off their roofline) at ~1-5 us each, CUDA-graph replayed"),
+    "fixed_overhead_us_per_layer_per_request": (0.001, 0.5, "us", "a request's hidden state read and written by a "
+                                                "layer's norms, residual adds, rotary and activation quantisation, "
+                                                "whole on every TP rank: ~10 passes of 8-32 KB at 3-8 TB/s, "
+                                                "0.01-0.1 us; more for kernels off their roofline"),
     "fixed_overhead_us_per_moe_layer": (1.0, 150.0, "us", "router, top-k, token permutation and the grouped "
                                         "GEMM's launch: a few to tens of kernels"),
     "collective_latency_us": (2.0, 40.0, "us", "one NVLink all-reduce or all-to-all of small messages: "
                               "one-shot kernels ~3-8 us, NCCL ~10-30 us"),
+    "collective_bandwidth_efficiency": (0.4, 1.0, "", "the share of the NVLink bandwidth per direction a TP "
+                                        "all-reduce's or EP all-to-all's bytes reach: NCCL's bus bandwidth, ~0.8 "
+                                        "at large messages on 8-GPU NVLink nodes (nccl-tests), less at the "
+                                        "few-MB messages of a decode step"),
+    "compute_fp4_speedup": (1.0, 2.0, "", "B200 only (4-bit tensor cores): NVFP4 GEMMs against the FP8 rate; "
+                            "the dense FP4 peak is 2x the FP8 one (NVIDIA B200 datasheet), block scaling and "
+                            "16-bit epilogues take part of it"),
 }
+FP4_DEVICES = ("b200",)            # GPU specs with 4-bit tensor cores (compute_fp4_speedup applies)
 WAFER_RANGES = {
     "fixed_overhead_us_per_layer": (0.5, 60.0, "us", "a layer's reductions across its region of cores and "
                                     "pipeline fill (hardware reference 7a: ~17 us per layer at 1 token/step)"),
@@ -89,12 +104,22 @@ class Family:
 
 
 def gpu_predict(x: np.ndarray, w: Work) -> float:
-    """Modelled step time (us) of a GPU point at constants ``x`` (order of :data:`GPU_RANGES`)."""
-    eta, eta_moe, mfu, half, layer, moe, coll = x
-    (s,), (t,), ((bw, peak),) = w.segments, w.terms, w.peaks
+    """Modelled step time (us) of a GPU point at constants ``x`` (order of :data:`GPU_RANGES`); a TTFT
+    point's mean time to first token (its prefill steps, each weighted by the requests waiting on it)."""
+    if w.steps:
+        return sum(share * _gpu_step(x, w, t, decodes) for share, t, decodes in w.steps)
+    return _gpu_step(x, w, w.terms[0], w.batch)
+
+
+def _gpu_step(x: np.ndarray, w: Work, t, decodes: int) -> float:
+    eta, eta_moe, mfu, half, layer, per_request, moe, coll, coll_bw, fp4 = x
+    (s,), ((bw, peak, attention),) = w.segments, w.peaks
     n_coll = sum(c.count for c in s.collectives if c.group_size > 1)
-    fixed = layer * s.layers + moe * s.moe_layers + coll * n_coll
-    return fixed + roofline_us(t, bw * eta, bw * eta_moe, peak * mfu, half)
+    fixed = (layer + per_request * decodes) * s.layers + moe * s.moe_layers + coll * n_coll
+    gemm = peak * (fp4 if w.point.weight_bits <= 4 and w.point.hardware in FP4_DEVICES else 1.0)
+    # the terms' collectives are timed at the link's full bandwidth and no fixed time (UNIT_PERF)
+    return fixed + roofline_us(replace(t, comm_us=t.comm_us / coll_bw), bw * eta, bw * eta_moe, gemm * mfu, half,
+                               attention * mfu)
 
 
 def wafer_names(works: list[Work]) -> tuple[str, ...]:
@@ -110,7 +135,7 @@ def wafer_predict_for(names: tuple[str, ...]) -> Callable[[np.ndarray, Work], fl
         v = dict(zip(names, x))
         stage = v.get(f"fixed_overhead_us_per_stage@{w.point.release or CURRENT_RELEASE}", 0.0)
         total = 0.0
-        for s, t, (bw, peak) in zip(w.segments, w.terms, w.peaks):
+        for s, t, (bw, peak, _attention) in zip(w.segments, w.terms, w.peaks):
             total += stage + v["fixed_overhead_us_per_layer"] * s.layers + s.hop_time_us(1)
             total += roofline_us(t, bw, bw, peak * WAFER_COMPUTE_EFFICIENCY)
         return total
@@ -128,7 +153,7 @@ def fit(fam: Family, works: list[Work]) -> np.ndarray:
         return np.log(np.maximum([fam.predict(z, w) for w in works], 1e-9) / meas)
 
     best = None
-    for start in (0.35, 0.6):                   # two starts inside the box: the model is not convex
+    for start in (0.2, 0.35, 0.6):              # three starts inside the box: the model is not convex
         x0 = lo + start * (hi - lo)
         sol = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", max_nfev=4000)
         if best is None or sol.cost < best.cost:
@@ -145,20 +170,26 @@ def at_bounds(fam: Family, x: np.ndarray) -> list[str]:
 
 
 def evaluate(fam: Family) -> dict:
-    """The full fit on the ``fit`` points, and each fit publication held out in turn."""
-    fitted = [w for w in fam.works if w.point.set == "fit"]
+    """The full fit on the ``fit`` points, and each fit publication held out in turn. TTFT points are
+    never fitted (the fit is of steps); they are predicted by the fit that held their publication out."""
+    checked = [w for w in fam.works if w.point.set == "fit"]
+    fitted = [w for w in checked if not is_ttft(w)]
     x = fit(fam, fitted)
     loso: dict[str, float] = {}
-    for pub in sorted({w.point.publication for w in fitted}):
+    for pub in sorted({w.point.publication for w in checked}):
         rest = [w for w in fitted if w.point.publication != pub]
-        if {w.point.release for w in fitted if w.point.publication == pub} - {w.point.release for w in rest}:
+        if {w.point.release for w in checked if w.point.publication == pub} - {w.point.release for w in rest}:
             continue        # its release's constant is fitted on it alone: no leave-out prediction
         xl = fit(fam, rest)
-        for w in fitted:
+        for w in checked:
             if w.point.publication == pub:
                 loso[w.point.id] = fam.predict(xl, w)
     rows = [dict(work=w, fitted=fam.predict(x, w), loso=loso.get(w.point.id)) for w in fam.works]
     return dict(x=x, rows=rows)
+
+
+def is_ttft(w: Work) -> bool:
+    return w.point.metric == "ttft_ms"
 
 
 def error(w: Work, us: float | None) -> float | None:
@@ -185,7 +216,7 @@ def _speed(w: Work, us: float | None) -> str:
     if us is None:
         return "-"
     p = w.point
-    if p.metric == "tpot_ms":
+    if p.metric in ("tpot_ms", "ttft_ms"):
         return f"{us / 1e3:,.2f}"
     if p.metric == "user_tokens_per_s":
         return f"{1e6 / us:,.0f}"
@@ -193,7 +224,7 @@ def _speed(w: Work, us: float | None) -> str:
     return f"{per / (w.devices if p.metric == 'gpu_tokens_per_s' else 1):,.0f}"
 
 
-UNITS = {"tpot_ms": "ms/token", "user_tokens_per_s": "tok/s", "group_tokens_per_s": "tok/s (group)",
+UNITS = {"tpot_ms": "ms/token", "ttft_ms": "ms TTFT", "user_tokens_per_s": "tok/s", "group_tokens_per_s": "tok/s (group)",
          "gpu_tokens_per_s": "tok/s/GPU"}
 
 
@@ -224,15 +255,19 @@ def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
                 flag = f"  [{', '.join(p.unstated)} not stated]" if p.unstated else ""
                 out.append(f"  {cells[0]:<46} {cells[1]:<8} {cells[2]:>6} {cells[3]:>20} {cells[4]:>9} "
                            f"{cells[5]:>9} {cells[6]:>7} {cells[7]:>8}{flag}")
+        steps = [r for r in res["rows"] if not is_ttft(r["work"])]
         for label, sel in (("fit points, leave-one-source-out", "fit"), ("held-out points", "held_out")):
-            errs = [counted(r) for r in res["rows"] if r["work"].point.set == sel]
+            errs = [counted(r) for r in steps if r["work"].point.set == sel]
             out.append(f"  {label}: {summary(errs)}")
-        fitted_on = {r["work"].point.hardware for r in res["rows"] if r["work"].point.set == "fit"}
-        own = [counted(r) for r in res["rows"] if r["work"].point.set == "held_out"
+        ttft = [counted(r) for r in res["rows"] if is_ttft(r["work"])]
+        if ttft:
+            out.append(f"  TTFT points (never fitted; leave-one-source-out): {summary(ttft)}")
+        fitted_on = {r["work"].point.hardware for r in steps if r["work"].point.set == "fit"}
+        own = [counted(r) for r in steps if r["work"].point.set == "held_out"
                and r["work"].point.hardware in fitted_on]
-        if len(own) < sum(r["work"].point.set == "held_out" for r in res["rows"]):
+        if len(own) < sum(r["work"].point.set == "held_out" for r in steps):
             out.append(f"  held-out points on the fitted devices ({', '.join(sorted(fitted_on))}): {summary(own)}")
-        out.append(f"  all counted points: {summary([counted(r) for r in res['rows']])}")
+        out.append(f"  all counted step points (TPOT and throughput): {summary([counted(r) for r in steps])}")
     return out
 
 

@@ -33,7 +33,14 @@ from placer.specs.spec_io import load_yaml_or_json  # noqa: E402
 
 CORPUS = ROOT / "benchmarks" / "data" / "calibration.yaml"
 SETS = ("fit", "held_out", "flagged", "excluded")
-METRICS = ("tpot_ms", "user_tokens_per_s", "group_tokens_per_s", "gpu_tokens_per_s")
+METRICS = ("tpot_ms", "user_tokens_per_s", "group_tokens_per_s", "gpu_tokens_per_s", "ttft_ms")
+# the prompt tokens one prefill step runs for a TTFT point (D): SGLang's chunked prefill size and vLLM's
+# API-server token budget on 80 GB-class and larger GPUs (project serving reference, section 2)
+PREFILL_BUDGET = 8192
+# measured requests per concurrency slot of an InferenceX run ("2 x concurrency warmups and 10 x
+# concurrency measured requests", InferenceX's method as its issue 2315 states it): the run's first
+# C requests arrive together, one in this many
+BENCH_ROUNDS = 10
 REQUIRED = ("id", "set", "hardware", "model", "weight_bits", "kv_bits", "isl", "osl", "concurrency", "metric",
             "value", "speculative", "status", "source")
 # offline maximum-throughput rows: the batch the runtime holds (D): requests whose whole isl + osl
@@ -208,11 +215,13 @@ class Work:
     batch: int                # requests one rank decodes per step
     requests: int             # requests the group holds
     devices: int              # GPUs of the group, or wafers
-    peaks: tuple              # per segment: (memory bandwidth bytes/us, compute FLOP/us at the point's precision)
+    peaks: tuple              # per segment: (memory bandwidth bytes/us, GEMM FLOP/us at the point's precision,
+                              # attention FLOP/us: the 16-bit peak)
+    steps: tuple = ()         # TTFT points: (share of the requests waiting on it, Terms, decodes) per step
 
 
 def _measured_us(p: Point, requests: int, devices: int) -> float:
-    if p.metric == "tpot_ms":
+    if p.metric in ("tpot_ms", "ttft_ms"):
         return p.value * 1e3
     if p.metric == "user_tokens_per_s":
         return 1e6 / p.value
@@ -224,7 +233,7 @@ def work(point: Point) -> Work:
     """:class:`Work` of ``point`` (its terms at the mean context isl + osl / 2)."""
     inst, assignment = setup(point, UNIT_PERF)
     segs = segments_of(inst, assignment)
-    peaks = tuple((s.bytes_per_us, s.flops_per_us) for s in segs)
+    peaks = tuple((s.bytes_per_us, s.flops_per_us, s.attention_flops_per_us or s.flops_per_us) for s in segs)
     ctx = point.isl + point.osl // 2
     if point.wafer:
         terms = tuple(s.terms_for(1, cached_tokens([ctx], s.windows())) for s in segs)
@@ -239,5 +248,37 @@ def work(point: Point) -> Work:
                      gemm_flops=pf.gemm_flops * share, expert_flops=pf.expert_flops * share,
                      tokens=point.isl * share)
     devices = len(inst.members(s.device))
+    if point.metric == "ttft_ms":
+        return Work(point, _measured_us(point, requests, devices), (s,), (decode,), b, requests, devices, peaks,
+                    steps=ttft_steps(s, point.isl, requests, decode))
     return Work(point, _measured_us(point, requests, devices), (s,), (merged(s, decode, scaled),), b, requests,
                 devices, peaks)
+
+
+def ttft_steps(seg, isl: int, requests: int, decode, budget: int = PREFILL_BUDGET,
+               rounds: int = BENCH_ROUNDS) -> tuple:
+    """The steps behind a closed loop's mean time to first token, as ``(share of the requests that
+    wait on it, Terms, requests it decodes)``; ``decode`` is the Terms of a decode step of the
+    C = ``requests`` requests.
+
+    * The run's first C requests arrive together (one request in ``rounds``): their prompts
+      (C x isl tokens, in arrival order) are prefilled in steps of at most ``budget`` tokens, no
+      request decoding yet; a request's first token comes with the step that holds its last prompt
+      token.
+    * The others arrive one at a time as a request finishes (output lengths vary, so the loop does
+      not move in waves): each waits for the decode step in flight (half of one on average) and then
+      its own prefill step (SGLang runs prefill batches apart from decode batches by default)."""
+    steady = 1.0 - 1.0 / rounds
+    out = [(steady / 2, decode, requests), (steady, chunk_terms(seg, (Chunk(0, isl),), 0), 0)]
+    total = isl * requests
+    done_at = [-(-(j * isl) // budget) for j in range(1, requests + 1)]      # step (1-based) of each first token
+    start = 0
+    for k in range(1, done_at[-1] + 1):
+        end = min(start + budget, total)
+        chunks = []
+        for r in range(start // isl, -(-end // isl)):
+            a, z = max(start, r * isl), min(end, (r + 1) * isl)
+            chunks.append(Chunk(a - r * isl, z - a))
+        out.append((sum(d >= k for d in done_at) / requests / rounds, chunk_terms(seg, chunks, 0), 0))
+        start = end
+    return tuple(out)

@@ -10,6 +10,7 @@ import statistics
 import yaml
 from calibrate_simulator import (
     CURRENT_RELEASE,
+    FP4_DEVICES,
     GPU_RANGES,
     GPU_SPECS,
     WAFER_COMPUTE_EFFICIENCY,
@@ -50,20 +51,24 @@ def write_perf(name: str, block: str) -> None:
 
 
 def _summary(rows, sel: str) -> str:
-    e = [max(r, 1 / r) for r in (counted(x) for x in rows if x["work"].point.set == sel) if r is not None]
+    e = [max(r, 1 / r) for r in (counted(x) for x in rows if x["work"].point.set == sel
+                                 and x["work"].point.metric != "ttft_ms") if r is not None]
     return f"{len(e)} points, median {statistics.median(e):.2f}x, worst {max(e):.2f}x" if e else "no points"
 
 
 def gpu_values(x) -> dict:
     v = {k: float(val) for k, val in zip(GPU_RANGES, x)}
     return dict(fixed_overhead_us_per_layer=round(v["fixed_overhead_us_per_layer"], 3),
-                fixed_overhead_us_per_stage=0.0, fixed_overhead_us_per_layer_per_request=0.0,
+                fixed_overhead_us_per_stage=0.0,
+                fixed_overhead_us_per_layer_per_request=round(v["fixed_overhead_us_per_layer_per_request"], 5),
                 fixed_overhead_us_per_moe_layer=round(v["fixed_overhead_us_per_moe_layer"], 3),
                 bandwidth_efficiency=round(v["bandwidth_efficiency"], 4),
                 expert_bandwidth_efficiency=round(v["expert_bandwidth_efficiency"], 4),
                 compute_efficiency=round(v["compute_efficiency"], 4),
                 compute_half_saturation_tokens=round(v["compute_half_saturation_tokens"], 2),
-                collective_latency_us=round(v["collective_latency_us"], 3))
+                collective_latency_us=round(v["collective_latency_us"], 3),
+                collective_bandwidth_efficiency=round(v["collective_bandwidth_efficiency"], 4),
+                compute_fp4_speedup=round(v["compute_fp4_speedup"], 4))
 
 
 def wafer_values(names, x, release: str = CURRENT_RELEASE) -> dict:
@@ -96,7 +101,7 @@ def bands(fams, results) -> dict:
         for r in results[fam.name]["rows"]:
             w, e = r["work"], counted(r)
             p = w.point
-            if p.set not in ("fit", "held_out") or p.hardware not in (*GPU_SPECS, "wse-3"):
+            if p.set not in ("fit", "held_out") or p.hardware not in (*GPU_SPECS, "wse-3") or p.metric == "ttft_ms":
                 continue
             platform = "wafer" if p.wafer else "gpu"
             kind = "moe" if any(c.num_experts for s in w.segments for c in s.costs) else "dense"
@@ -122,12 +127,16 @@ def write_all(fams, results) -> None:
     gres, wres = results[gfam.name], results[wfam.name]
     gpu_comment = COMMON + [
         "One set for every NVIDIA GPU (each keeps its own bandwidth and peaks): HBM efficiency of dense",
-        "and routed-expert reads, GEMM efficiency at large M and the M at half of it, per-layer and",
-        "per-MoE-layer fixed costs, time per TP/EP collective.",
+        "and routed-expert reads, GEMM efficiency at large M and the M at half of it, per-layer (and per",
+        "request of the batch) and per-MoE-layer fixed costs, time per TP/EP collective and the share",
+        "of the link its bytes reach; on B200 the NVFP4 GEMMs' rate against the FP8 one.",
         f"Leave-one-source-out, fit set: {_summary(gres['rows'], 'fit')}.",
         f"Held-out publications: {_summary(gres['rows'], 'held_out')}."]
     for name in GPU_SPECS:
-        write_perf(name, perf_block(gpu_values(gres["x"]), GPU_RANGES, gpu_comment))
+        values = gpu_values(gres["x"])
+        if name not in FP4_DEVICES:         # no 4-bit tensor cores: 4-bit weights run at the 8-bit rate
+            values.pop("compute_fp4_speedup")
+        write_perf(name, perf_block(values, GPU_RANGES, gpu_comment))
     old = wafer_values(wfam.names, wres["x"], "2024-08")["fixed_overhead_us_per_stage"]
     wafer_comment = COMMON + [
         "A wafer stage costs a per-layer cost + SRAM reads at the full rate + FLOPs at half of peak;",

@@ -1,20 +1,21 @@
 """placer's cost model and NVIDIA's aiconfigurator side by side on the calibration corpus' GPU points.
 
     python benchmarks/compare_aiconfigurator.py                     # from the recorded estimates
-    python benchmarks/compare_aiconfigurator.py --run /path/to/aiconfigurator [--jobs 3]
+    python benchmarks/compare_aiconfigurator.py --run /path/to/aiconfigurator [--jobs 3] [--missing]
 
 aiconfigurator 0.12.0 (PyPI, Apache-2.0) estimates a configuration from its measured kernel tables
 (``aiconfigurator cli estimate``, CPU only). It is not a dependency of placer: install it in its
 own environment (``python3.11 -m venv /work/acvenv && /work/acvenv/bin/pip install
 aiconfigurator==0.12.0``) and pass its executable to ``--run``; each point's estimate is then run
 once, as measured (model, system, backend, precision, TP / EP / attention-DP layout, lengths,
-batch), and its TPOT and output tokens/s are recorded with the command line in
+batch), and its TPOT, TTFT and output tokens/s are recorded with the command line in
 ``benchmarks/data/aiconfigurator-estimates.yaml`` (nothing of aiconfigurator's code or tables is
 copied). Without ``--run`` the recorded estimates are compared.
 
 Errors are model speed / measured speed, as in ``calibrate_simulator.py``; placer's column is the
 error that point counts with there (leave-one-source-out for fit points, the full fit for
-held-out ones). The summary compares both on the points where aiconfigurator ran.
+held-out ones). The summary compares both on the points where aiconfigurator ran, the TTFT points
+(mean time to first token, never fitted by placer) on a line of their own.
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ def run_one(cmd: list[str]) -> dict:
         return {"error": "timed out"}
     text = out.stdout + out.stderr
     tpot = re.search(r"TPOT:\s+([\d,.]+) ms", text)
+    ttft = re.search(r"TTFT:\s+([\d,.]+) ms", text)
     tps = re.search(r"^\s*tokens/s:\s+([\d,.]+)", text, re.M)
     if out.returncode or not (tpot and tps):
         last = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.splitlines()[-1:]
         return {"error": last[-1].strip()[:200] if last else f"exit {out.returncode}"}
-    return {"tpot_ms": float(tpot.group(1).replace(",", "")), "tokens_per_s": float(tps.group(1).replace(",", ""))}
+    out = {"tpot_ms": float(tpot.group(1).replace(",", "")), "tokens_per_s": float(tps.group(1).replace(",", ""))}
+    if ttft:
+        out["ttft_ms"] = float(ttft.group(1).replace(",", ""))
+    return out
 
 
 def aic_error(w, est: dict) -> float | None:
@@ -86,6 +91,8 @@ def aic_error(w, est: dict) -> float | None:
     if not est or "tpot_ms" not in est:
         return None
     p = w.point
+    if p.metric == "ttft_ms":
+        return w.measured_us / (est["ttft_ms"] * 1e3) if "ttft_ms" in est else None
     if p.metric in ("tpot_ms", "user_tokens_per_s"):
         return w.measured_us / (est["tpot_ms"] * 1e3)
     measured = p.value * (w.devices if p.metric == "gpu_tokens_per_s" else 1)
@@ -101,6 +108,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", metavar="EXE", help="aiconfigurator executable: run the estimates and record them")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--missing", action="store_true", help="with --run: only the points with no recorded estimate")
     args = ap.parse_args(argv)
     gfam = families(load_corpus())[0]
     rows = [r for r in evaluate(gfam)["rows"]
@@ -109,7 +117,7 @@ def main(argv=None) -> int:
     est = record["estimates"]
     if args.run:
         todo = {r["work"].point.id: command(r["work"], args.run) for r in rows}
-        todo = {k: v for k, v in todo.items() if v}
+        todo = {k: v for k, v in todo.items() if v and not (args.missing and k in est)}
         with ThreadPoolExecutor(args.jobs) as pool:
             for k, res in zip(todo, pool.map(run_one, todo.values())):
                 est[k] = dict(res, command=" ".join(["aiconfigurator"] + todo[k][1:]))
@@ -120,16 +128,19 @@ def main(argv=None) -> int:
                           "# the corpus' GPU points; its figures, not its code or tables)\n"
                           + yaml.safe_dump(record, sort_keys=True, width=200))
     print(f"  {'point':<46} {'set':<8} {'placer':>7} {'aiconfigurator':>15}")
-    both = []
+    both, ttft = [], []
     for r in rows:
         p = r["work"].point
         ours, theirs = counted(r), aic_error(r["work"], est.get(p.id))
         why = "" if theirs is not None else f"  ({(est.get(p.id) or {}).get('error', 'not run')})"
         print(f"  {p.id:<46} {p.set:<8} {ours:>6.2f}x {('-' if theirs is None else f'{theirs:.2f}x'):>15}{why}")
         if ours is not None and theirs is not None:
-            both.append((ours, theirs))
+            (ttft if p.metric == "ttft_ms" else both).append((ours, theirs))
     print(f"\n  on the {len(both)} points both models ran: placer {_summary([a for a, _ in both])}; "
           f"aiconfigurator {_summary([b for _, b in both])}")
+    if ttft:
+        print(f"  TTFT, on the {len(ttft)} points both models ran: placer {_summary([a for a, _ in ttft])}; "
+              f"aiconfigurator {_summary([b for _, b in ttft])}")
     return 0
 
 

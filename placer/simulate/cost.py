@@ -5,7 +5,9 @@ contiguous placement has one per stage; a free placement that returns to a devic
 One decode step of a micro-batch of ``b`` requests with KV lengths ``c_1..c_b`` spends on a segment
 
     t = O_stage + (O_layer + O_req * b) * L + O_moe * L_moe
-        + sum over its nodes n of [ D_n / (BW * eta_bw) + X_n / (BW * eta_moe) + F_n / (C * eta_c) ]
+        + the operations of its nodes, each at its own roofline (:func:`roofline_us`): dense weight
+          GEMMs over D_n / (BW * eta_bw) and F_n / (C * eta_c), attention over its KV bytes and its
+          FLOPs at the 16-bit peak, routed experts over X_n / (BW * eta_moe) and their FLOPs
         + sum over the segment's collectives of their time (device groups: TP all-reduce, EP all-to-all)
 
 with the device type's ``perf`` constants (the hardware spec keeps them, fitted by
@@ -16,18 +18,22 @@ with the device type's ``perf`` constants (the hardware spec keeps them, fitted 
   the per-wafer cost of getting a token's activation in, through and out of the wafer);
 * ``fixed_overhead_us_per_layer`` O_layer and ``fixed_overhead_us_per_layer_per_request`` O_req:
   the per-layer cost of a step, growing with the batch (kernel launches replayed from a CUDA
-  graph, attention and norm kernels whose work grows with the requests; on a wafer the latency of
-  a layer's reductions across its region of cores);
+  graph; each request's hidden state read and written by the norms, residual adds, rotary and
+  activation quantisation, whole on every tensor-parallel rank; on a wafer the latency of a
+  layer's reductions across its region of cores);
 * ``fixed_overhead_us_per_moe_layer`` O_moe: what a routed-expert layer adds (router, top-k,
   token permutation, the grouped GEMM's launch) over the L_moe MoE layers the segment runs;
 * ``bandwidth_efficiency`` eta_bw: the fraction of the memory bandwidth BW that dense weight, KV
   and state reads reach; ``expert_bandwidth_efficiency`` eta_moe the fraction the routed experts'
   reads reach (grouped GEMMs over a few tokens per expert; default eta_bw);
 * ``compute_efficiency`` eta_c against the peak compute C (the dense 8-bit peak ``compute_fp8``
-  when the weights are 8 bits or fewer and the spec gives it);
+  when the weights are 8 bits or fewer and the spec gives it, times ``compute_fp4_speedup`` for
+  weights of 4 bits or fewer: :func:`compute_flops`); attention's FLOPs run at the 16-bit peak
+  whatever the weights (the runtimes' attention kernels do 16-bit math on the KV);
 * ``collective_latency_us``: the fixed time of one collective of a device group (a one-shot or
   two-shot all-reduce kernel, an all-to-all launch); without it a collective pays the link latency
-  at every ring step (see :func:`collective_time_us`).
+  at every ring step (see :func:`collective_time_us`); ``collective_bandwidth_efficiency``: the
+  share of the link's bandwidth its bytes reach (NCCL's bus bandwidth against the link's).
 
 L is the model layers the segment runs: parts of one layer (shards, mixer and expert groups after
 refining) on one device count once, a layer whose parts sit on two devices pays the overhead on
@@ -185,18 +191,22 @@ def gemm_us(flops: float, tokens: float, flops_per_us: float, half_tokens: float
 
 
 def roofline_us(t: Terms, bytes_per_us: float, expert_bytes_per_us: float, flops_per_us: float,
-                half_tokens: float = 0.0) -> float:
+                half_tokens: float = 0.0, attention_flops_per_us: float | None = None) -> float:
     """Microseconds of the work ``t``: the sum of its operations, each at the roofline of its own
     shape (the slower of its bytes over the bandwidth and its FLOPs over the compute rate):
 
     * dense weight GEMMs: ``max(weight_bytes / bw, gemm_us(gemm_flops, tokens))``;
-    * attention and state: ``max((bytes - weight_bytes) / bw, (flops - gemm_flops) / rate)``;
+    * attention and state: ``max((bytes - weight_bytes) / bw, (flops - gemm_flops) / attention rate)``,
+      the attention rate ``attention_flops_per_us`` (default the GEMMs' rate): the 16-bit tensor cores
+      whatever the weights' precision (the runtimes' attention kernels run 16-bit math on the KV,
+      an 8-bit KV dequantised);
     * routed experts (grouped GEMM over the experts touched):
       ``max(expert_bytes / expert_bw, gemm_us(expert_flops, expert_tokens))``;
 
     plus the fixed costs and the collectives (no overlap between operations assumed)."""
     dense = max(t.weight_bytes / bytes_per_us, gemm_us(t.gemm_flops, t.tokens, flops_per_us, half_tokens))
-    other = max((t.bytes - t.weight_bytes) / bytes_per_us, (t.flops - t.gemm_flops) / flops_per_us)
+    other = max((t.bytes - t.weight_bytes) / bytes_per_us,
+                (t.flops - t.gemm_flops) / (attention_flops_per_us or flops_per_us))
     experts = max(t.expert_bytes / expert_bytes_per_us,
                   gemm_us(t.expert_flops, t.expert_tokens, flops_per_us, half_tokens))
     return t.fixed_us + dense + other + experts + t.comm_us
@@ -315,6 +325,7 @@ class Segment:
     moe_layers: int = 0            # distinct model layers among the nodes that route to experts
     expert_bytes_per_us: float = float("inf")  # memory_bandwidth x expert_bandwidth_efficiency / 1e6
     half_tokens: float = 0.0       # perf compute_half_saturation_tokens (see gemm_us)
+    attention_flops_per_us: float | None = None   # 16-bit peak x compute_efficiency / 1e6 (None: flops_per_us)
 
     def terms(self, contexts: Sequence[int]) -> Terms:
         """Bytes and FLOPs of one decode step for requests whose KV lengths are ``contexts``."""
@@ -393,7 +404,8 @@ class Segment:
 
     def duration_us(self, t: Terms) -> float:
         """Microseconds the work ``t`` takes on this segment's device (:func:`roofline_us`)."""
-        return roofline_us(t, self.bytes_per_us, self.expert_bytes_per_us, self.flops_per_us, self.half_tokens)
+        return roofline_us(t, self.bytes_per_us, self.expert_bytes_per_us, self.flops_per_us, self.half_tokens,
+                           self.attention_flops_per_us)
 
     def hop_time_us(self, b: int) -> float:
         """The hop after this segment for a micro-batch of ``b``: latency + serialisation."""
@@ -408,14 +420,15 @@ def cached_tokens(contexts: Sequence[int], windows) -> dict:
     return {w: total if w is None else float(sum(min(c, w) for c in contexts)) for w in windows}
 
 
-def compute_flops(device_type, low_precision: bool) -> float | None:
-    """Peak FLOP/s a step runs at: the device's dense 8-bit peak (``compute_fp8``) when the weights
-    are 8 bits or fewer and the spec gives one (runtimes run FP8 / FP4 weights on the 8-bit or
-    narrower tensor cores). Narrower-than-8-bit peaks are not used: with B200's FP4 peak the
-    calibration's FP4 points (TensorRT-LLM, SGLang) come out 20-30% too fast, its median error
-    from 1.07x to 1.14x; the runtimes' FP4 steps reach about the 8-bit rate."""
+def compute_flops(device_type, low_precision: bool, weight_bits: int = 16) -> float | None:
+    """Peak FLOP/s a step's weight GEMMs run at: the device's dense 8-bit peak (``compute_fp8``)
+    when the weights are 8 bits or fewer and the spec gives one (runtimes run FP8 / FP4 weights on
+    the 8-bit or narrower tensor cores), times the perf ``compute_fp4_speedup`` for weights of 4
+    bits or fewer (a device with 4-bit tensor cores: B200's dense FP4 peak is twice its FP8 one, and
+    block-scaled NVFP4 GEMMs reach part of that; the calibration fits the multiple, 1 elsewhere)."""
     if low_precision and device_type.compute_fp8_flops:
-        return device_type.compute_fp8_flops
+        fp4 = device_type.compute_fp4_speedup if weight_bits <= 4 else 1.0
+        return device_type.compute_fp8_flops * fp4
     return device_type.compute_flops
 
 
@@ -439,12 +452,13 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
     for run in runs:
         stage_of.setdefault(assignment[run[0]], len(stage_of))
     low_precision = instance.workload.weight_bits <= 8
+    bits = instance.workload.weight_bits
     out = []
     for k, run in enumerate(runs):
         d = assignment[run[0]]
         dev = instance.devices[d]
         t = dev.type
-        if (t.memory_bandwidth is None and compute_flops(t, low_precision) is None
+        if (t.memory_bandwidth is None and compute_flops(t, low_precision, bits) is None
                 and not t.fixed_overhead_us_per_layer and not t.fixed_overhead_us_per_stage):
             # every stage would take no time at all: a speed of infinity is no answer
             field = ("device" if "device" in instance.fleet.spec else f"device_types.{t.name}") + ".memory_bandwidth"
@@ -463,7 +477,9 @@ def segments_of(instance: Instance, assignment: Sequence[int]) -> list[Segment]:
                            costs=tuple(costs[i] for i in run), overhead_stage_us=t.fixed_overhead_us_per_stage,
                            overhead_layer_us=t.fixed_overhead_us_per_layer,
                            bytes_per_us=_rate(t.memory_bandwidth, t.bandwidth_efficiency),
-                           flops_per_us=_rate(compute_flops(t, low_precision), t.compute_efficiency),
+                           flops_per_us=_rate(compute_flops(t, low_precision, bits), t.compute_efficiency),
+                           attention_flops_per_us=_rate(t.compute_flops or compute_flops(t, low_precision, bits),
+                                                        t.compute_efficiency),
                            hop_us=hop, hop_bytes_per_us=hop_bw, out_activation_bytes=act,
                            layers=len({instance.nodes[i].parent or instance.nodes[i].name for i in run}),
                            collectives=group_collectives(instance, d, run),
@@ -485,9 +501,10 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     embedding); with expert parallelism an MoE layer replaces its FFN all-reduce by a dispatch and
     a combine all-to-all of the routed tokens, at the experts' width (a latent MoE's latent). The
     counts are :func:`placer.problem.reductions.tensor_parallel.collectives_of`, the ones the solver's hop-latency level uses.
-    Latency and bandwidth are the node's link between the group's first two members; a device
-    type whose perf gives ``collective_latency_us`` pays that per collective instead of the link
-    latency per ring step. Under attention data parallelism only the MoE layers' dispatch and
+    Latency and bandwidth are the node's link between the group's first two members, the bandwidth
+    at the perf's ``collective_bandwidth_efficiency`` (the bus bandwidth NCCL's and the runtimes'
+    all-reduce kernels reach); a device type whose perf gives ``collective_latency_us`` pays that
+    per collective instead of the link latency per ring step. Under attention data parallelism only the MoE layers' dispatch and
     combine remain (:func:`attention_data_parallel`).
     """
     from placer.problem.reductions.tensor_parallel import collectives_of
@@ -501,7 +518,10 @@ def group_collectives(instance: Instance, device: int, nodes: Sequence[int]) -> 
     a, b = members[0], members[1]
     latency = float(fleet.link_latency_us(a, b) or 0.0)
     bandwidth = fleet.link_bandwidth(a, b)
-    fixed = instance.devices[device].type.collective_latency_us
+    dtype = instance.devices[device].type
+    if bandwidth:       # the share of the link a collective's bytes reach (NCCL's bus bandwidth)
+        bandwidth *= dtype.collective_bandwidth_efficiency
+    fixed = dtype.collective_latency_us
     wl = instance.workload
     hidden = memory.bits_to_bytes(instance.model.hidden_size, wl.activation_bits)
     layers = [instance.nodes[i] for i in nodes]

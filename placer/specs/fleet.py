@@ -79,6 +79,11 @@ class PerfSpec(StrictSpec):
     # the token count M at which a GEMM reaches half of compute_efficiency x peak (0: any M runs at
     # the full rate); placer.simulate.cost prices a GEMM of M tokens at peak x eff x M / (M + this)
     compute_half_saturation_tokens: _NonNegFloat = 0.0
+    # the share of a link's bandwidth a TP / EP collective's bytes reach (NCCL's bus bandwidth)
+    collective_bandwidth_efficiency: _Fraction = 1.0
+    # weights of 4 bits or fewer: their GEMMs at this multiple of the 8-bit rate (4-bit tensor cores;
+    # 1: none, the weights run on the 8-bit ones)
+    compute_fp4_speedup: Annotated[float, BeforeValidator(reject_bool), Field(ge=1, le=4, allow_inf_nan=False)] = 1.0
 
 
 class DeviceTypeSpec(StrictSpec):
@@ -225,6 +230,8 @@ class DeviceType:
     expert_bandwidth_efficiency: float | None = None
     collective_latency_us: float | None = None
     compute_half_saturation_tokens: float = 0.0
+    collective_bandwidth_efficiency: float = 1.0
+    compute_fp4_speedup: float = 1.0
     chip_power_w: float | None = None           # W, the device alone (the spec's power)
     system_power_w: float | None = None         # W, its share of its system (system_power / devices_per_system)
     price_per_hour: float | None = None         # US dollars per device-hour (its share of a system's)

@@ -354,12 +354,15 @@ def test_simulator_costs_the_all_reduces_of_a_tensor_parallel_stage():
     (ar,) = first.collectives
     # embedding + layers 0-25: 2 all-reduces per decoder layer and one for the embedding, of the
     # 8192-wide bf16 hidden state over 8 GPUs on NVLink (2 us, 450 GB/s); the spec's fitted fixed
-    # time per collective replaces the ring's 2 (g - 1) link latencies, the ring's bytes remain
+    # time per collective replaces the ring's 2 (g - 1) link latencies, the ring's bytes remain, at
+    # the spec's fitted share of the link's bandwidth
     assert (ar.kind, ar.group_size, ar.count, ar.bytes_per_token) == ("all_reduce", 8, 53, 16384)
     fixed = inst.devices[first.device].type.collective_latency_us
-    assert fixed > 0 and ar.fixed_us == fixed
+    share = inst.devices[first.device].type.collective_bandwidth_efficiency
+    assert fixed > 0 and ar.fixed_us == fixed and 0 < share < 1
     ring = 2 * 7 * (2 + 16384 / 8 / 450_000)
     assert collective_time_us("all_reduce", 8, 16384, 2, 450e9) == pytest.approx(ring)
-    assert ar.time_us(1) == pytest.approx(53 * (fixed + 2 * 7 * 16384 / 8 / 450_000))
+    assert ar.bandwidth_bytes_per_s == pytest.approx(450e9 * share)
+    assert ar.time_us(1) == pytest.approx(53 * (fixed + 2 * 7 * 16384 / 8 / (450_000 * share)))
     # a rank reads its own share of the weights: 1/8 of each layer (plus replicated norms)
     assert first.costs[1].weight_bytes == 213_942_272

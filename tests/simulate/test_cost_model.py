@@ -17,6 +17,7 @@ from placer import load_fleet
 from placer.problem.instance import Layout, make_instance
 from placer.simulate import Traffic, segments_of, simulate
 from placer.simulate.cost import Collective, cached_tokens, collective_time_us, node_cost
+from placer.simulate.prefill import Chunk, step_terms
 from placer.specs.errors import InvalidSpec
 from placer.specs.fleet import fleet_from_dict
 from placer.specs.model import model_from_dict
@@ -32,10 +33,7 @@ PERF = {"fixed_overhead_us_per_layer": 10, "fixed_overhead_us_per_stage": 5,
 
 
 def _fleet(perf=PERF):
-    return fleet_from_dict({"name": "g", "device": {"kind": "gpu", "memory": "1 GB", "memory_bandwidth": "1 TB/s",
-                                                    "compute": "1 PFLOPS", "perf": perf},
-                            "fleet": {"racks": 1, "per_rack": 2, "intra_rack_latency_us": 2,
-                                      "intra_rack_bandwidth": "100 GB/s"}}, source="g")
+    return _gpu(perf)
 
 
 # two attention + MoE layers: 8 experts of 3 x 64 x 16 x 2 B = 6,144 B, 2 per token
@@ -109,7 +107,8 @@ def test_group_collectives_pay_the_fixed_time_and_the_wire():
 
 @pytest.mark.parametrize("field, value", [("expert_bandwidth_efficiency", 0), ("expert_bandwidth_efficiency", 1.5),
                                           ("collective_latency_us", -1), ("fixed_overhead_us_per_moe_layer", -2),
-                                          ("fixed_overhead_us_per_layer_per_request", "fast")])
+                                          ("fixed_overhead_us_per_layer_per_request", "fast"),
+                                          ("collective_bandwidth_efficiency", 1.5), ("compute_fp4_speedup", 0.5)])
 def test_bad_perf_fields_name_the_field(field, value):
     with pytest.raises(InvalidSpec, match=field):
         _fleet(dict(PERF, **{field: value}))
@@ -127,6 +126,59 @@ def test_a_gemm_saturates_with_its_token_count():
     # compute-bound at 1e7 FLOPs: 2e4 us
     t = Terms(0.0, 1e6, 1e7, weight_bytes=1e6, gemm_flops=1e7, tokens=10)
     assert roofline_us(t, 1e3, 1e3, 1e3, 10) == pytest.approx(2e4)
+
+
+def _gpu(perf, **device):
+    return fleet_from_dict({"name": "g", "device": {"kind": "gpu", "memory": "1 GB", "memory_bandwidth": "1 TB/s",
+                                                    "compute": "1 PFLOPS", "perf": perf, **device},
+                            "fleet": {"racks": 1, "per_rack": 2, "intra_rack_latency_us": 2,
+                                      "intra_rack_bandwidth": "100 GB/s"}}, source="g")
+
+
+def test_attention_runs_at_the_16_bit_rate():
+    """roofline_us: the weight GEMMs at their rate, attention's FLOPs at the attention rate."""
+    from placer.simulate.cost import Terms, roofline_us
+    # GEMMs 1e6 FLOPs at 2e3 FLOP/us = 500 us; attention 2e6 FLOPs at 1e3 = 2,000 us (no bytes)
+    t = Terms(0.0, 0.0, 3e6, gemm_flops=1e6, tokens=100)
+    assert roofline_us(t, 1e3, 1e3, 2e3, 0.0, 1e3) == pytest.approx(500 + 2000)
+    assert roofline_us(t, 1e3, 1e3, 2e3, 0.0) == pytest.approx(500 + 1000)      # default: the GEMMs' rate
+
+
+@pytest.mark.parametrize("bits, gemm, attention", [(16, 0.5e9, 0.5e9), (8, 1e9, 0.5e9), (4, 1.5e9, 0.5e9)])
+def test_weight_gemms_follow_the_precision_and_attention_stays_at_16_bits(bits, gemm, attention):
+    """Peak 1 PFLOPS at 16 bits, 2 at 8, compute_efficiency 0.5, 4-bit GEMMs 1.5x the 8-bit rate:
+    FLOP/us = peak x 0.5 / 1e6 (x 1.5 for 4-bit weights); attention at the 16-bit peak always."""
+    fleet = _gpu({"compute_efficiency": 0.5, "compute_fp4_speedup": 1.5}, compute_fp8="2 PFLOPS")
+    inst = make_instance(MOE, fleet, Workload(context_tokens=100, weight_bits=bits))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    assert (seg.flops_per_us, seg.attention_flops_per_us) == (pytest.approx(gemm), pytest.approx(attention))
+
+
+def test_collectives_reach_a_share_of_the_link():
+    """collective_bandwidth_efficiency 0.5: the all-reduce's bytes over half the 100 GB/s link."""
+    fleet = _gpu(dict(PERF, collective_bandwidth_efficiency=0.5))
+    inst = make_instance(MOE, fleet, Workload(context_tokens=100), layout=Layout(tp=2))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    (ar,) = seg.collectives
+    assert ar.bandwidth_bytes_per_s == pytest.approx(0.5e11)
+    # five all-reduces of b = 4 tokens x 128 B: 3 us + 2 (g - 1) x (4 x 128 / 2) B / 5e4 B/us each
+    assert ar.time_us(4) == pytest.approx(5 * (3 + 2 * (4 * 128 / 2) / 5e4), rel=1e-12)
+
+
+def test_ttft_steps_of_a_closed_loop_by_hand():
+    """Four requests of 3,000-token prompts, steps of 8,192 tokens, one run in ten a burst: the burst's
+    12,000 tokens take two steps (requests 1-2 done after the first, 3-4 after the second), the
+    others wait half a decode step and their own prompt's step."""
+    from calibration_corpus import ttft_steps
+
+    from placer.simulate.cost import Terms
+    inst = make_instance(MOE, _fleet(), Workload(context_tokens=4000))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    decode = Terms(0.0, 0.0, 0.0)
+    steps = ttft_steps(seg, 3000, 4, decode)
+    assert [(round(share, 6), t.tokens, decodes) for share, t, decodes in steps] == [
+        (0.45, 0.0, 4), (0.9, 3000.0, 0), (0.1, 8192.0, 0), (0.05, 3808.0, 0)]
+    assert steps[0][1] is decode
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -176,18 +228,25 @@ def test_the_calibration_prices_a_step_as_the_simulator_does(corpus):
     in the spec (the calibration's terms are the simulator's at unit constants)."""
     from calibration_corpus import setup, work
     from calibration_write import gpu_values
-    p = next(q for q in corpus if q.id == "h200x8-deepseek-r1-sglang-c8")
-    x = np.array([0.8, 0.6, 0.5, 100.0, 12.0, 40.0, 9.0])
-    inst, assignment = setup(p, gpu_values(x))
-    (seg,) = segments_of(inst, assignment)
-    b = p.concurrency
-    by_spec = seg.terms_for(b, cached_tokens([p.isl + p.osl // 2] * b, seg.windows()))
-    w = work(p)
-    (unit,) = w.segments
-    decode = unit.terms_for(b, cached_tokens([p.isl + p.osl // 2] * b, unit.windows()))
-    assert w.devices == 8 and w.batch == b
-    w = cal.Work(p, w.measured_us, w.segments, (decode,), b, b, 8, w.peaks)
-    assert cal.gpu_predict(x, w) == pytest.approx(seg.duration_us(by_spec), rel=1e-3)   # gpu_values rounds
+    # FP8 on H200 (TP 8: all-reduces at a share of the link) and NVFP4 on B200 (TP 8 with EP: the
+    # 4-bit rate), a prompt chunk in the step so that attention's 16-bit rate and the GEMMs' count
+    x = np.array([0.8, 0.6, 0.5, 100.0, 12.0, 0.05, 40.0, 9.0, 0.7, 1.5])
+    for pid in ("h200x8-deepseek-r1-sglang-c8", "b200x8-deepseek-r1-fp4-sglang-c8"):
+        p = next(q for q in corpus if q.id == pid)
+        values = gpu_values(x)
+        if p.hardware not in cal.FP4_DEVICES:
+            values.pop("compute_fp4_speedup")
+        inst, assignment = setup(p, values)
+        (seg,) = segments_of(inst, assignment)
+        b = p.concurrency
+        cached = cached_tokens([p.isl + p.osl // 2] * b, seg.windows())
+        by_spec = step_terms(seg, b, cached, (Chunk(0, p.isl),))
+        w = work(p)
+        (unit,) = w.segments
+        step = step_terms(unit, b, cached_tokens([p.isl + p.osl // 2] * b, unit.windows()), (Chunk(0, p.isl),))
+        assert w.devices == 8 and w.batch == b
+        w = cal.Work(p, w.measured_us, w.segments, (step,), b, b, 8, w.peaks)
+        assert cal.gpu_predict(x, w) == pytest.approx(seg.duration_us(by_spec), rel=1e-3)   # gpu_values rounds
 
 
 def test_wafer_closed_form_matches_the_discrete_event_simulator(corpus):
@@ -227,9 +286,16 @@ def test_gpu_fit_is_inside_its_ranges_and_its_leave_one_source_out_errors(fitted
     assert cal.at_bounds(gpu, results[gpu.name]["x"]) == []
     lo, hi = gpu.bounds()
     assert len(cal.at_bounds(gpu, lo)) == len(gpu.names) == len(cal.at_bounds(gpu, hi))
-    errs = [cal.counted(r) for r in results[gpu.name]["rows"] if r["work"].point.set == "fit"]
+    rows = [r for r in results[gpu.name]["rows"] if r["work"].point.set == "fit"]
+    errs = [cal.counted(r) for r in rows if not cal.is_ttft(r["work"])]
     errs = [max(e, 1 / e) for e in errs if e is not None]
     assert len(errs) >= 40 and sorted(errs)[len(errs) // 2] <= 1.15 and max(errs) <= 1.5
+    # TTFT points are never fitted: the full fit does not move when they are dropped, and each has a
+    # leave-one-source-out prediction
+    ttft = [r for r in rows if cal.is_ttft(r["work"])]
+    assert len(ttft) >= 8 and all(r["loso"] is not None for r in ttft)
+    again = cal.fit(gpu, [w for w in gpu.works if w.point.set == "fit" and not cal.is_ttft(w)])
+    assert np.allclose(again, results[gpu.name]["x"])
 
 
 def test_specs_hold_the_fit(fitted):
@@ -240,8 +306,12 @@ def test_specs_hold_the_fit(fitted):
     for name in cal.GPU_SPECS:
         t = load_fleet(name).available[0].type
         for k in ("fixed_overhead_us_per_moe_layer", "bandwidth_efficiency", "collective_latency_us",
-                  "compute_efficiency", "compute_half_saturation_tokens", "fixed_overhead_us_per_layer"):
+                  "compute_efficiency", "compute_half_saturation_tokens", "fixed_overhead_us_per_layer",
+                  "fixed_overhead_us_per_layer_per_request", "collective_bandwidth_efficiency"):
             assert getattr(t, k) == pytest.approx(gpu[k], rel=2e-3), (name, k)
+        # 4-bit tensor cores on B200 only: elsewhere 4-bit weights run at the 8-bit rate
+        fp4 = gpu["compute_fp4_speedup"] if name in cal.FP4_DEVICES else 1.0
+        assert t.compute_fp4_speedup == pytest.approx(fp4, rel=2e-3), name
     wafer = wafer_values(fams[1].names, results[fams[1].name]["x"])
     t = load_fleet("wse-3").available[0].type
     assert t.fixed_overhead_us_per_layer == pytest.approx(wafer["fixed_overhead_us_per_layer"], abs=1e-3)
@@ -276,3 +346,8 @@ def test_aiconfigurator_runs_each_point_as_measured(corpus):
     t = work(next(q for q in corpus if q.id == "trtllm12-h200-tp2-llama-3.3-70b-1024-1024"))
     assert aic_error(t, {"tpot_ms": 1.0, "tokens_per_s": 2582 * 2 * 1.5}) == pytest.approx(1.5)  # per GPU x 2
     assert aic_error(t, {"error": "no data"}) is None
+    # a TTFT point compares aiconfigurator's TTFT (none recorded: no error)
+    f = work(next(q for q in corpus if q.id == "h200x8-deepseek-r1-sglang-c8-ttft"))
+    assert command(f, "aic") == cmd
+    assert aic_error(f, {"tpot_ms": 1.0, "tokens_per_s": 1.0, "ttft_ms": 330.6 / 4}) == pytest.approx(4.0)
+    assert aic_error(f, {"tpot_ms": 1.0, "tokens_per_s": 1.0}) is None
