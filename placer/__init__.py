@@ -34,7 +34,7 @@ __all__ = [
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
     "plan", "Plan", "Traffic", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
-    "replan", "plan_spares",
+    "replan", "plan_spares", "plan_fleet",
 ]
 __version__ = "0.1.0"
 
@@ -54,6 +54,7 @@ _LAZY = {
     "SolverSettings": ("placer.planning", "SolverSettings"),
     "replan": ("placer.planning.replan", "replan"),
     "plan_spares": ("placer.planning.spares", "plan_spares"),
+    "plan_fleet": ("placer.planning.fleet_plan", "plan_fleet"),
 }
 
 

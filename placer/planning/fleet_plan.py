@@ -1,0 +1,307 @@
+"""Several models on one fleet, placed jointly: ``placer.plan_fleet(spec)`` (``placer plan-fleet FILE``).
+
+Each model of the fleet plan (:mod:`placer.planning.fleet_plan_file`) is first planned alone on the
+whole fleet (:func:`placer.plan`): its proven minimum is the fewest devices any replica of it can
+take, wherever it is placed. On a fleet of several device types it is also planned on each type
+alone. These minima feed the joint level (:mod:`placer.algorithms.cpsat.joint`): a CP-SAT
+relaxation of every joint plan that decides which device types each model's replicas take, whose
+optimum is a lower bound on the joint plan's devices (or watts). Each of its solutions, cheapest
+first, is then realised: every replica placed by :func:`placer.plan` on the devices of its type
+that no earlier replica took (pure-type replicas first, the largest first). A realisation that
+meets its solution's cost is optimal among the plans of that solution; the joint plan is proven
+when the best realisation costs no more than the first solution not met (every plan not yet
+seen costs at least that). Models that compete for scarce racks of one type are thus decided by
+the joint CP-SAT, not by solving each alone.
+
+A device hosts layers of one model only. A model marked ``share: true`` records that its devices
+may also host another sharing model's layers (the validator then checks their bytes side by
+side); the planner still gives each model its own devices, so with sharing allowed the proof of
+the device level is given up (the bound is the largest single model's).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from placer.planning.fleet_plan_file import FleetPlanSpec, ModelEntry, read_fleet_plan
+from placer.planning.planner import Plan, plan
+from placer.planning.requirements import SolverSettings
+from placer.specs.errors import ARGUMENT, InvalidSpec
+from placer.specs.fleet import Fleet, load_fleet
+
+__all__ = ["FleetPlan", "ModelPlan", "plan_fleet", "plan_devices"]
+
+MW = 1e6
+
+
+def plan_devices(p: Plan) -> list[str]:
+    """The device ids a plan's replica runs on: every stage's group (or its device), in stage order."""
+    doc = p.solved.mapping
+    return [d for st in doc["stages"] for d in (st["group"]["devices"] if "group" in st else [st["device"]])]
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """One model of the fleet plan: its ``entry``, the plan ``alone`` on the whole fleet, the plans on
+    each device type alone (``by_type``; empty on a fleet of one type), and the ``replicas`` placed
+    in the joint plan (each a :class:`~placer.planning.planner.Plan` on the devices left to it)."""
+
+    entry: ModelEntry
+    alone: Plan
+    by_type: dict[str, Plan] = field(default_factory=dict)
+    replicas: tuple[Plan, ...] = ()
+
+    @property
+    def fewest(self) -> int | None:
+        """The fewest devices one replica takes anywhere on the fleet (proven, else its lower bound)."""
+        return _least(self.alone)
+
+    @property
+    def devices(self) -> int:
+        return sum(r.devices for r in self.replicas)
+
+
+def _least(p: Plan) -> int | None:
+    """The fewest devices a replica of ``p``'s model takes on ``p``'s fleet: proven, else the devices
+    level's lower bound; None when the fleet is proven to hold none (every layout infeasible), 0
+    when nothing is known (a search stopped without an answer)."""
+    if p.feasible:
+        if p.devices_proven:
+            return p.result.devices_used
+        level = p.result.level("devices")
+        bound = level.bound if level is not None else p.result.lower_bound_devices
+        return max(1, int(math.ceil(bound))) if bound is not None else 1
+    if p.tried and not p.skipped and all(str(s.result.status) == "infeasible" for s in p.tried):
+        return None
+    return 0
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """The joint plan: ``models`` (each with its replicas placed), the joint level's ``value`` and
+    lower ``bound`` (devices, or W under ``mw``), whether it is ``proven``, the relaxation's
+    solutions tried and the ``message`` when nothing placed."""
+
+    spec: FleetPlanSpec
+    fleet: Fleet
+    models: tuple[ModelPlan, ...]
+    objective: str
+    value: float | None
+    bound: float | None
+    proven: bool
+    tried: int = 0
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def feasible(self) -> bool:
+        return self.value is not None
+
+    @property
+    def devices(self) -> int | None:
+        return sum(m.devices for m in self.models) if self.feasible else None
+
+    @property
+    def alone_sum(self) -> int | None:
+        """The sum over models of replicas x each one's fewest devices alone (None: one cannot place)."""
+        counts = [m.fewest for m in self.models]
+        return None if None in counts else sum(m.entry.replicas * n for m, n in zip(self.models, counts))
+
+    @property
+    def power_w(self) -> float | None:
+        if not self.feasible:
+            return None
+        watts = [self.fleet.by_id[d].type.power_w for m in self.models for r in m.replicas for d in plan_devices(r)]
+        return None if None in watts else float(sum(watts))
+
+    @property
+    def mapping(self) -> dict | None:
+        from placer.mapping.fleet_mapping import build_fleet_mapping
+
+        return build_fleet_mapping(self) if self.feasible else None
+
+    def to_dict(self) -> dict:
+        return dict(kind="fleet", hardware=self.fleet.name, objective=self.objective, feasible=self.feasible,
+                    value=self.value, bound=self.bound, proven=self.proven, devices=self.devices,
+                    power_w=self.power_w, alone_sum=self.alone_sum, tried=self.tried, message=self.message,
+                    models=[dict(name=m.entry.name, model=m.entry.model.name, replicas=m.entry.replicas,
+                                 fewest_alone=m.fewest, devices=m.devices,
+                                 types={t: _least(p) for t, p in m.by_type.items()})
+                            for m in self.models])
+
+
+def _type_fleet(fleet: Fleet, kind: str) -> Fleet:
+    return fleet.without([d.id for d in fleet.devices if d.type.name != kind])
+
+
+def _weights(fleet: Fleet, objective: str) -> dict[str, int]:
+    """The joint level's cost of one device of each type: 1 (devices) or its power in mW, rounded
+    down (the relaxation's optimum then stays a lower bound in watts)."""
+    types = fleet.device_types
+    if objective == "devices":
+        return {t: 1 for t in types}
+    missing = [t for t, dt in types.items() if dt.power_w is None]
+    if missing:
+        raise InvalidSpec(ARGUMENT, "objective", f"device type {missing[0]} of {fleet.name} has no power at the "
+                                                 f"{fleet.power_label()} boundary (objective mw needs one)")
+    return {t: int(math.floor(dt.power_w * 1e3)) for t, dt in types.items()}
+
+
+def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: SolverSettings | None = None, *,
+               log=None) -> FleetPlan:
+    """Place every model of ``spec`` (a :class:`FleetPlanSpec` or a plan file's path) on ``fleet``
+    (default: the plan's ``hardware`` at its ``racks``), jointly; see the module docstring."""
+    t0 = time.perf_counter()
+    if not isinstance(spec, FleetPlanSpec):
+        spec = read_fleet_plan(spec)
+    if fleet is None:
+        if spec.hardware is None:
+            raise InvalidSpec(spec.source, "hardware", "name the fleet (hardware: or -H)")
+        fleet = load_fleet(spec.hardware, racks=spec.racks)
+    solver = solver or SolverSettings(time_limit=spec.time_limit or 30.0)
+    say = log or (lambda line: None)
+    weights = _weights(fleet, spec.objective)
+    supply: dict[str, int] = {}
+    for d in fleet.available:
+        supply[d.type.name] = supply.get(d.type.name, 0) + 1
+    models = []
+    for e in spec.models:
+        alone = plan(e.model, fleet, e.workload, e.requirements, solver)
+        say(f"{e.name}: alone on {fleet.name}: {alone.devices if alone.feasible else 'no placement'}")
+        by_type = {}
+        if len(supply) > 1 and alone.feasible:
+            by_type = {t: plan(e.model, _type_fleet(fleet, t), e.workload, e.requirements, solver) for t in supply}
+        models.append(ModelPlan(_fixed_shape(e, alone), alone, by_type))
+    unplaced = [m for m in models if not m.alone.feasible]
+    if unplaced:
+        m = unplaced[0]
+        return FleetPlan(spec, fleet, tuple(models), spec.objective, None, None,
+                         proven=all(_least(x.alone) is None for x in unplaced),
+                         message=f"{m.entry.name}: {m.alone.message or 'no placement on the whole fleet'}",
+                         seconds=time.perf_counter() - t0)
+    return _joint(spec, fleet, tuple(models), supply, weights, solver, say, t0)
+
+
+def _fixed_shape(e: ModelEntry, alone: Plan) -> ModelEntry:
+    """A speed-floored model as the joint plan places it: the speed search's replicas (times the
+    entry's) of the shape it chose (degree, live requests per replica), without the floor (the
+    shape meets it, as the search simulated)."""
+    if not e.requirements.targets.has_speed_floor or not alone.feasible:
+        return e
+    inst = alone.instance
+    placement = e.requirements.placement.replace(degrees=(inst.tp,), expert_parallel=inst.ep,
+                                                 attention_dp=inst.attention_dp)
+    targets = e.requirements.targets.replace(min_user_tps=None, max_itl_ms=None, max_ttft_ms=None)
+    return replace(e, workload=e.workload.replace(concurrency=alone.load_per_replica or e.workload.concurrency),
+                   requirements=e.requirements.replace(placement=placement, targets=targets),
+                   replicas=e.replicas * alone.replicas)
+
+
+def _demands(models: tuple[ModelPlan, ...], supply: dict[str, int], fleet: Fleet):
+    """Each model's :class:`~placer.algorithms.cpsat.joint.Demand`: its fewest devices per type and
+    anywhere, and its bytes at degree 1 (any layout holds at least these between its devices, each
+    device of a type holding its memory less the runtime reserve and the activation buffers)."""
+    from placer.algorithms.cpsat.joint import Demand
+    from placer.planning.solve import build_instance
+
+    out = []
+    for m in models:
+        e = m.entry
+        inst = build_instance(e.model, fleet, e.workload, e.requirements)
+        capacity: dict[str, int] = {}
+        for dev, cap in zip(inst.devices, inst.capacity_bytes):
+            capacity[dev.type.name] = max(capacity.get(dev.type.name, cap), cap)
+        if len(supply) == 1:
+            pure = {next(iter(supply)): m.fewest}
+        else:
+            # a type proven to hold no replica is left out; one not known counts the fewest anywhere
+            pure = {t: n or m.fewest for t, p in m.by_type.items() for n in [_least(p)] if n is not None}
+        degrees = e.requirements.placement.layout_degrees
+        group = degrees[0] if degrees is not None and len(degrees) == 1 else 1
+        out.append(Demand(e.replicas, pure, m.fewest, sum(inst.demand_bytes), capacity, group))
+    return out
+
+
+def _joint(spec, fleet, models, supply, weights, solver, say, t0) -> FleetPlan:
+    from placer.algorithms.cpsat.joint import joint_choices
+
+    demands = _demands(models, supply, fleet)
+    budget = None
+    if spec.budget is not None:
+        budget = int(spec.budget) if spec.objective == "devices" else int(math.floor(spec.budget * MW * 1e3))
+    share = any(m.entry.share for m in models)
+    best, best_cost, tried = None, None, 0
+    first_unmet = last_seen = None
+    exhausted = False
+    for choice, proven in joint_choices(demands, supply, weights, budget=budget, time_limit=solver.time_limit,
+                                        seed=solver.seed):
+        if choice is None or not proven:
+            exhausted = choice is None and proven
+            break                            # no choice left, or the rest unordered: last_seen bounds them
+        last_seen = choice.cost
+        if best_cost is not None and best_cost <= choice.cost:
+            break                            # every choice left costs at least the best realisation
+        tried += 1
+        replicas = _realise(models, choice, fleet, solver)
+        cost = None if replicas is None else _cost(replicas, fleet, weights)
+        say(f"joint choice {tried}: at least {_units(choice.cost, spec):g}, realised "
+            f"{'nothing' if cost is None else format(_units(cost, spec), 'g')}")
+        if cost is not None and (best_cost is None or cost < best_cost):
+            best, best_cost = replicas, cost
+        if (cost is None or cost > choice.cost) and first_unmet is None:
+            first_unmet = choice.cost        # a plan of this choice may still cost as little as this
+        if time.perf_counter() - t0 > solver.time_limit * 4:
+            break
+    bounds = [b for b in (first_unmet, None if exhausted else last_seen) if b is not None]
+    bound = min(bounds) if bounds else (best_cost if exhausted else None)
+    if best is None:
+        infeasible = exhausted and first_unmet is None
+        return FleetPlan(spec, fleet, models, spec.objective, None, None if bound is None else _units(bound, spec),
+                         proven=infeasible, tried=tried, seconds=time.perf_counter() - t0,
+                         message="no joint placement of every model on the fleet" + (
+                             " within the budget" if budget is not None else "") + (
+                             " exists (proven)" if infeasible else " was found"))
+    placed = tuple(replace(m, replicas=tuple(r)) for m, r in zip(models, best))
+    if share:
+        bound = max(m.fewest or 1 for m in placed) * min(weights.values())   # the largest model alone
+    proven = bound is not None and best_cost <= bound
+    return FleetPlan(spec, fleet, placed, spec.objective, _units(best_cost, spec),
+                     None if bound is None else _units(min(bound, best_cost), spec), proven, tried,
+                     seconds=time.perf_counter() - t0)
+
+
+def weights_of(fleet: Fleet, p: Plan, weights: dict[str, int]) -> int:
+    return sum(weights[fleet.by_id[d].type.name] for d in plan_devices(p))
+
+
+def _units(cost: int, spec: FleetPlanSpec) -> float:
+    """A joint cost in the objective's units: devices, or W (from mW)."""
+    return float(cost) if spec.objective == "devices" else cost / 1e3
+
+
+def _cost(replicas: list[list[Plan]], fleet: Fleet, weights: dict[str, int]) -> int:
+    return sum(weights_of(fleet, p, weights) for rs in replicas for p in rs)
+
+
+def _realise(models, choice, fleet: Fleet, solver) -> list[list[Plan]] | None:
+    """Every replica of ``choice`` placed on devices no other replica holds (pure-type replicas
+    first, the largest first; then the mixed ones on whatever is left), or None when one does not place."""
+    jobs = []
+    for k, (m, pure) in enumerate(zip(models, choice.pure)):
+        for t, n in pure.items():
+            jobs += [(0, -(m.fewest or 0), k, t)] * n
+        jobs += [(1, -(m.fewest or 0), k, None)] * choice.mixed[k]
+    jobs.sort(key=lambda j: (j[0], j[1], j[2]))
+    used: set[str] = set()
+    out: list[list[Plan]] = [[] for _ in models]
+    for _, _, k, kind in jobs:
+        e = models[k].entry
+        taken = used | ({d.id for d in fleet.devices if d.type.name != kind} if kind is not None else set())
+        p = plan(e.model, fleet.without(taken), e.workload, e.requirements, solver)
+        if not p.feasible:
+            return None
+        used.update(plan_devices(p))
+        out[k].append(p)
+    return out
