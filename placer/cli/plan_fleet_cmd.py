@@ -21,8 +21,9 @@ from placer.specs.errors import InvalidSpec
 @click.argument("plan_file", type=input_file)
 @hardware_option()
 @click.option("--racks", type=click.IntRange(1, 100000), default=None, help="Resize the fleet.")
-@click.option("--objective", type=click.Choice(("devices", "mw")), default=None,
-              help="The joint level minimised: devices (default) or mw (the devices' power); replaces the file's.")
+@click.option("--objective", type=click.Choice(("devices", "mw", "requests")), default=None,
+              help="The joint level: fewest devices (default), least power (mw), or the most requests/s "
+                   "within the file's budget (requests); replaces the file's.")
 @time_limit_option("Time limit in seconds for each solve (each model alone, each replica placed, the joint level).")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
@@ -51,8 +52,8 @@ def plan_fleet_command(plan_file, hardware, racks, objective, time_limit, seed, 
     if objective is not None:
         from dataclasses import replace
 
-        if spec.budget is not None and objective != spec.objective:
-            raise InvalidSpec("--objective", "objective", f"the plan's budget is in {spec.objective}")
+        if spec.budget is not None and objective != "requests" and objective != spec.budget_unit:
+            raise InvalidSpec("--objective", "objective", f"the plan's budget is in {spec.budget_unit}")
         spec = replace(spec, objective=objective)
     ref = hardware or spec.hardware
     if ref is None:
@@ -73,10 +74,12 @@ def _level(fp) -> str:
     if not fp.feasible:
         return "proven: no joint plan exists" if fp.proven else (
             "no joint plan found" + ("" if fp.bound is None else f"; any needs at least {fp.bound:,.0f}"))
-    unit = "devices" if fp.objective == "devices" else "W"
-    value = f"{fp.value:,.0f}" if fp.value is not None else "none"
-    bound = "none" if fp.bound is None else f"{fp.bound:,.0f}"
-    return f"{fp.objective}: {value} {unit}, bound {bound} {unit}, {'proven' if fp.proven else 'not proven'}"
+    unit = {"devices": "devices", "mw": "W", "requests": "requests/s"}[fp.objective]
+    form = ",.3f" if fp.objective == "requests" else ",.0f"
+    value = format(fp.value, form)
+    bound = "none" if fp.bound is None else format(fp.bound, form)
+    side = "upper bound" if fp.objective == "requests" else "bound"
+    return f"{fp.objective}: {value} {unit}, {side} {bound} {unit}, {'proven' if fp.proven else 'not proven'}"
 
 
 def _print(fp, where: str) -> None:
@@ -90,7 +93,7 @@ def _print(fp, where: str) -> None:
     power = fp.power_w
     click.echo(f"devices {fp.devices} (each model alone: {fp.alone_sum} in all)"
                + ("" if power is None else f", power {power / 1e3:,.1f} kW ({fp.fleet.power_label()})"))
-    click.echo(f"  {_level(fp)} ({fp.tried} relaxation choice(s) placed, {fp.seconds:.2f} s)")
+    click.echo(f"  {_level(fp)} ({fp.tried} relaxation choice(s) placed)")
     for m in fp.models:
         types = {}
         for r in m.replicas:
@@ -100,7 +103,8 @@ def _print(fp, where: str) -> None:
         kinds = ", ".join(f"{k} x {t}" for t, k in types.items())
         alone = m.fewest
         tps = sorted({r.instance.tp for r in m.replicas})
-        click.echo(f"  {m.entry.name}: {len(m.replicas)} replica(s), {m.devices} devices ({kinds}), tp "
+        rate = "" if m.rate is None else f", {m.rate:,.3f} requests/s each"
+        click.echo(f"  {m.entry.name}: {len(m.replicas)} replica(s){rate}, {m.devices} devices ({kinds}), tp "
                    f"{','.join(map(str, tps))}; alone: {alone} per replica"
                    + ("" if not m.by_type else " (" + ", ".join(
                        f"{t}: {_alone(p)}" for t, p in m.by_type.items()) + ")"))

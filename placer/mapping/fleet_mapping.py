@@ -3,7 +3,8 @@
 A fleet mapping is ``schema_version`` 5 with ``kind: fleet``; its ``models`` each hold a name, the
 model's catalog name, whether its devices may be shared (``share``) and its ``pipelines``: one
 complete one-pool stage mapping (version 3, as ``placer solve`` writes it, readable, checkable and
-exportable on its own) per replica. Its view is :class:`placer.mapping.view.FleetView`. The ``summary`` states the joint level (devices or W), its
+exportable on its own) per replica (and, when the plan maximised requests/s, the requests/s one
+replica serves as simulated alone). Its view is :class:`placer.mapping.view.FleetView`. The ``summary`` states the joint level (devices or W), its
 lower bound and whether it is proven, and the distinct devices used.
 
 :func:`placer.mapping.validate.validate_mapping` validates every pipeline (violations prefixed by
@@ -42,12 +43,13 @@ def fleet_schema() -> dict:
                 "properties": {"name": {"type": "string", "minLength": 1}, "model": {"type": "string"},
                                "share": {"type": "boolean"},
                                "fewest_alone": {"type": ["integer", "null"], "minimum": 0},
+                               "requests_per_s_per_replica": opt_num,
                                "pipelines": {"type": "array", "minItems": 1, "items": {"type": "object"}}}}},
             "summary": {
                 "type": "object", "additionalProperties": False,
                 "required": ["devices_used", "objective", "value", "bound", "proven_optimal"],
                 "properties": {"devices_used": {"type": "integer", "minimum": 1},
-                               "objective": {"enum": ["devices", "mw"]}, "value": opt_num, "bound": opt_num,
+                               "objective": {"enum": ["devices", "mw", "requests"]}, "value": opt_num, "bound": opt_num,
                                "proven_optimal": {"type": "boolean"}, "power_w": opt_num,
                                "alone_sum": {"type": ["integer", "null"], "minimum": 0},
                                "relaxation_choices": {"type": "integer", "minimum": 0},
@@ -96,6 +98,7 @@ def build_fleet_mapping(fp) -> dict:
         "kind": "fleet",
         "hardware": dict(first["hardware"]),
         "models": [dict(name=m.entry.name, model=m.entry.model.name, share=m.entry.share, fewest_alone=m.fewest,
+                        **({} if m.rate is None else {"requests_per_s_per_replica": m.rate}),
                         pipelines=[r.solved.mapping for r in m.replicas]) for m in fp.models],
         "summary": dict(devices_used=len(used), objective=fp.objective, value=fp.value, bound=fp.bound,
                         proven_optimal=bool(fp.proven), power_w=fp.power_w, alone_sum=fp.alone_sum,

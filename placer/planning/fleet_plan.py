@@ -13,6 +13,11 @@ when the best realisation costs no more than the first solution not met (every p
 seen costs at least that). Models that compete for scarce racks of one type are thus decided by
 the joint CP-SAT, not by solving each alone.
 
+With ``objective: requests`` the joint level is the most requests/s within the fleet and a budget
+(devices or MW): each model's replicas (at least its ``replicas``) serve the requests/s one
+replica serves alone at its load (simulated once, then a constant of the model), and the
+relaxation's most is an upper bound that a realisation of all its replicas meets.
+
 A device hosts layers of one model only. A model marked ``share: true`` records that its devices
 may also host another sharing model's layers (the validator then checks their bytes side by
 side); the planner still gives each model its own devices, so with sharing allowed the proof of
@@ -46,12 +51,14 @@ def plan_devices(p: Plan) -> list[str]:
 class ModelPlan:
     """One model of the fleet plan: its ``entry``, the plan ``alone`` on the whole fleet, the plans on
     each device type alone (``by_type``; empty on a fleet of one type), and the ``replicas`` placed
-    in the joint plan (each a :class:`~placer.planning.planner.Plan` on the devices left to it)."""
+    in the joint plan (each a :class:`~placer.planning.planner.Plan` on the devices left to it);
+    maximising requests/s, the ``rate`` one replica serves (simulated alone at its load)."""
 
     entry: ModelEntry
     alone: Plan
     by_type: dict[str, Plan] = field(default_factory=dict)
     replicas: tuple[Plan, ...] = ()
+    rate: float | None = None       # requests/s one replica serves (objective requests)
 
     @property
     def fewest(self) -> int | None:
@@ -81,7 +88,7 @@ def _least(p: Plan) -> int | None:
 @dataclass(frozen=True)
 class FleetPlan:
     """The joint plan: ``models`` (each with its replicas placed), the joint level's ``value`` and
-    lower ``bound`` (devices, or W under ``mw``), whether it is ``proven``, the relaxation's
+    ``bound`` (devices or W, a lower bound; requests/s under ``requests``, an upper bound), whether it is ``proven``, the relaxation's
     solutions tried and the ``message`` when nothing placed."""
 
     spec: FleetPlanSpec
@@ -126,8 +133,9 @@ class FleetPlan:
         return dict(kind="fleet", hardware=self.fleet.name, objective=self.objective, feasible=self.feasible,
                     value=self.value, bound=self.bound, proven=self.proven, devices=self.devices,
                     power_w=self.power_w, alone_sum=self.alone_sum, tried=self.tried, message=self.message,
-                    models=[dict(name=m.entry.name, model=m.entry.model.name, replicas=m.entry.replicas,
-                                 fewest_alone=m.fewest, devices=m.devices,
+                    budget=self.spec.budget, budget_unit=self.spec.budget_unit,
+                    models=[dict(name=m.entry.name, model=m.entry.model.name, replicas=len(m.replicas),
+                                 fewest_alone=m.fewest, devices=m.devices, requests_per_s_per_replica=m.rate,
                                  types={t: _least(p) for t, p in m.by_type.items()})
                             for m in self.models])
 
@@ -152,7 +160,11 @@ def _weights(fleet: Fleet, objective: str) -> dict[str, int]:
 def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: SolverSettings | None = None, *,
                log=None) -> FleetPlan:
     """Place every model of ``spec`` (a :class:`FleetPlanSpec` or a plan file's path) on ``fleet``
-    (default: the plan's ``hardware`` at its ``racks``), jointly; see the module docstring."""
+    (default: the plan's ``hardware`` at its ``racks``), jointly; see the module docstring. Each
+    solve runs under ``solver.time_limit``, the whole plan under ``solver.deadline`` (None: four
+    time limits from now)."""
+    from placer.algorithms.deadline import Deadline
+
     t0 = time.perf_counter()
     if not isinstance(spec, FleetPlanSpec):
         spec = read_fleet_plan(spec)
@@ -161,8 +173,10 @@ def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: So
             raise InvalidSpec(spec.source, "hardware", "name the fleet (hardware: or -H)")
         fleet = load_fleet(spec.hardware, racks=spec.racks)
     solver = solver or SolverSettings(time_limit=spec.time_limit or 30.0)
+    if solver.deadline is None:
+        solver = solver.replace(deadline=Deadline.after(4 * solver.time_limit))
     say = log or (lambda line: None)
-    weights = _weights(fleet, spec.objective)
+    weights = _weights(fleet, (spec.budget_unit or "devices") if spec.objective == "requests" else spec.objective)
     supply: dict[str, int] = {}
     for d in fleet.available:
         supply[d.type.name] = supply.get(d.type.name, 0) + 1
@@ -173,7 +187,8 @@ def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: So
         by_type = {}
         if len(supply) > 1 and alone.feasible:
             by_type = {t: plan(e.model, _type_fleet(fleet, t), e.workload, e.requirements, solver) for t in supply}
-        models.append(ModelPlan(_fixed_shape(e, alone), alone, by_type))
+        rate = _rate(alone) if spec.objective == "requests" and alone.feasible else None
+        models.append(ModelPlan(_fixed_shape(e, alone), alone, by_type, rate=rate))
     unplaced = [m for m in models if not m.alone.feasible]
     if unplaced:
         m = unplaced[0]
@@ -182,6 +197,19 @@ def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: So
                          message=f"{m.entry.name}: {m.alone.message or 'no placement on the whole fleet'}",
                          seconds=time.perf_counter() - t0)
     return _joint(spec, fleet, tuple(models), supply, weights, solver, say, t0)
+
+
+def _rate(alone: Plan) -> float:
+    """Requests/s one replica of ``alone`` serves at its load: the simulated tokens/s over each
+    request's output tokens (the speed floor's own simulation, else a run at the plan's load)."""
+    sim = alone.simulation
+    if sim is None:
+        from placer.simulate.steady import simulate_with
+
+        live = alone.load_per_replica or alone.workload.concurrency
+        sim = simulate_with("fast", alone.instance, alone.solved.per_group.assignment, requests=live, max_live=live,
+                            output_tokens=alone.requirements.targets.output_tokens)
+    return sim.aggregate_tokens_per_s / sim.output_tokens
 
 
 def _fixed_shape(e: ModelEntry, alone: Plan) -> ModelEntry:
@@ -201,8 +229,9 @@ def _fixed_shape(e: ModelEntry, alone: Plan) -> ModelEntry:
 
 def _demands(models: tuple[ModelPlan, ...], supply: dict[str, int], fleet: Fleet):
     """Each model's :class:`~placer.algorithms.cpsat.joint.Demand`: its fewest devices per type and
-    anywhere, and its bytes at degree 1 (any layout holds at least these between its devices, each
-    device of a type holding its memory less the runtime reserve and the activation buffers)."""
+    anywhere, its bytes at degree 1 (any layout holds at least these between its devices, each
+    device of a type holding its memory less the runtime reserve and the activation buffers) and,
+    maximising requests/s, a replica's rate in mrequests/s."""
     from placer.algorithms.cpsat.joint import Demand
     from placer.planning.solve import build_instance
 
@@ -220,42 +249,54 @@ def _demands(models: tuple[ModelPlan, ...], supply: dict[str, int], fleet: Fleet
             pure = {t: n or m.fewest for t, p in m.by_type.items() for n in [_least(p)] if n is not None}
         degrees = e.requirements.placement.layout_degrees
         group = degrees[0] if degrees is not None and len(degrees) == 1 else 1
-        out.append(Demand(e.replicas, pure, m.fewest, sum(inst.demand_bytes), capacity, group))
+        out.append(Demand(e.replicas, pure, m.fewest, sum(inst.demand_bytes), capacity, group,
+                          _milli(m.rate)))
     return out
 
 
+def _milli(rate: float | None) -> int:
+    return 0 if rate is None else int(math.floor(rate * 1e3))
+
+
 def _joint(spec, fleet, models, supply, weights, solver, say, t0) -> FleetPlan:
+    """The relaxation's choices realised best first (see the module docstring): the best
+    realisation, and the bound the first choice not met (or the last one seen) sets."""
     from placer.algorithms.cpsat.joint import joint_choices
 
+    maximize = spec.objective == "requests"
     demands = _demands(models, supply, fleet)
     budget = None
     if spec.budget is not None:
-        budget = int(spec.budget) if spec.objective == "devices" else int(math.floor(spec.budget * MW * 1e3))
-    share = any(m.entry.share for m in models)
-    best, best_cost, tried = None, None, 0
+        budget = int(spec.budget) if spec.budget_unit == "devices" else int(math.floor(spec.budget * MW * 1e3))
+    better = (lambda a, b: a > b) if maximize else (lambda a, b: a < b)
+    best, best_value, tried = None, None, 0
     first_unmet = last_seen = None
     exhausted = False
-    for choice, proven in joint_choices(demands, supply, weights, budget=budget, time_limit=solver.time_limit,
+    for choice, proven in joint_choices(demands, supply, weights, budget=budget, maximize=maximize,
+                                        time_limit=max(0.1, min(solver.time_limit, solver.deadline.remaining())),
                                         seed=solver.seed):
         if choice is None or not proven:
             exhausted = choice is None and proven
             break                            # no choice left, or the rest unordered: last_seen bounds them
-        last_seen = choice.cost
-        if best_cost is not None and best_cost <= choice.cost:
-            break                            # every choice left costs at least the best realisation
+        last_seen = choice.value
+        if best_value is not None and not better(choice.value, best_value):
+            break                            # no choice left beats the best realisation
         tried += 1
         replicas = _realise(models, choice, fleet, solver)
-        cost = None if replicas is None else _cost(replicas, fleet, weights)
-        say(f"joint choice {tried}: at least {_units(choice.cost, spec):g}, realised "
-            f"{'nothing' if cost is None else format(_units(cost, spec), 'g')}")
-        if cost is not None and (best_cost is None or cost < best_cost):
-            best, best_cost = replicas, cost
-        if (cost is None or cost > choice.cost) and first_unmet is None:
-            first_unmet = choice.cost        # a plan of this choice may still cost as little as this
-        if time.perf_counter() - t0 > solver.time_limit * 4:
+        value = None
+        if replicas is not None and (budget is None or _cost(replicas, fleet, weights) <= budget):
+            value = sum(d.rate * len(r) for d, r in zip(demands, replicas)) if maximize else \
+                _cost(replicas, fleet, weights)
+        say(f"joint choice {tried}: at best {_units(choice.value, spec):g}, realised "
+            f"{'nothing' if value is None else format(_units(value, spec), 'g')}")
+        if value is not None and (best_value is None or better(value, best_value)):
+            best, best_value = replicas, value
+        if value != choice.value and first_unmet is None:
+            first_unmet = choice.value       # a plan of this choice may still reach this value
+        if solver.deadline.expired:
             break
     bounds = [b for b in (first_unmet, None if exhausted else last_seen) if b is not None]
-    bound = min(bounds) if bounds else (best_cost if exhausted else None)
+    bound = (max if maximize else min)(bounds) if bounds else (best_value if exhausted else None)
     if best is None:
         infeasible = exhausted and first_unmet is None
         return FleetPlan(spec, fleet, models, spec.objective, None, None if bound is None else _units(bound, spec),
@@ -264,11 +305,13 @@ def _joint(spec, fleet, models, supply, weights, solver, say, t0) -> FleetPlan:
                              " within the budget" if budget is not None else "") + (
                              " exists (proven)" if infeasible else " was found"))
     placed = tuple(replace(m, replicas=tuple(r)) for m, r in zip(models, best))
-    if share:
-        bound = max(m.fewest or 1 for m in placed) * min(weights.values())   # the largest model alone
-    proven = bound is not None and best_cost <= bound
-    return FleetPlan(spec, fleet, placed, spec.objective, _units(best_cost, spec),
-                     None if bound is None else _units(min(bound, best_cost), spec), proven, tried,
+    if any(m.entry.share for m in placed):
+        # devices may be shared: the disjoint relaxation bounds nothing; the largest model alone does
+        bound = None if maximize else max(m.fewest or 1 for m in placed) * min(weights.values())
+    proven = bound is not None and not better(bound, best_value)
+    shown = None if bound is None else (max if maximize else min)(bound, best_value)
+    return FleetPlan(spec, fleet, placed, spec.objective, _units(best_value, spec),
+                     None if shown is None else _units(shown, spec), proven, tried,
                      seconds=time.perf_counter() - t0)
 
 
@@ -276,9 +319,9 @@ def weights_of(fleet: Fleet, p: Plan, weights: dict[str, int]) -> int:
     return sum(weights[fleet.by_id[d].type.name] for d in plan_devices(p))
 
 
-def _units(cost: int, spec: FleetPlanSpec) -> float:
-    """A joint cost in the objective's units: devices, or W (from mW)."""
-    return float(cost) if spec.objective == "devices" else cost / 1e3
+def _units(value: int, spec: FleetPlanSpec) -> float:
+    """A joint value in the objective's units: devices, W (from mW) or requests/s (from mrequests/s)."""
+    return float(value) if spec.objective == "devices" else value / 1e3
 
 
 def _cost(replicas: list[list[Plan]], fleet: Fleet, weights: dict[str, int]) -> int:

@@ -4,7 +4,8 @@ A YAML mapping::
 
     hardware: wse-3t          # catalog name or spec file (a file relative to the plan); -H replaces it
     racks: 32                 # optional: resize the fleet (--racks replaces it)
-    objective: devices        # devices (default) or mw: the joint level minimised
+    objective: devices        # devices (default) or mw: the joint level minimised; requests: the most
+                              #   requests/s, each model's replicas (at least its replicas:) within the budget
     budget: {devices: 64}     # optional: the most devices (or mw: megawatts) the plan may take
     share_devices: false      # default for every model: a device hosts layers of one model only
     models:
@@ -35,7 +36,8 @@ from placer.specs.units import parse_tokens
 
 __all__ = ["ModelEntry", "FleetPlanSpec", "read_fleet_plan", "fleet_plan_from_dict", "OBJECTIVES"]
 
-OBJECTIVES = ("devices", "mw")
+OBJECTIVES = ("devices", "mw", "requests")
+BUDGETS = ("devices", "mw")
 _TOP = ("hardware", "racks", "objective", "budget", "share_devices", "models", "time_limit")
 _MODEL = ("model", "name", "replicas", "concurrency", "context", "weight_bits", "kv_bits", "tp", "ep", "mode",
           "runtime", "speculative", "traffic", "min_user_tps", "max_itl_ms", "max_ttft_ms", "share")
@@ -59,13 +61,15 @@ class ModelEntry:
 @dataclass(frozen=True)
 class FleetPlanSpec:
     """A fleet plan: ``models``, the ``hardware`` reference (None: the command line's -H), ``racks``,
-    the joint ``objective`` (devices or mw), an optional ``budget`` (devices, or MW under mw)."""
+    the joint ``objective`` (devices, mw or requests), an optional ``budget`` in ``budget_unit``
+    (devices, or MW)."""
 
     models: tuple[ModelEntry, ...]
     hardware: str | None = None
     racks: int | None = None
     objective: str = "devices"
     budget: float | None = None
+    budget_unit: str | None = None
     time_limit: float | None = None
     source: str = "<fleet plan>"
     notes: tuple[str, ...] = field(default=())
@@ -127,7 +131,7 @@ def fleet_plan_from_dict(data, *, source: str = "<fleet plan>", base: Path | Non
     objective = data.get("objective", "devices")
     if objective not in OBJECTIVES:
         raise InvalidSpec(source, "objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    budget = _budget(data.get("budget"), objective, source)
+    budget, unit = _budget(data.get("budget"), objective, source)
     share = _flag(data.get("share_devices", False), source, "share_devices")
     entries = tuple(_entry(m, k, source, base, share) for k, m in enumerate(models))
     names = [e.name for e in entries]
@@ -138,19 +142,21 @@ def fleet_plan_from_dict(data, *, source: str = "<fleet plan>", base: Path | Non
     racks = data.get("racks")
     time_limit = data.get("time_limit")
     return FleetPlanSpec(entries, None if hardware is None else _ref(hardware, base),
-                         None if racks is None else _count(racks, source, "racks"), objective, budget,
+                         None if racks is None else _count(racks, source, "racks"), objective, budget, unit,
                          None if time_limit is None else _number(time_limit, source, "time_limit"), source)
 
 
-def _budget(value, objective: str, source: str) -> float | None:
+def _budget(value, objective: str, source: str) -> tuple[float | None, str | None]:
+    """(the budget, its unit): devices or MW; a minimised objective's budget is in its own unit."""
     if value is None:
-        return None
-    if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in OBJECTIVES:
+        return None, None
+    if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in BUDGETS:
         raise InvalidSpec(source, "budget", "must be one of {devices: N} or {mw: MW}")
     key, amount = next(iter(value.items()))
-    if key != objective:
-        raise InvalidSpec(source, f"budget.{key}", f"a budget in {key} needs objective: {key}")
-    return float(_count(amount, source, f"budget.{key}")) if key == "devices" else _number(amount, source, "budget.mw")
+    if objective != "requests" and key != objective:
+        raise InvalidSpec(source, f"budget.{key}", f"a budget in {key} needs objective: {key} (or requests)")
+    amount = float(_count(amount, source, "budget.devices")) if key == "devices" else _number(amount, source, "budget.mw")
+    return amount, key
 
 
 def _entry(m, k: int, source: str, base: Path | None, share_default: bool) -> ModelEntry:

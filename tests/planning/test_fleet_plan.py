@@ -89,9 +89,33 @@ def test_too_few_wafers_is_proven_infeasible_by_the_sum_of_minima():
 
 
 def test_a_device_budget_below_the_sum_is_proven_infeasible():
-    spec = replace(read_fleet_plan(PLANS / "wafer_fleet.yaml"), budget=54.0)
+    spec = replace(read_fleet_plan(PLANS / "wafer_fleet.yaml"), budget=54.0, budget_unit="devices")
     fp = plan_fleet(spec)
     assert not fp.feasible and fp.proven
+
+
+def test_most_requests_within_a_device_budget():
+    """Within 60 wafers, Kimi K3 (47) and at least 2 Llama replicas (4 each): 60 - 47 = 13 wafers
+    hold floor(13 / 4) = 3 Llama replicas, the most; each model's replicas serve its rate alone."""
+    spec = replace(read_fleet_plan(PLANS / "wafer_fleet.yaml"), objective="requests", budget=60.0,
+                   budget_unit="devices")
+    fp = plan_fleet(spec)
+    k3, llama = fp.models
+    assert (len(k3.replicas), len(llama.replicas), fp.devices) == (1, 3, 59)
+    assert fp.proven and fp.bound == fp.value
+    milli = int(k3.rate * 1e3) + 3 * int(llama.rate * 1e3)
+    assert fp.value == pytest.approx(milli / 1e3)
+    assert k3.rate > 0 and llama.rate > 0
+    assert validate_mapping(fp.mapping) == []
+
+
+def test_least_power_counts_each_type_at_its_watts():
+    """Under mw the joint level is W: on the H100/H200 fleet both types draw 10.2 kW per 8-GPU
+    system, 1,275 W a GPU, so the 24 GPUs of the joint plan draw 30,600 W, proven."""
+    spec = replace(read_fleet_plan(PLANS / "mixed_gpu_fleet.yaml"), objective="mw")
+    fp = plan_fleet(spec)
+    assert (fp.value, fp.bound, fp.proven, fp.devices) == (30600.0, 30600.0, True, 24)
+    assert fp.power_w == pytest.approx(30600.0)
 
 
 def test_the_relaxation_yields_its_choices_cheapest_first():
@@ -150,3 +174,26 @@ def test_cli_bad_plan_is_one_line_exit_2(run_cli, write):
     code, out, err = run_cli(["plan-fleet", path])
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"error: {path}: models[0].replicas: ")
+
+
+def test_a_speed_floored_model_is_placed_at_the_shape_its_search_chose(write):
+    """Llama 3.1 8B at 40 tokens/s per user for 16 live requests: the speed search's shape (its
+    degree and live requests per replica) is what each of its replicas is placed at; maximising
+    requests/s within 12 H100s, the 70B (2 stages of tp 2: 4 GPUs) leaves 8 GPUs to one-GPU 8B replicas."""
+    from placer import Requirements, Targets, load_model, plan, workload_for
+    from placer.planning.requirements import Placement
+
+    path = write("speed.yaml", "hardware: h100\nracks: 2\nobjective: requests\nbudget: {devices: 12}\nmodels:\n"
+                 "  - {model: llama-3.1-8b, concurrency: 16, context: 8k, min_user_tps: 40}\n"
+                 "  - {model: llama-3.1-70b, concurrency: 8, context: 8k, tp: [2, 4]}\n")
+    fp = plan_fleet(path)
+    small, big = fp.models
+    m = load_model("llama-3.1-8b")
+    alone = plan(m, fp.fleet, workload_for(m, concurrency=16, context="8k"),
+                 Requirements(Placement(), Targets(min_user_tps=40)))
+    assert small.entry.replicas == alone.replicas
+    for r in small.replicas:
+        assert (r.instance.tp, r.workload.concurrency) == (alone.instance.tp, alone.load_per_replica)
+    assert small.rate == pytest.approx(alone.simulation.aggregate_tokens_per_s / alone.simulation.output_tokens)
+    assert [r.devices for r in big.replicas] == [4] and [r.devices for r in small.replicas] == [1] * 8
+    assert fp.devices == 12 and fp.proven

@@ -34,7 +34,8 @@ class Demand:
     (types it cannot use alone are absent), ``mixed`` on any mix of types (None: it is not
     placed across types), and the ``bytes`` any replica's devices hold between them, one device of
     type ``t`` holding at most ``capacity[t]``; with one tensor-parallel degree allowed, a replica's
-    devices of each type come in whole groups of ``group`` (a group is of one node, one type)."""
+    devices of each type come in whole groups of ``group`` (a group is of one node, one type).
+    Maximising, ``replicas`` is the fewest and each replica serves ``rate``."""
 
     replicas: int
     pure: dict[str, int]
@@ -42,18 +43,21 @@ class Demand:
     bytes: int = 0          # a replica's bytes (weights, KV and state at its concurrency): its devices hold them
     capacity: dict[str, int] | None = None     # per type: the bytes one device holds for a replica
     group: int = 1          # every stage a group of this many devices of one node (one degree allowed)
+    rate: int = 0           # what one replica serves (the maximised objective's units), 0: not maximised
 
 
 @dataclass(frozen=True)
 class Choice:
     """A solution of the relaxation: per model, replicas per device type (``pure``), replicas
     across types (``mixed``) and the devices per type those mixed replicas take at least
-    (``mixed_devices``); ``cost`` in the weights' units (devices, or milliwatts)."""
+    (``mixed_devices``); ``cost`` in the weights' units (devices, or milliwatts); ``value``: the
+    objective (``cost`` when minimising, the replicas' rates when maximising)."""
 
     pure: tuple[dict[str, int], ...]
     mixed: tuple[int, ...]
     mixed_devices: tuple[dict[str, int], ...]
     cost: int
+    value: int
 
     def devices(self, demands: list[Demand]) -> int:
         return sum(n * d.pure[t] for d, p in zip(demands, self.pure) for t, n in p.items()) + \
@@ -61,10 +65,11 @@ class Choice:
 
 
 def joint_choices(demands: list[Demand], supply: dict[str, int], weight: dict[str, int], *,
-                  budget: int | None = None, time_limit: float = 10.0, seed: int = 0,
+                  budget: int | None = None, maximize: bool = False, time_limit: float = 10.0, seed: int = 0,
                   limit: int = 20) -> Iterator[tuple[Choice | None, bool]]:
-    """The relaxation's solutions, cheapest first: ``(choice, proven)`` pairs, ``proven`` when
-    CP-SAT proved the choice the cheapest of those not yet yielded; ``(None, True)`` when no
+    """The relaxation's solutions, cheapest first (``maximize``: the most replicas' rates within the
+    fleet and the budget, highest first): ``(choice, proven)`` pairs, ``proven`` when CP-SAT proved
+    the choice the best of those not yet yielded; ``(None, True)`` when no
     choice is left (the relaxation proven infeasible), ``(None, False)`` when the time ran out
     before one was found. ``weight[t]``: the cost of one device of type ``t`` (1 counts devices);
     ``budget``: the most the plan may cost in those units. Mixed replicas' devices hold their
@@ -72,18 +77,22 @@ def joint_choices(demands: list[Demand], supply: dict[str, int], weight: dict[st
     pure one). At most ``limit`` choices."""
     types = sorted(supply)
     m = cp_model.CpModel()
-    pure, mixed, spread = [], [], []
+    pure, mixed, spread, served = [], [], [], []
     use = {t: [] for t in types}
     cost = []
     for i, d in enumerate(demands):
-        p = {t: m.NewIntVar(0, d.replicas, f"pure_{i}_{t}") for t in types if t in d.pure}
-        x = m.NewIntVar(0, d.replicas if d.mixed is not None and len(types) > 1 else 0, f"mixed_{i}")
+        most = max(d.replicas, supply_total(supply) // max(1, min([*d.pure.values(), d.mixed or 1]))) \
+            if maximize else d.replicas
+        n = m.NewIntVar(d.replicas, most, f"replicas_{i}")
+        served.append(d.rate * n)
+        p = {t: m.NewIntVar(0, most, f"pure_{i}_{t}") for t in types if t in d.pure}
+        x = m.NewIntVar(0, most if d.mixed is not None and len(types) > 1 else 0, f"mixed_{i}")
         y = {t: m.NewIntVar(0, supply[t], f"spread_{i}_{t}") for t in types}
         if d.group > 1:
             for t in types:
                 groups = m.NewIntVar(0, supply[t] // d.group, f"groups_{i}_{t}")
                 m.Add(y[t] == d.group * groups)
-        m.Add(sum(p.values()) + x == d.replicas)
+        m.Add(sum(p.values()) + x == n)
         m.Add(sum(y.values()) >= (d.mixed or 0) * x)
         m.Add(sum(y.values()) <= supply_total(supply) * x)
         if d.capacity is not None and d.bytes:
@@ -110,7 +119,10 @@ def joint_choices(demands: list[Demand], supply: dict[str, int], weight: dict[st
     total = sum(cost)
     if budget is not None:
         m.Add(total <= budget)
-    m.Minimize(total)
+    if maximize:
+        m.Maximize(sum(served))
+    else:
+        m.Minimize(total)
     watch = {"pure": [v for p in pure for v in p.values()], "mixed": mixed,
              "spread": [v for y in spread for v in y.values()]}
     for _ in range(limit):
@@ -122,9 +134,11 @@ def joint_choices(demands: list[Demand], supply: dict[str, int], weight: dict[st
         chosen_pure = tuple({t: next(values) for t in p} for p in pure)
         spread_values = iter(out.values["spread"])
         chosen_spread = tuple({t: next(spread_values) for t in y} for y in spread)
+        spent = sum(weight[t] * (n * d.pure[t]) for d, p in zip(demands, chosen_pure) for t, n in p.items()) + \
+            sum(weight[t] * n for y in chosen_spread for t, n in y.items())
         choice = Choice(tuple({t: n for t, n in p.items() if n} for p in chosen_pure),
                         tuple(out.values["mixed"]), tuple({t: n for t, n in s.items() if n} for s in chosen_spread),
-                        int(round(out.objective)))
+                        spent, int(round(out.objective)))
         yield choice, out.proven
         _exclude(m, pure, mixed, chosen_pure, out.values["mixed"])
 
