@@ -33,8 +33,8 @@ from placer.specs.errors import InvalidSpec
 def plan_fleet_command(plan_file, hardware, racks, objective, time_limit, seed, threads, workers_deprecated,
                        output, as_json):
     """Place every model of PLAN_FILE (a YAML list of models, each with its workload, traffic,
-    targets and replicas) on one fleet, jointly: fewest devices (or least power) over all of them,
-    a device hosting layers of one model only.
+    targets and replicas) on one fleet, jointly: fewest devices, least power, or the most
+    requests/s within a budget, a device hosting layers of one model only.
 
     Each model is first placed alone (its proven minimum bounds any joint plan); a CP-SAT
     relaxation then decides which device types each model's replicas take, and each of its

@@ -200,15 +200,14 @@ def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: So
 
 
 def _rate(alone: Plan) -> float:
-    """Requests/s one replica of ``alone`` serves at its load: the simulated tokens/s over each
-    request's output tokens (the speed floor's own simulation, else a run at the plan's load)."""
+    """Requests/s one replica of ``alone`` serves: the simulated tokens/s over each request's
+    output tokens (a speed floor's own simulation at its load, else ``placer simulate``'s run of
+    the replica's mapping: its traffic, a closed loop at its live requests, prompts prefilled)."""
     sim = alone.simulation
     if sim is None:
-        from placer.simulate.steady import simulate_with
+        from placer.simulate import simulate_mapping
 
-        live = alone.load_per_replica or alone.workload.concurrency
-        sim = simulate_with("fast", alone.instance, alone.solved.per_group.assignment, requests=live, max_live=live,
-                            output_tokens=alone.requirements.targets.output_tokens)
+        sim = simulate_mapping(alone.solved.mapping)
     return sim.aggregate_tokens_per_s / sim.output_tokens
 
 
