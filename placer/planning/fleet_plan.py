@@ -71,18 +71,23 @@ class ModelPlan:
 
 
 def _least(p: Plan) -> int | None:
-    """The fewest devices a replica of ``p``'s model takes on ``p``'s fleet: proven, else the devices
-    level's lower bound; None when the fleet is proven to hold none (every layout infeasible), 0
-    when nothing is known (a search stopped without an answer)."""
-    if p.feasible:
-        if p.devices_proven:
-            return p.result.devices_used
-        level = p.result.level("devices")
-        bound = level.bound if level is not None else p.result.lower_bound_devices
-        return max(1, int(math.ceil(bound))) if bound is not None else 1
-    if p.tried and not p.skipped and all(str(s.result.status) == "infeasible" for s in p.tried):
-        return None
-    return 0
+    """The fewest devices a replica of ``p``'s model takes on ``p``'s fleet, over every layout the
+    plan tried: each layout's proven count, else its devices level's lower bound (0 when nothing
+    is known, or a layout was skipped); None when every layout is proven infeasible."""
+    counts = [0] if p.skipped else []
+    for s in p.tried or ((p.solved,) if p.solved is not None else ()):
+        r = s.result
+        if str(r.status) == "infeasible":
+            continue
+        if r.feasible and r.devices_proven:
+            counts.append(r.devices_used)
+            continue
+        level = r.level("devices") if r.feasible else None
+        bound = level.bound if level is not None else r.lower_bound_devices
+        counts.append(max(1, int(math.ceil(bound))) if bound is not None else 0)
+    if not counts:
+        return None if p.tried or p.solved is not None else 0
+    return min(counts)
 
 
 @dataclass(frozen=True)
@@ -182,13 +187,17 @@ def plan_fleet(spec: FleetPlanSpec | str, fleet: Fleet | None = None, solver: So
         supply[d.type.name] = supply.get(d.type.name, 0) + 1
     models = []
     for e in spec.models:
-        alone = plan(e.model, fleet, e.workload, e.requirements, solver)
+        first = plan(e.model, fleet, e.workload, e.requirements, solver)
+        fixed = _fixed_shape(e, first)
+        # a speed floor's replicas are placed at its shape: their bounds are that shape's
+        alone = first if fixed is e else plan(fixed.model, fleet, fixed.workload, fixed.requirements, solver)
         say(f"{e.name}: alone on {fleet.name}: {alone.devices if alone.feasible else 'no placement'}")
         by_type = {}
         if len(supply) > 1 and alone.feasible:
-            by_type = {t: plan(e.model, _type_fleet(fleet, t), e.workload, e.requirements, solver) for t in supply}
-        rate = _rate(alone) if spec.objective == "requests" and alone.feasible else None
-        models.append(ModelPlan(_fixed_shape(e, alone), alone, by_type, rate=rate))
+            by_type = {t: plan(fixed.model, _type_fleet(fleet, t), fixed.workload, fixed.requirements, solver)
+                       for t in supply}
+        rate = _rate(first) if spec.objective == "requests" and first.feasible else None
+        models.append(ModelPlan(fixed, alone, by_type, rate=rate))
     unplaced = [m for m in models if not m.alone.feasible]
     if unplaced:
         m = unplaced[0]
@@ -329,7 +338,9 @@ def _cost(replicas: list[list[Plan]], fleet: Fleet, weights: dict[str, int]) -> 
 
 def _realise(models, choice, fleet: Fleet, solver) -> list[list[Plan]] | None:
     """Every replica of ``choice`` placed on devices no other replica holds (pure-type replicas
-    first, the largest first; then the mixed ones on whatever is left), or None when one does not place."""
+    first, the largest first; then the mixed ones), or None when one does not place. A model's one
+    mixed replica is first offered the devices of each type the relaxation spread it over (the
+    first free ones), then, if it does not place there, every free device."""
     jobs = []
     for k, (m, pure) in enumerate(zip(models, choice.pure)):
         for t, n in pure.items():
@@ -340,10 +351,33 @@ def _realise(models, choice, fleet: Fleet, solver) -> list[list[Plan]] | None:
     out: list[list[Plan]] = [[] for _ in models]
     for _, _, k, kind in jobs:
         e = models[k].entry
-        taken = used | ({d.id for d in fleet.devices if d.type.name != kind} if kind is not None else set())
-        p = plan(e.model, fleet.without(taken), e.workload, e.requirements, solver)
+        if kind is not None:
+            offers = [used | {d.id for d in fleet.devices if d.type.name != kind}]
+        else:
+            offers = [used]
+            if choice.mixed[k] == 1:
+                offers.insert(0, used | _beyond(fleet, used, choice.mixed_devices[k]))
+        for taken in offers:
+            p = plan(e.model, fleet.without(taken), e.workload, e.requirements, solver)
+            if p.feasible:
+                break
         if not p.feasible:
             return None
         used.update(plan_devices(p))
         out[k].append(p)
+    return out
+
+
+def _beyond(fleet: Fleet, used: set[str], spread: dict[str, int]) -> set[str]:
+    """The free devices past the first ``spread[t]`` free ones of each type ``t`` (all of a type
+    the spread leaves out)."""
+    left = dict(spread)
+    out = set()
+    for d in fleet.available:
+        if d.id in used:
+            continue
+        if left.get(d.type.name, 0) > 0:
+            left[d.type.name] -= 1
+        else:
+            out.add(d.id)
     return out

@@ -197,3 +197,23 @@ def test_a_speed_floored_model_is_placed_at_the_shape_its_search_chose(write):
     assert small.rate == pytest.approx(alone.simulation.aggregate_tokens_per_s / alone.simulation.output_tokens)
     assert [r.devices for r in big.replicas] == [4] and [r.devices for r in small.replicas] == [1] * 8
     assert fp.devices == 12 and fp.proven
+
+
+def test_pipelines_across_both_gpu_types_share_the_h200_node(write):
+    """Stages of one GPU each (tp 1) on 2 H100 nodes + 1 H200 node. Alone, Llama 3.1 70B's 656.5 GB
+    take ceil(656.5 / 123.4) = 6 H200s and Qwen3 235B's 470.2 + 8 x 6.31 = 520.7 GB take 5: 11,
+    but the node has 8. Jointly, with a + c <= 8 H200s, 123.4 a + 68.5 b >= 656.5 and
+    123.4 c + 68.5 d >= 520.7: a = 6 leaves c = 2 and d = 4 (12); a = 5, b = 1, c = 3, d = 3 (12);
+    a = 4, b = 3, c = 4, d = 1 (12); a = 7 or a = 3 cost 13 or more. 12 is the least, and the
+    joint plan meets it, splitting the H200 node between the two pipelines."""
+    path = write("plan.yaml", f"hardware: {PLANS / 'fleets' / 'h100_h200.yaml'}\nmodels:\n"
+                 "  - {model: llama-3.1-70b, concurrency: 48, context: 32k, tp: 1}\n"
+                 "  - {model: qwen3-235b, concurrency: 8, context: 32k, tp: 1}\n")
+    fp = plan_fleet(path)
+    assert [m.fewest for m in fp.models] == [6, 5]
+    assert [{t: p.devices for t, p in m.by_type.items()} for m in fp.models] == \
+        [{"h100": 10, "h200": 6}, {"h100": 8, "h200": 5}]
+    assert (fp.value, fp.bound, fp.proven, fp.alone_sum) == (12, 12, True, 11)
+    types = [_types(fp, "llama-3.1-70b"), _types(fp, "qwen3-235b")]
+    assert sum(t.get("h200", 0) for t in types) <= 8 and sum(sum(t.values()) for t in types) == 12
+    assert validate_mapping(fp.mapping) == []
