@@ -238,7 +238,7 @@ def _fixed_shape(e: ModelEntry, alone: Plan) -> ModelEntry:
 def _demands(models: tuple[ModelPlan, ...], supply: dict[str, int], fleet: Fleet):
     """Each model's :class:`~placer.algorithms.cpsat.joint.Demand`: its fewest devices per type and
     anywhere, its bytes at degree 1 (any layout holds at least these between its devices, each
-    device of a type holding its memory less the runtime reserve and the activation buffers) and,
+    device of a type holding at most its memory less the runtime reserve) and,
     maximising requests/s, a replica's rate in mrequests/s."""
     from placer.algorithms.cpsat.joint import Demand
     from placer.planning.solve import build_instance
@@ -248,7 +248,10 @@ def _demands(models: tuple[ModelPlan, ...], supply: dict[str, int], fleet: Fleet
         e = m.entry
         inst = build_instance(e.model, fleet, e.workload, e.requirements)
         capacity: dict[str, int] = {}
-        for dev, cap in zip(inst.devices, inst.capacity_bytes):
+        for dev, reserve in zip(inst.devices, inst.reserve_bytes):
+            # what any layout's rank may hold there: its memory less the runtime reserve (a
+            # layout's activation buffers only take more)
+            cap = dev.memory_bytes - reserve
             capacity[dev.type.name] = max(capacity.get(dev.type.name, cap), cap)
         if len(supply) == 1:
             pure = {next(iter(supply)): m.fewest}
