@@ -87,7 +87,8 @@ def _print(fp, where: str) -> None:
     click.echo(f"{n} model(s) on {fp.fleet.name} ({len(fp.fleet.available)} devices), objective {fp.objective}")
     if not fp.feasible:
         click.echo(f"no joint plan: {fp.message}")
-        click.echo(f"  {_level(fp)}")
+        if not fp.proven:
+            click.echo(f"  {_level(fp)}")
         click.echo(where)
         return
     power = fp.power_w

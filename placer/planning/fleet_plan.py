@@ -310,11 +310,14 @@ def _joint(spec, fleet, models, supply, weights, solver, say, t0) -> FleetPlan:
     bound = (max if maximize else min)(bounds) if bounds else (best_value if exhausted else None)
     if best is None:
         infeasible = exhausted and first_unmet is None
+        need = sum(m.entry.replicas * (m.fewest or 0) for m in models)
+        why = f": the models' replicas alone need {need} devices, the fleet has {len(fleet.available)}" \
+            if infeasible and need > len(fleet.available) else ""
         return FleetPlan(spec, fleet, models, spec.objective, None, None if bound is None else _units(bound, spec),
                          proven=infeasible, tried=tried, seconds=time.perf_counter() - t0,
                          message="no joint placement of every model on the fleet" + (
                              " within the budget" if budget is not None else "") + (
-                             " exists (proven)" if infeasible else " was found"))
+                             " exists (proven)" if infeasible else " was found") + why)
     placed = tuple(replace(m, replicas=tuple(r)) for m, r in zip(models, best))
     if any(m.entry.share for m in placed):
         # devices may be shared: the disjoint relaxation bounds nothing; the largest model alone does

@@ -86,6 +86,7 @@ def test_too_few_wafers_is_proven_infeasible_by_the_sum_of_minima():
     spec = replace(read_fleet_plan(PLANS / "wafer_fleet.yaml"), racks=18)
     fp = plan_fleet(spec)
     assert not fp.feasible and fp.proven and fp.mapping is None
+    assert fp.message.endswith("exists (proven): the models' replicas alone need 55 devices, the fleet has 54")
 
 
 def test_a_device_budget_below_the_sum_is_proven_infeasible():
