@@ -18,10 +18,12 @@ With ``objective: requests`` the joint level is the most requests/s within the f
 replica serves alone at its load (simulated once, then a constant of the model), and the
 relaxation's most is an upper bound that a realisation of all its replicas meets.
 
-A device hosts layers of one model only. A model marked ``share: true`` records that its devices
-may also host another sharing model's layers (the validator then checks their bytes side by
-side); the planner still gives each model its own devices, so with sharing allowed the proof of
-the device level is given up (the bound is the largest single model's).
+A device hosts layers of one model only. A model marked ``share: true`` may put its layers on the
+devices other sharing replicas hold: each of its replicas is first offered those devices, each
+with its memory less the bytes already there (the runtime reserve counted once), and takes new
+devices only when it does not fit beside them. The validator adds the bytes on a shared device
+up. With sharing allowed the disjoint relaxation bounds nothing: the bound is the largest single
+model's own minimum.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class ModelPlan:
 
     @property
     def devices(self) -> int:
-        return sum(r.devices for r in self.replicas)
+        """Distinct devices its replicas use (sharing replicas may hold the same device)."""
+        return len({d for r in self.replicas for d in plan_devices(r)})
 
 
 def _least(p: Plan) -> int | None:
@@ -113,7 +116,12 @@ class FleetPlan:
 
     @property
     def devices(self) -> int | None:
-        return sum(m.devices for m in self.models) if self.feasible else None
+        """Distinct devices the plan uses."""
+        return len(self.used) if self.feasible else None
+
+    @property
+    def used(self) -> set[str]:
+        return {d for m in self.models for r in m.replicas for d in plan_devices(r)}
 
     @property
     def alone_sum(self) -> int | None:
@@ -125,7 +133,7 @@ class FleetPlan:
     def power_w(self) -> float | None:
         if not self.feasible:
             return None
-        watts = [self.fleet.by_id[d].type.power_w for m in self.models for r in m.replicas for d in plan_devices(r)]
+        watts = [self.fleet.by_id[d].type.power_w for d in self.used]
         return None if None in watts else float(sum(watts))
 
     @property
@@ -329,24 +337,24 @@ def _joint(spec, fleet, models, supply, weights, solver, say, t0) -> FleetPlan:
                      seconds=time.perf_counter() - t0)
 
 
-def weights_of(fleet: Fleet, p: Plan, weights: dict[str, int]) -> int:
-    return sum(weights[fleet.by_id[d].type.name] for d in plan_devices(p))
-
-
 def _units(value: int, spec: FleetPlanSpec) -> float:
     """A joint value in the objective's units: devices, W (from mW) or requests/s (from mrequests/s)."""
     return float(value) if spec.objective == "devices" else value / 1e3
 
 
 def _cost(replicas: list[list[Plan]], fleet: Fleet, weights: dict[str, int]) -> int:
-    return sum(weights_of(fleet, p, weights) for rs in replicas for p in rs)
+    """The joint cost of the distinct devices the replicas use."""
+    used = {d for rs in replicas for p in rs for d in plan_devices(p)}
+    return sum(weights[fleet.by_id[d].type.name] for d in used)
 
 
 def _realise(models, choice, fleet: Fleet, solver) -> list[list[Plan]] | None:
     """Every replica of ``choice`` placed on devices no other replica holds (pure-type replicas
     first, the largest first; then the mixed ones), or None when one does not place. A model's one
     mixed replica is first offered the devices of each type the relaxation spread it over (the
-    first free ones), then, if it does not place there, every free device."""
+    first free ones), then, if it does not place there, every free device. A replica of a model
+    that allows sharing is first offered the devices earlier sharing replicas hold, beside their
+    bytes (:func:`_beside`)."""
     jobs = []
     for k, (m, pure) in enumerate(zip(models, choice.pure)):
         for t, n in pure.items():
@@ -354,24 +362,77 @@ def _realise(models, choice, fleet: Fleet, solver) -> list[list[Plan]] | None:
         jobs += [(1, -(m.fewest or 0), k, None)] * choice.mixed[k]
     jobs.sort(key=lambda j: (j[0], j[1], j[2]))
     used: set[str] = set()
+    held: dict[str, int] = {}        # devices of sharing replicas: the bytes on each
     out: list[list[Plan]] = [[] for _ in models]
     for _, _, k, kind in jobs:
         e = models[k].entry
-        if kind is not None:
-            offers = [used | {d.id for d in fleet.devices if d.type.name != kind}]
-        else:
-            offers = [used]
-            if choice.mixed[k] == 1:
-                offers.insert(0, used | _beyond(fleet, used, choice.mixed_devices[k]))
-        for taken in offers:
-            p = plan(e.model, fleet.without(taken), e.workload, e.requirements, solver)
-            if p.feasible:
-                break
-        if not p.feasible:
-            return None
+        p = _beside_others(e, fleet, held, solver) if e.share and held else None
+        if p is None:
+            if kind is not None:
+                offers = [used | {d.id for d in fleet.devices if d.type.name != kind}]
+            else:
+                offers = [used]
+                if choice.mixed[k] == 1:
+                    offers.insert(0, used | _beyond(fleet, used, choice.mixed_devices[k]))
+            for taken in offers:
+                p = plan(e.model, fleet.without(taken), e.workload, e.requirements, solver)
+                if p.feasible:
+                    break
+            if not p.feasible:
+                return None
         used.update(plan_devices(p))
+        if e.share:
+            for d, n in _bytes_on(p).items():
+                held[d] = held.get(d, 0) + n
         out[k].append(p)
     return out
+
+
+def _bytes_on(p: Plan) -> dict[str, int]:
+    """Per device id, the bytes a replica's stages hold there (weights, KV, state, activations)."""
+    out: dict[str, int] = {}
+    for st in p.solved.mapping["stages"]:
+        b = st["bytes"]
+        for d in (st["group"]["devices"] if "group" in st else [st["device"]]):
+            out[d] = out.get(d, 0) + b["weights"] + b["kv_reserve"] + b["state"] + b["activations"]
+    return out
+
+
+def _beside(fleet: Fleet, held: dict[str, int]) -> Fleet:
+    """``fleet`` with only the devices ``held`` available, each with its memory less the bytes
+    already there and its runtime reserve fixed at the whole device's (held once per device)."""
+    from placer.specs.reserve import Reserve
+
+    devices = []
+    for d in fleet.devices:
+        if d.id in held and d.available:
+            t = d.type
+            devices.append(replace(d, type=replace(t, memory_bytes=t.memory_bytes - held[d.id],
+                                                   reserve=Reserve(bytes=t.reserve.of(t.memory_bytes)))))
+        else:
+            devices.append(replace(d, available=False))
+    return replace(fleet, devices=tuple(devices))
+
+
+def _beside_others(e: ModelEntry, fleet: Fleet, held: dict[str, int], solver) -> Plan | None:
+    """A replica of ``e`` on the devices sharing replicas hold, beside their bytes (None: it does
+    not fit there, or its placement reserves memory by a fraction of its own), its mapping written
+    for the real devices (their whole memory; the validator adds the replicas' bytes up)."""
+    from placer.planning.solve import Solved, build_instance
+
+    if e.requirements.placement.reserve is not None:
+        return None
+    p = plan(e.model, _beside(fleet, held), e.workload, e.requirements, solver)
+    if not p.feasible:
+        return None
+    inst = p.instance
+    real_fleet = fleet.without([d.id for d in fleet.devices if d.id not in held])
+    real = build_instance(p.model, real_fleet, p.workload, p.requirements, tp=inst.tp, ep=inst.ep,
+                          attention_dp=inst.attention_dp)
+    if real.n_nodes != inst.n_nodes or [d.id for d in real.devices] != [d.id for d in inst.devices]:
+        return None
+    solved = Solved(real, p.solved.result, p.solved.per_group, p.solved.stages)
+    return replace(p, fleet=real_fleet, solved=solved, tried=(solved,))
 
 
 def _beyond(fleet: Fleet, used: set[str], spread: dict[str, int]) -> set[str]:

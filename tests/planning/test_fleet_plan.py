@@ -218,3 +218,21 @@ def test_pipelines_across_both_gpu_types_share_the_h200_node(write):
     types = [_types(fp, "llama-3.1-70b"), _types(fp, "qwen3-235b")]
     assert sum(t.get("h200", 0) for t in types) <= 8 and sum(sum(t.values()) for t in types) == 12
     assert validate_mapping(fp.mapping) == []
+
+
+@pytest.mark.parametrize("share, devices", [(True, 2), (False, 4)])
+def test_sharing_models_fit_beside_each_other(share, devices):
+    """Llama 3.1 70B (141.1 GB of weights + 2.7 GB of KV at 8k) takes 2 H200s of 141 - 17.6 =
+    123.4 GB; each Llama 3.1 8B (16.1 GB + 1.1 GB) one. Sharing, the 8Bs fit beside the 70B's
+    ~71.9 GB on each of its GPUs (123.4 - 71.9 = 51.5 GB left): 2 GPUs, the 70B's own minimum, so
+    proven. Without sharing: 2 + 1 + 1 = 4, the sum of the minima."""
+    spec = fleet_plan_from_dict({"hardware": "h200", "racks": 1, "share_devices": share, "models": [
+        {"model": "llama-3.1-8b", "name": "a", "tp": 1}, {"model": "llama-3.1-8b", "name": "b", "tp": 1},
+        {"model": "llama-3.1-70b", "tp": 1}]})
+    fp = plan_fleet(spec)
+    assert (fp.value, fp.bound, fp.proven, fp.devices, fp.alone_sum) == (devices, devices, True, devices, 4)
+    doc = fp.mapping
+    assert validate_mapping(doc) == []
+    big = {st["device"] for st in doc["models"][2]["pipelines"][0]["stages"]}
+    small = {st["device"] for m in doc["models"][:2] for st in m["pipelines"][0]["stages"]}
+    assert (small <= big) == share
