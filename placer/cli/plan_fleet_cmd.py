@@ -24,7 +24,8 @@ from placer.specs.errors import InvalidSpec
 @click.option("--objective", type=click.Choice(("devices", "mw", "requests")), default=None,
               help="The joint level: fewest devices (default), least power (mw), or the most requests/s "
                    "within the file's budget (requests); replaces the file's.")
-@time_limit_option("Time limit in seconds for each solve (each model alone, each replica placed, the joint level).")
+@time_limit_option("Time limit in seconds for each solve (each model alone, each replica placed, the joint level; "
+                   "the file's time_limit when not given); the whole plan stops after four.")
 @click.option("--seed", type=int, default=0, show_default=True, help="CP-SAT random seed.")
 @threads_option
 @click.option("-o", "--output", "--out", type=output_file, default=None,
@@ -49,6 +50,9 @@ def plan_fleet_command(plan_file, hardware, racks, objective, time_limit, seed, 
     from placer.planning.requirements import SolverSettings
 
     spec = read_fleet_plan(plan_file)
+    source = click.get_current_context().get_parameter_source("time_limit")
+    if spec.time_limit is not None and source == click.core.ParameterSource.DEFAULT:
+        time_limit = spec.time_limit        # the file's, unless --time-limit is given
     if objective is not None:
         from dataclasses import replace
 
