@@ -11,6 +11,10 @@ Public API (heavier parts load on first use)::
     again = replan(p, ["r5w1"])      # or a mapping file; devices or whole racks ("rack:5")
     again.moved, again.fresh_moved, again.mapping
 
+    # several models on one fleet, placed jointly (a plan file: models, traffic, replicas, objective)
+    fp = plan_fleet("examples/fleet_plans/wafer_fleet.yaml")
+    fp.devices, fp.bound, fp.proven, fp.mapping["models"]
+
     # one placement on one instance, without a planner:
     from placer import make_instance, place
     result = place(make_instance(model, load_fleet("wse-3t"), workload_for(model)), method="cpsat")
@@ -34,7 +38,7 @@ __all__ = [
     "Layer", "LayerGraph", "load_model", "Workload", "workload_for",
     "place", "validate_mapping", "simulate_mapping", "build_mapping",
     "plan", "Plan", "Traffic", "Requirements", "Placement", "Targets", "SpecDecoding", "Pools", "SolverSettings",
-    "replan", "plan_spares",
+    "replan", "plan_spares", "plan_fleet",
 ]
 __version__ = "0.1.0"
 
@@ -54,6 +58,7 @@ _LAZY = {
     "SolverSettings": ("placer.planning", "SolverSettings"),
     "replan": ("placer.planning.replan", "replan"),
     "plan_spares": ("placer.planning.spares", "plan_spares"),
+    "plan_fleet": ("placer.planning.fleet_plan", "plan_fleet"),
 }
 
 

@@ -37,6 +37,7 @@ COMMANDS = {
     "plan": "plan_cmd",
     "frontier": "frontier_cmd",
     "replan": "replan_cmd",
+    "plan-fleet": "plan_fleet_cmd",
 }
 
 

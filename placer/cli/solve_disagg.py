@@ -91,5 +91,12 @@ def print_disagg_plan(planned, output, as_json) -> int:
             click.echo(f"  {what}: {run.speed_error}")
     click.echo(f"  {len(dp.candidates)} candidate pair(s) met the targets; devices {c.devices}"
                + ("" if c.power_w is None else f", {c.power_w / 1e3:,.1f} kW"))
+    price, usd = dp.price_per_hour, dp.usd_per_million_tokens
+    if price is not None:
+        from placer.planning.disagg_price import price_sources
+
+        click.echo(f"  ${price:,.2f} per hour for both pools" + ("" if usd is None else
+                   f", ${usd:,.3f} per million output tokens at {c.rate:,.3g} requests/s x {dp.decode_tokens} "
+                   f"tokens") + f" (prices: {'; '.join(price_sources(dp))})")
     click.echo(where)
     return 0

@@ -41,6 +41,8 @@ def validate_command(mapping, model_ref, hardware_ref, rebuild, output, as_json)
 def _report(mapping, doc, violations, as_json, **extra) -> None:
     if doc.get("kind") == "disaggregated":
         return _report_pooled(mapping, doc, violations, as_json)
+    if doc.get("kind") == "fleet":
+        return _report_fleet(mapping, doc, violations, as_json)
     if as_json:
         echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
                    "workload": doc.get("workload"), **extra})
@@ -75,6 +77,26 @@ def _report_pooled(mapping, doc, violations, as_json) -> None:
                f"{pools['decode']['hardware']['name']}; {doc['summary']['devices_used']} devices)")
     for p in ("prefill", "decode"):
         click.echo(f"{p}: " + workload_text(pools[p]["workload"]))
+
+
+def _report_fleet(mapping, doc, violations, as_json) -> None:
+    """A fleet mapping (several models, placer.mapping.fleet_mapping): one line per model."""
+    models = doc["models"]
+    if as_json:
+        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
+                   "workload": {m["name"]: [p["workload"] for p in m["pipelines"]] for m in models}})
+        return
+    if violations:
+        click.echo(f"{mapping}: {len(violations)} violation(s)")
+        for v in violations:
+            click.echo(f"  {v.kind}: {v.message}")
+        return
+    click.echo(f"{mapping}: valid ({len(models)} models on {doc['hardware']['name']}, "
+               f"{plural(doc['summary']['devices_used'], 'device')})")
+    for m in models:
+        counts = ", ".join(str(p["summary"]["devices_used"]) for p in m["pipelines"])
+        click.echo(f"  {m['name']}: {plural(len(m['pipelines']), 'pipeline')} of {counts} device(s); "
+                   + workload_text(m["pipelines"][0]["workload"]))
 
 
 def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:

@@ -7,7 +7,8 @@ runtime's form and parses it back with the runtime's own rules before returning 
 layout string or hybrid pattern, layer kinds), ``torch`` (a ``torch.distributed.pipelining``
 script), ``json`` (placer's executor manifest). ``ExportOptions(bare=True)`` gives the runtime's
 value alone (partition string, layout / pattern, split points as JSON). A two-pool mapping
-exports each pool with the runtime's prefill/decode flags (:mod:`.pools`).
+exports each pool with the runtime's prefill/decode flags (:mod:`.pools`); a fleet mapping each
+model's pipelines (:mod:`.fleet`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from placer.export.stages import Export, ExportOptions, ExportRefused
 from placer.export.torch import export_torch
 from placer.export.vllm import export_vllm
 from placer.mapping import specs_from_mapping
-from placer.mapping.view import PooledView, mapping_view
+from placer.mapping.view import FleetView, PooledView, mapping_view
 from placer.problem.reductions.refine import refine
 
 __all__ = ["FORMATS", "ATTENTION_DP_FORMATS", "Export", "ExportOptions", "ExportRefused", "export_mapping"]
@@ -49,6 +50,10 @@ def export_mapping(doc, fmt: str, *, model=None, fleet=None, source: str = "<map
     if fmt not in FORMATS:
         raise ExportRefused("--format", "format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     view = mapping_view(doc, source)
+    if isinstance(view, FleetView):
+        from placer.export.fleet import export_fleet
+
+        return export_fleet(view, fmt, export_mapping, source=source, options=options)
     if isinstance(view, PooledView):
         from placer.export.pools import export_pooled
 

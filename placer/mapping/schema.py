@@ -23,7 +23,7 @@ SCHEMA_VERSION = 3
 STAGE_VERSIONS = (1, 2, 3)   # one-pool stage mappings
 # version 4: a two-pool (disaggregated prefill/decode) mapping whose pools are version-3 stage
 # mappings (placer/mapping/pools.py); one-pool mappings are still written as version 3
-READS_VERSIONS = (1, 2, 3, 4)
+READS_VERSIONS = (1, 2, 3, 4, 5)
 _STATUSES = ("optimal", "feasible", "infeasible", "unknown", "heuristic")
 _WORKLOAD_REQUIRED = ("context_tokens", "concurrency", "weight_bits", "kv_bits", "state_bits", "micro_batch")
 
@@ -337,6 +337,10 @@ def check_mapping(doc, source: str = "<mapping>") -> dict:
                           f"this placer reads {', '.join(map(str, READS_VERSIONS[:-1]))} and {READS_VERSIONS[-1]})")
     if version == 4:
         return _check_pooled(doc, source)
+    if version == 5:
+        from placer.mapping.fleet_mapping import check_fleet
+
+        return check_fleet(doc, source, check_mapping)
     from jsonschema.exceptions import best_match
 
     error = best_match(_validator().iter_errors(doc))

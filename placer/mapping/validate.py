@@ -29,7 +29,7 @@ import networkx as nx
 from placer.mapping import dp_ranks, expert_ranks, ranks, specs_from_mapping
 from placer.mapping.checks import CHECKS
 from placer.mapping.tiers import check_sessions
-from placer.mapping.view import MappingStage, MappingView, PooledView, mapping_view
+from placer.mapping.view import FleetView, MappingStage, MappingView, PooledView, mapping_view
 from placer.mapping.violations import Violation
 from placer.problem import memory
 from placer.problem.reductions.refine import parse_granularity, refine
@@ -240,6 +240,15 @@ def validate_mapping(doc, *, model=None, fleet=None, workload=None, source: str 
     workloads, so ``fleet`` and ``workload`` are refused for it.
     """
     view = mapping_view(doc, source)
+    if isinstance(view, FleetView):
+        from placer.mapping.validate_fleet import fleet_violations
+
+        if fleet is not None or workload is not None:
+            raise InvalidSpec(source, "/models", "a fleet mapping's pipelines name their own hardware and "
+                                                 "workloads: validate it without overrides")
+        return [Violation(v.kind, f"{m.name} replica {r}: {v.message}") for m in view.models
+                for r, sub in enumerate(m.pipelines)
+                for v in validate_mapping(sub, source=source)] + fleet_violations(view)
     if isinstance(view, PooledView):
         from placer.mapping.validate_pools import pair_violations
 

@@ -50,7 +50,7 @@ from placer.specs.workload import Workload
 
 __all__ = ["StageGroup", "StageBytes", "MappingStage", "ModelRecord", "HardwareRecord", "ParallelRecord",
            "SummaryLevel", "Summary", "Serving", "PinRecord", "MappingView", "PoolTransfer", "PoolTargets",
-           "PooledSummary", "PooledView", "mapping_view", "DEFAULT_EXPERT_GROUPS"]
+           "PooledSummary", "PooledView", "FleetModel", "FleetView", "mapping_view", "DEFAULT_EXPERT_GROUPS"]
 
 DEFAULT_EXPERT_GROUPS = 8     # a block-refined MoE layer's expert slices when the model record states none
 
@@ -406,13 +406,43 @@ class PooledView:
                    summary=PooledSummary(**{k: s[k] for k in PooledSummary.__dataclass_fields__ if k in s}))
 
 
-def mapping_view(doc, source: str = "<mapping>") -> MappingView | PooledView:
+@dataclass(frozen=True)
+class FleetModel:
+    """One model of a fleet mapping: its ``name``, ``model`` (catalog name), ``share`` and its
+    ``pipelines`` (one :class:`MappingView` per replica)."""
+
+    name: str
+    model: str
+    share: bool
+    pipelines: tuple[MappingView, ...]
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """A fleet mapping (schema version 5), read once: its ``models`` and ``summary``."""
+
+    hardware: dict
+    models: tuple[FleetModel, ...]
+    summary: dict
+    doc: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> FleetView:
+        return cls(dict(doc["hardware"]), tuple(
+            FleetModel(m["name"], m["model"], m["share"], tuple(MappingView.from_dict(p) for p in m["pipelines"]))
+            for m in doc["models"]), dict(doc["summary"]), doc)
+
+
+def mapping_view(doc, source: str = "<mapping>") -> MappingView | PooledView | FleetView:
     """The view of ``doc``: a view is returned as it is; a JSON document is schema-checked
     (:class:`~placer.specs.errors.InvalidSpec` naming ``source`` and the field) and read once."""
-    if isinstance(doc, (MappingView, PooledView)):
+    if isinstance(doc, (MappingView, PooledView, FleetView)):
         return doc
+    from placer.mapping.fleet_mapping import is_fleet
     from placer.mapping.pools import is_pooled
     from placer.mapping.schema import check_mapping
 
     check_mapping(doc, source)
+    if is_fleet(doc):
+        return FleetView.from_dict(doc)      # several models on one fleet (placer.mapping.fleet_mapping)
     return PooledView.from_dict(doc) if is_pooled(doc) else MappingView.from_dict(doc)

@@ -28,7 +28,8 @@ What is modelled, per request of ``prompt_tokens`` (ISL) in and ``decode_tokens`
   law), so ``y = ceil(L / held)``; at a fixed concurrency ``C``, ``y = ceil(C / held)`` and the rate
   is the decode pool's completion rate ``C / (OSL x TPOT at C / y)``.
 
-The plan is the pair of shapes and ``(x, y)`` with the fewest devices (or the least power) whose
+The plan is the pair of shapes and ``(x, y)`` with the fewest devices (or the least power, or the
+least US dollars per hour of both pools' devices from the specs' ``price:`` blocks) whose
 replicas fit their fleets side by side; among equals, the least power, then the shortest TTFT,
 then the decode shape holding the most. Each pool's placement carries its own proof; the choice
 among shapes is exhaustive over the shapes tried.
@@ -40,6 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from placer.planning.disagg_check import choose_confirmed, queue_wait_us
+from placer.planning.disagg_fit import fits_pair, most_rate
 from placer.planning.layouts import device_layouts, layout_label
 from placer.planning.requirements import Pools, Requirements, SolverSettings
 from placer.planning.solve import Solved, build_instance, place_instance, speculative_model
@@ -153,6 +155,12 @@ class PrefillShape:
     def prompts_per_s(self) -> float:
         return 1e6 / self.interval_us
 
+    @property
+    def price_per_hour(self) -> float | None:
+        from placer.planning.disagg_price import replica_price
+
+        return replica_price(self.solved)
+
 
 @dataclass
 class DecodeShape:
@@ -174,6 +182,12 @@ class DecodeShape:
     @property
     def tpot_us(self) -> float:
         return 1e6 / self.sim.per_user_tokens_per_s
+
+    @property
+    def price_per_hour(self) -> float | None:
+        from placer.planning.disagg_price import replica_price
+
+        return replica_price(self.solved)
 
 
 def _power(solved: Solved) -> float | None:
@@ -213,7 +227,7 @@ def prefill_shapes(model, fleet, workload, req: Requirements, solver: SolverSett
         in_flight, shape = 1, None
         for _ in range(MAX_PREFILL_ROUNDS):
             inst = build_instance(model, fleet, base, req, tp=tp, ep=ep, concurrency=in_flight)
-            solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
+            solved = place_instance(inst, solver, objective=_level(req), reports=False, keep_interrupted=False)
             if not solved.result.feasible:
                 break
             t, s = prefill_times(solved, prompt, budget)
@@ -244,7 +258,7 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
         target = 1
         while target <= top:      # a rank's live requests under attention data parallelism
             inst = build_instance(model, fleet, base_wl, req, tp=tp, ep=ep, concurrency=target, attention_dp=adp)
-            solved = place_instance(inst, solver, reports=False, keep_interrupted=False)
+            solved = place_instance(inst, solver, objective=_level(req), reports=False, keep_interrupted=False)
             if not solved.result.feasible:
                 break
             key = tuple(solved.per_group.assignment)
@@ -260,6 +274,12 @@ def decode_shapes(model, fleet, workload, req: Requirements, solver: SolverSetti
                     out.append(shape)
             target *= 2
     return out
+
+
+def _level(req: Requirements) -> str | None:
+    """CP-SAT's levels for each pool's replica: the price of its devices first under ``--objective
+    cost`` (on a mixed fleet a replica may then take more devices of a cheaper type), else the default."""
+    return "cost" if req.targets.speed_objective == "cost" else None
 
 
 def _layouts(model, fleet, workload, req: Requirements, decode: bool = False):
@@ -317,11 +337,18 @@ class DisaggCandidate:
             return None
         return self.x * self.prefill.power_w + self.y * self.decode.power_w
 
+    @property
+    def price_per_hour(self) -> float | None:
+        """US dollars per hour of every replica of both pools (None: a device type has no price)."""
+        p, d = self.prefill.price_per_hour, self.decode.price_per_hour
+        return None if p is None or d is None else self.x * p + self.y * d
+
     def row(self) -> dict:
         return dict(prefill_layout=self.prefill.layout, prefill_devices=self.prefill.devices,
                     decode_layout=self.decode.layout, decode_devices=self.decode.devices, x=self.x, y=self.y,
-                    devices=self.devices, power_w=self.power_w, rate=self.rate, ttft_ms=self.ttft_us / 1e3,
-                    tpot_ms=self.tpot_us / 1e3, load_per_decode_replica=self.load)
+                    devices=self.devices, power_w=self.power_w, price_per_hour=self.price_per_hour,
+                    rate=self.rate, ttft_ms=self.ttft_us / 1e3, tpot_ms=self.tpot_us / 1e3,
+                    load_per_decode_replica=self.load)
 
 
 @dataclass
@@ -355,6 +382,20 @@ class DisaggPlan:
         return self.chosen is not None
 
     @property
+    def price_per_hour(self) -> float | None:
+        """US dollars per hour of both pools (:func:`placer.planning.disagg_price.plan_price`)."""
+        from placer.planning.disagg_price import plan_price
+
+        return plan_price(self)
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        """US dollars per million output tokens (:func:`placer.planning.disagg_price.plan_usd_per_million_tokens`)."""
+        from placer.planning.disagg_price import plan_usd_per_million_tokens
+
+        return plan_usd_per_million_tokens(self)
+
+    @property
     def proven(self) -> bool:
         c = self.chosen
         return bool(c) and c.prefill.solved.result.proven_optimal and (self.decode_solved or
@@ -374,33 +415,11 @@ class DisaggPlan:
                                                    "prefill_in_flight": c.prefill.in_flight,
                                                    "queue_us": c.queue_us, "transfer_us": c.transfer_us,
                                                    "decode_held": c.decode.held,
+                                                   "price_per_hour": self.price_per_hour,
+                                                   "usd_per_million_tokens": self.usd_per_million_tokens,
                                                    "simulated_prefill_ttft_p50_ms": None if ps is None or
                                                    ps.ttft_p50_us is None else ps.ttft_p50_us / 1e3},
                     proven=self.proven, candidates=[x.row() for x in self.candidates])
-
-
-def _fits(fleet: Fleet, groups: list[tuple[str, int]]) -> bool:
-    """Groups ``(device type, size)`` fit the fleet's racks side by side, each in a rack of its
-    type (first fit, largest first: exact when every size divides the rack size, as device-group
-    degrees do)."""
-    free: dict[int, list] = {}
-    for d in fleet.available:
-        free.setdefault(d.rack, [d.type.name, 0])[1] += 1
-    room = sorted(free.values(), key=lambda r: -r[1])
-    for kind, g in sorted(groups, key=lambda x: -x[1]):
-        for r in room:
-            if r[0] == kind and r[1] >= g:
-                r[1] -= g
-                break
-        else:
-            return False
-    return True
-
-
-def _groups(shape, replicas: int) -> list[tuple[str, int]]:
-    inst = shape.solved.instance
-    used = sorted(set(shape.solved.per_group.assignment))
-    return [(inst.devices[d].type.name, len(inst.members(d))) for d in used] * replicas
 
 
 def _candidate(p: PrefillShape, d: DecodeShape, rate: float | None, concurrency: int | None, osl: int,
@@ -422,38 +441,6 @@ def _candidate(p: PrefillShape, d: DecodeShape, rate: float | None, concurrency:
         return None
     return DisaggCandidate(p, d, x, y, rate, live, load, tpot, queue_wait_us(rate, p.interval_us, x), transfer_us,
                            sim)
-
-
-def _most_rate(pre, dec, pf: Fleet, df: Fleet, osl: int, ttft_us: float, transfer_us: float) -> float | None:
-    """The most requests/s any ``x`` prefill and ``y`` decode replicas that fit the fleets serve
-    under the targets: ``min(y x held / (OSL x TPOT), x x rho_max / s)`` (None: no pair)."""
-    best = None
-    for p in pre:
-        slack = ttft_us - p.prefill_us - transfer_us
-        if slack < 0:
-            continue
-        per_prefill = 2 * slack / (p.interval_us + 2 * slack) / p.interval_us * 1e6
-        for d in dec:
-            per_decode = d.held / (osl * d.tpot_us / 1e6)
-            y = 0
-            while _fits_pair(pf, df, p, 1, d, y + 1):
-                y += 1
-            x = 1
-            while y >= 1:               # the most decode replicas beside x prefill ones falls as x grows
-                r = min(x * per_prefill, y * per_decode)
-                if best is None or r > best * (1 + 1e-9):
-                    best = r
-                x += 1
-                while y >= 1 and not _fits_pair(pf, df, p, x, d, y):
-                    y -= 1
-    # a hair below the exact ceiling, so the replica counts found for it are the ones it came from
-    return None if best is None else best * (1 - 1e-9)
-
-
-def _fits_pair(pf: Fleet, df: Fleet, p, x: int, d, y: int) -> bool:
-    if pf is df:
-        return _fits(df, _groups(p, x) + _groups(d, y))
-    return _fits(pf, _groups(p, x)) and _fits(df, _groups(d, y))
 
 
 def _settle_load(c: DisaggCandidate, osl: int, output_tokens: int, rounds: int = 4) -> None:
@@ -511,7 +498,7 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
         top = max(1, min(4 * live_guess, len(df.available) * 4096))
     dec = decode_shapes(model, df, workload, req, solver, isl + osl, floor, top, say)
     if pools.maximize_rate:
-        rate = _most_rate(pre, dec, pf, df, osl, ttft_us, transfer_us)
+        rate = most_rate(pre, dec, pf, df, osl, ttft_us, transfer_us)
         concurrency = None
     cands = []
     for p in pre:
@@ -521,14 +508,14 @@ def plan_disagg(model: LayerGraph, fleet: Fleet, workload: Workload, req: Requir
             c = _candidate(p, d, rate, concurrency, osl, ttft_us, transfer_us, targets.output_tokens)
             if c is None:
                 continue
-            if _fits_pair(pf, df, p, c.x, d, c.y):
+            if fits_pair(pf, df, p, c.x, d, c.y):
                 cands.append(c)
-    key = ((lambda c: (c.power_w if c.power_w is not None else math.inf, c.devices))
-           if targets.speed_objective == "mw" else (lambda c: (c.devices, c.power_w or 0.0, c.ttft_us,
-                                                               -c.decode.held)))
+    from placer.planning.disagg_price import candidate_key
+
+    key = candidate_key(targets.speed_objective, pre, dec)
     if cands:
         chosen, sim, note = choose_confirmed(cands, key, budget, ttft_us,
-                                             lambda c, x: _fits_pair(pf, df, c.prefill, x, c.decode, c.y))
+                                             lambda c, x: fits_pair(pf, df, c.prefill, x, c.decode, c.y))
     else:
         chosen, sim, note = None, None, ""
     plan = DisaggPlan(chosen, cands, pre, dec, link, nbytes, isl, osl, targets.max_ttft_ms, 1e3 / floor, rate,
@@ -557,7 +544,7 @@ def _decode_apart(model, fleet, workload, req, solver, c: DisaggCandidate, share
     inst = d.instance
     rebuilt = build_instance(model, fleet.without(p_used), workload.replace(context_tokens=context), req,
                              tp=inst.tp, ep=inst.ep, concurrency=c.decode.target, attention_dp=inst.attention_dp)
-    again = place_instance(rebuilt, solver, reports=False, keep_interrupted=False)
+    again = place_instance(rebuilt, solver, objective=_level(req), reports=False, keep_interrupted=False)
     return again if again.result.feasible else d
 
 

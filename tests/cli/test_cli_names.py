@@ -34,6 +34,8 @@ NAME_RUNS = {
     "frontier": [["frontier", "{m}", "-H", "wse-3t"], ["frontier", "kimi-k3", "-H", "wse-3t,{h}"]],
     "replan": [["replan", MAPPING, "--failed", "r0w0", "--model", "{m}"],
                ["replan", MAPPING, "--failed", "r0w0", "-H", "{h}"]],
+    # its models are named in the plan file (a misspelt one: the file and models[k].model)
+    "plan-fleet": [["plan-fleet", project_root() / "examples" / "fleet_plans" / "wafer_fleet.yaml", "-H", "{h}"]],
 }
 # commands that take no catalog name (import-hf reads a config.json file)
 NO_NAMES = {"models", "hardware", "schema", "import-hf"}

@@ -186,13 +186,13 @@ def test_schema_errors_name_the_json_pointer(contiguous, tmp_path, edit, pointer
 
 def test_other_schema_version_gets_a_clear_message(contiguous):
     _, doc = contiguous
-    doc["schema_version"] = 5
+    doc["schema_version"] = 6
     doc["stages"] = "whatever a later version writes"
     with pytest.raises(InvalidSpec) as err:
         check_mapping(doc, "old.json")
     assert err.value.field == "/schema_version"
-    assert err.value.message == ("written by a different placer version (schema_version 5; "
-                                 "this placer reads 1, 2, 3 and 4)")
+    assert err.value.message == ("written by a different placer version (schema_version 6; "
+                                 "this placer reads 1, 2, 3, 4 and 5)")
 
 
 def test_a_one_pool_mapping_is_not_read_as_version_4(contiguous):

@@ -313,7 +313,7 @@ def test_moved_specs_are_found_with_overrides(run_cli, tmp_path, good):
 @pytest.mark.parametrize("content, words", [
     (b"\xff\xfe", "not UTF-8"),
     (b"{", "invalid JSON"),
-    (b'{"schema_version": 5}', "schema_version 5; this placer reads 1"),
+    (b'{"schema_version": 6}', "schema_version 6; this placer reads 1"),
     (b'{"schema_version": 1}', "/model: required field is missing"),
 ])
 def test_unreadable_mapping_exits_2(run_cli, tmp_path, content, words):

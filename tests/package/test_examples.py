@@ -18,7 +18,7 @@ def _run(name: str, *args) -> str:
 
 
 def test_every_example_is_tested():
-    tested = {"plan_a_model.py", "compare_methods.py", "speed_floor.py", "export_to_vllm.py"}
+    tested = {"plan_a_model.py", "compare_methods.py", "speed_floor.py", "export_to_vllm.py", "plan_a_fleet.py"}
     assert {p.name for p in (ROOT / "examples").glob("*.py")} == tested
 
 
@@ -61,3 +61,18 @@ def test_export_prints_a_partition_of_every_layer(fmt):
     assert m, out
     parts = [int(x) for x in m[1].split(",")]
     assert sum(parts) == 80 and len(parts) == int(m[2])     # Llama 3.1 70B has 80 decoder layers
+
+
+@pytest.mark.parametrize("plan, line", [
+    # 47 wafers for Kimi K3 with its EAGLE-3 head + 2 x 4 for Llama 3.1 70B: the sum of the minima
+    ("wafer_fleet.yaml", "2 models on wse-3t: 55 devices (bound 55, proven); each alone: 55"),
+    # both want the one H200 node (8 GPUs each alone); jointly one takes two H100 nodes
+    ("mixed_gpu_fleet.yaml", "2 models on h100-h200: 24 devices (bound 24, proven); each alone: 16"),
+])
+def test_plan_a_fleet_places_validates_and_exports_each_model(plan, line, tmp_path):
+    import json
+
+    out = _run("plan_a_fleet.py", ROOT / "examples" / "fleet_plans" / plan, tmp_path / "f.json")
+    assert line in out and "violations: 0" in out
+    doc = json.loads((tmp_path / "f.json").read_text())
+    assert doc["kind"] == "fleet" and doc["summary"]["proven_optimal"] is True

@@ -23,6 +23,7 @@ ORTOOLS_MODULES = {
     "placer.algorithms.cpsat.arcflow",
     "placer.algorithms.cpsat.core",
     "placer.algorithms.cpsat.stage_degrees",
+    "placer.algorithms.cpsat.joint",
 }
 
 # cycles tolerated for now: none (the spec loader and the Hugging Face importer no longer import

@@ -317,7 +317,7 @@ def test_cli_plan_rate_sets_both_answers_side_by_side(specs, run_cli):
 
 
 def test_replicas_fit_racks_of_their_device_type(specs):
-    from placer.planning.disagg import _fits
+    from placer.planning.disagg_fit import fits as _fits
 
     fleet = load_fleet(specs / "mixed.yaml")          # 2 racks of 2 pgpu, 2 racks of 2 dgpu
     assert _fits(fleet, [("pgpu", 2)] * 2)
