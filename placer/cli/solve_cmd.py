@@ -197,6 +197,8 @@ def solve_command(model, hardware, mode, granularity, method, pins, time_limit, 
         kw["mtp"] = True        # drafting with the model's own MTP layers places them
     if held is not None and kw.get("context") is None:
         kw["context"] = held[0].final_context()      # sessions: reserve their longest context
+    if held is not None and kw.get("concurrency") is None:
+        kw["concurrency"] = 1       # sessions: the sessions-held count chooses the KV reserve, not a concurrency
     kw["context"] = reserved_context(kw.get("context"), traffic)
     m, fleet, wl = load_inputs(model, hardware, **kw)
     floor = min_user_tps is not None or max_itl_ms is not None

@@ -81,3 +81,15 @@ def test_a_session_plan_validates_simulates_and_exports(run_cli, tmp_path):
     assert sim["tier"] == "host" and sim["turns"] > 0
     code, out, err = run_cli(["export", plan, "--format", "vllm"])
     assert code == 0 and "--kv-offloading-size" in out, err
+
+
+def test_sessions_need_no_concurrency(run_cli):
+    """Under --sessions the plan is for sessions, not a concurrency: kimi-k3's default of 184 live
+    requests cannot hold 1M-token contexts, so without the default of 1 the solve would be refused.
+    At 1 every wafer holds two layers (2 x 16.13 GB of weights and one 576 MB KV slot of 1M tokens
+    fit 44 GB): 93 layers on ceil(93 / 2) = 47 wafers, and the sessions count picks the reserve."""
+    code, out, err = run_cli(["solve", "kimi-k3", "-H", "wse-3t", "--sessions", "agent-1m", "--ttft-target", "5000",
+                              "-q"])
+    assert code == 0, err
+    assert "concurrency 1," in out and "devices 47 (lower bound 47)" in out
+    assert next(x for x in out.splitlines() if x.startswith("sessions held:")).split()[2] == "20"
