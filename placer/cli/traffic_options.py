@@ -18,6 +18,7 @@ from placer.simulate.arguments import STANDARD_OUTPUT, STANDARD_PROMPT, Traffic,
 from placer.simulate.contexts import parse_context_dist
 from placer.simulate.traces import Trace, read_trace
 from placer.specs.errors import InvalidSpec
+from placer.specs.spec_io import load_yaml_or_json, read_text
 from placer.specs.units import parse_tokens
 
 __all__ = ["traffic_options", "TrafficArgs", "read_traffic_file", "DEFAULT_TEXT", "FILE_FIELDS",
@@ -139,17 +140,10 @@ def _length(value, flag: str):
 def read_traffic_file(path: str) -> dict:
     """A --traffic YAML file's fields (:data:`FILE_FIELDS`); an unknown field, or a file that is not
     a mapping, is an :class:`InvalidSpec` naming the file and the field."""
-    import yaml
-
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidSpec(str(p), None, f"cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InvalidSpec(str(p), None, f"not YAML: {str(exc).splitlines()[0]}") from None
-    if data is None:
+    if not read_text(p).strip():
         return {}
+    data, _text = load_yaml_or_json(p)
     if not isinstance(data, dict):
         raise InvalidSpec(str(p), None, "must be a mapping of traffic fields (" + ", ".join(FILE_FIELDS) + ")")
     for key in data:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from placer.planning.requirements import Placement, Requirements, SpecDecoding, Targets
 from placer.specs.errors import InvalidSpec, PlacerError
+from placer.specs.spec_io import load_yaml_or_json
 from placer.specs.units import parse_tokens
 
 __all__ = ["ModelEntry", "FleetPlanSpec", "read_fleet_plan", "fleet_plan_from_dict", "OBJECTIVES"]
@@ -76,16 +77,10 @@ class FleetPlanSpec:
 
 
 def read_fleet_plan(path) -> FleetPlanSpec:
-    """The fleet plan at ``path`` (YAML); :class:`InvalidSpec` naming the file and field."""
-    import yaml
-
+    """The fleet plan at ``path`` (YAML or JSON, read as every spec is: a key given twice refused);
+    :class:`InvalidSpec` naming the file and field."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidSpec(str(p), None, f"cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InvalidSpec(str(p), None, f"not YAML: {str(exc).splitlines()[0]}") from None
+    data, _text = load_yaml_or_json(p)
     return fleet_plan_from_dict(data, source=str(p), base=p.parent)
 
 
