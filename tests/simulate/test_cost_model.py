@@ -165,6 +165,35 @@ def test_collectives_reach_a_share_of_the_link():
     assert ar.time_us(4) == pytest.approx(5 * (3 + 2 * (4 * 128 / 2) / 5e4), rel=1e-12)
 
 
+MLA = model_from_dict({"name": "mla1", "hidden_size": 64, "vocab_size": 100, "num_layers": 1, "pattern": "A",
+                       "mixers": {"attention": {"type": "mla", "num_heads": 4, "kv_lora_rank": 32,
+                                                "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}},
+                       "ffns": {"mlp": {"type": "dense", "intermediate_size": 64}},
+                       "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}}, source="mla1")
+
+
+def test_mla_prefill_runs_the_cheaper_of_its_two_forms():
+    """MLA of 4 heads, latent r = 32, dn = dv = 16, dr = 8 (40 KV elements a token). Absorbed (decode):
+    4 x 2 (2 x 32 + 8) = 576 FLOPs a (query, key) pair; un-absorbed: 4 x 2 (16 + 8 + 16) = 320 a pair
+    plus the cached prefix's latent up-projected, 4 x 2 x 32 x (16 + 16) = 8,192 a position. A fresh
+    10-token prompt (55 pairs) runs un-absorbed, 320 x 55; a 2-token verify over 1,000 cached
+    positions (1,001 + 1,002 pairs) absorbed: 576 x 2,003 < 320 x 2,003 + 8,192 x 1,000."""
+    from placer.simulate.prefill import chunk_terms
+    inst = make_instance(MLA, _fleet(), Workload(context_tokens=2000))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    (mla,) = [c for c in seg.costs if c.kv_elements_per_token]
+    assert (mla.kv_elements_per_token, mla.attention_flops_per_kv * 40) == (40, pytest.approx(576))
+    assert (mla.mha_flops_per_pair, mla.mha_flops_per_cached) == (320, 8192)
+    fresh, verify = chunk_terms(seg, (Chunk(0, 10),)), chunk_terms(seg, (Chunk(1000, 2),))
+    assert fresh.flops - fresh.gemm_flops == pytest.approx(320 * 55)
+    assert verify.flops - verify.gemm_flops == pytest.approx(576 * 2003)
+    # tensor parallel 2: each rank runs half the heads
+    inst2 = make_instance(MLA, _fleet(), Workload(context_tokens=2000), layout=Layout(tp=2))
+    (seg2,) = segments_of(inst2, [0] * inst2.n_nodes)
+    (mla2,) = [c for c in seg2.costs if c.kv_elements_per_token]
+    assert (mla2.mha_flops_per_pair, mla2.mha_flops_per_cached) == (160, 4096)
+
+
 def test_ttft_steps_of_a_closed_loop_by_hand():
     """Four requests of 3,000-token prompts, steps of 8,192 tokens, one run in ten a burst: the burst's
     12,000 tokens take two steps (requests 1-2 done after the first, 3-4 after the second), the
