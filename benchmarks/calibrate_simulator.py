@@ -105,9 +105,16 @@ class Family:
 
 def gpu_predict(x: np.ndarray, w: Work) -> float:
     """Modelled step time (us) of a GPU point at constants ``x`` (order of :data:`GPU_RANGES`); a TTFT
-    point's mean time to first token (its prefill steps, each weighted by the requests waiting on it)."""
+    point's mean time to first token (its steps, each weighted by the requests waiting on it; a
+    prefill step at least its eager launch floor, less the decode step its launch overlaps)."""
     if w.steps:
-        return sum(share * _gpu_step(x, w, t, decodes) for share, t, decodes in w.steps)
+        total, last = 0.0, 0.0
+        for st in w.steps:
+            t = _gpu_step(x, w, st.terms, st.decodes)
+            if st.decodes:
+                last = t
+            total += st.share * max(t, st.floor_us - (last if st.after_decode else 0.0))
+        return total
     return _gpu_step(x, w, w.terms[0], w.batch)
 
 

@@ -34,9 +34,23 @@ from placer.specs.spec_io import load_yaml_or_json  # noqa: E402
 CORPUS = ROOT / "benchmarks" / "data" / "calibration.yaml"
 SETS = ("fit", "held_out", "flagged", "excluded")
 METRICS = ("tpot_ms", "user_tokens_per_s", "group_tokens_per_s", "gpu_tokens_per_s", "ttft_ms")
-# the prompt tokens one prefill step runs for a TTFT point (D): SGLang's chunked prefill size and vLLM's
-# API-server token budget on 80 GB-class and larger GPUs (project serving reference, section 2)
+# the prompt tokens one prefill step runs for a TTFT point whose ``chunked_prefill_size`` is not
+# stated (D): SGLang's chunked prefill size and vLLM's API-server token budget on 80 GB-class and
+# larger GPUs (project serving reference, section 2); a point gives its run's own where known
 PREFILL_BUDGET = 8192
+# SGLang's overlap scheduler (on by default; ``--disable-overlap-schedule`` turns it off): an
+# iteration receives requests, launches its batch behind the one already queued on the GPU, then
+# waits for that one's result, so a request received at an iteration's start runs its prefill only
+# after the decode step then in flight (scheduler.py event_loop_overlap): one decode step more
+# than a loop that receives between steps
+OVERLAP_STEPS = {"sglang": 1}
+# SGLang runs prefill (extend) batches eagerly, without CUDA graphs (piecewise prefill graphs are
+# opt-in, --enable-piecewise-cuda-graph, and not set by the corpus' runs): a prefill step cannot take
+# less than the host's time to launch its kernels. Measured: DeepSeek-V3 (61 layers), a prefill of
+# one new token, "forward cost 82.6 ms" eager against 23.1 ms replayed from a graph
+# (sgl-project/sglang pull request 12160, 2025-10); per layer of the model (a measured assumption,
+# not fitted: the TTFT points come from one publication's runs)
+EAGER_PREFILL_US_PER_LAYER = {"sglang": 82_600 / 61}
 # measured requests per concurrency slot of an InferenceX run ("2 x concurrency warmups and 10 x
 # concurrency measured requests", InferenceX's method as its issue 2315 states it): the run's first
 # C requests arrive together, one in this many
@@ -79,6 +93,8 @@ class Point:
     publication: str = ""
     unstated: tuple[str, ...] = ()
     note: str = ""
+    chunked_prefill_size: int | None = None    # TTFT points: the run's prefill step size (tokens)
+    scheduler_recv_interval: int = 1           # TTFT points: SGLang receives new requests every this many decode steps
 
     @property
     def wafer(self) -> bool:
@@ -105,6 +121,9 @@ def load_corpus(path: Path = CORPUS) -> list[Point]:
             raise SystemExit(f"error: {where}: {missing[0]}: missing")
         if raw["set"] not in SETS or raw["metric"] not in METRICS:
             raise SystemExit(f"error: {where} ({raw['id']}): set/metric: unknown {raw['set']!r}/{raw['metric']!r}")
+        for k in ("chunked_prefill_size", "scheduler_recv_interval"):
+            if k in raw and not (isinstance(raw[k], int) and raw[k] >= 1):
+                raise SystemExit(f"error: {where} ({raw['id']}): {k}: a positive integer")
         if raw["id"] in seen:
             raise SystemExit(f"error: {where}: id: {raw['id']!r} appears twice")
         if not float(raw["value"]) > 0:
@@ -217,7 +236,21 @@ class Work:
     devices: int              # GPUs of the group, or wafers
     peaks: tuple              # per segment: (memory bandwidth bytes/us, GEMM FLOP/us at the point's precision,
                               # attention FLOP/us: the 16-bit peak)
-    steps: tuple = ()         # TTFT points: (share of the requests waiting on it, Terms, decodes) per step
+    steps: tuple = ()         # TTFT points: the Step objects behind the mean time to first token
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward pass behind a TTFT point: ``share`` of the requests wait on it (a weight of the
+    mean), it runs ``terms`` with ``decodes`` requests decoding; a prefill step takes at least
+    ``floor_us`` (the runtime's eager launch time), less the decode step in flight when it was
+    launched (``after_decode``: the launch overlaps that step)."""
+
+    share: float
+    terms: object
+    decodes: int
+    floor_us: float = 0.0
+    after_decode: bool = False
 
 
 def _measured_us(p: Point, requests: int, devices: int) -> float:
@@ -250,26 +283,36 @@ def work(point: Point) -> Work:
     devices = len(inst.members(s.device))
     if point.metric == "ttft_ms":
         return Work(point, _measured_us(point, requests, devices), (s,), (decode,), b, requests, devices, peaks,
-                    steps=ttft_steps(s, point.isl, requests, decode))
+                    steps=ttft_steps(s, point.isl, requests, decode,
+                                     budget=point.chunked_prefill_size or PREFILL_BUDGET,
+                                     recv_interval=point.scheduler_recv_interval,
+                                     overlap=OVERLAP_STEPS.get(point.runtime, 0),
+                                     floor_us=EAGER_PREFILL_US_PER_LAYER.get(point.runtime, 0.0) * s.layers))
     return Work(point, _measured_us(point, requests, devices), (s,), (merged(s, decode, scaled),), b, requests,
                 devices, peaks)
 
 
 def ttft_steps(seg, isl: int, requests: int, decode, budget: int = PREFILL_BUDGET,
-               rounds: int = BENCH_ROUNDS) -> tuple:
-    """The steps behind a closed loop's mean time to first token, as ``(share of the requests that
-    wait on it, Terms, requests it decodes)``; ``decode`` is the Terms of a decode step of the
-    C = ``requests`` requests.
+               rounds: int = BENCH_ROUNDS, recv_interval: int = 1, overlap: int = 0,
+               floor_us: float = 0.0) -> tuple:
+    """The steps behind a closed loop's mean time to first token, as :class:`Step` objects;
+    ``decode`` is the Terms of a decode step of the C = ``requests`` requests.
 
     * The run's first C requests arrive together (one request in ``rounds``): their prompts
       (C x isl tokens, in arrival order) are prefilled in steps of at most ``budget`` tokens, no
       request decoding yet; a request's first token comes with the step that holds its last prompt
       token.
     * The others arrive one at a time as a request finishes (output lengths vary, so the loop does
-      not move in waves): each waits for the decode step in flight (half of one on average) and then
-      its own prefill step (SGLang runs prefill batches apart from decode batches by default)."""
+      not move in waves). Each waits for the scheduler to receive it, which it does every
+      ``recv_interval`` decode steps (SGLang's ``--scheduler-recv-interval``, 1 by default: half an
+      interval on average), then for ``overlap`` decode steps already queued (SGLang's overlap
+      scheduler: 1), then its own prefill step (SGLang runs prefill batches apart from decode
+      batches by default).
+    * A prefill step takes at least ``floor_us`` (the runtime's eager launch time); the lone
+      prefill's launch overlaps the decode step it waits behind when ``overlap`` is on."""
     steady = 1.0 - 1.0 / rounds
-    out = [(steady / 2, decode, requests), (steady, chunk_terms(seg, (Chunk(0, isl),), 0), 0)]
+    out = [Step(steady * (recv_interval / 2 + overlap), decode, requests),
+           Step(steady, chunk_terms(seg, (Chunk(0, isl),), 0), 0, floor_us, after_decode=overlap > 0)]
     total = isl * requests
     done_at = [-(-(j * isl) // budget) for j in range(1, requests + 1)]      # step (1-based) of each first token
     start = 0
@@ -279,6 +322,6 @@ def ttft_steps(seg, isl: int, requests: int, decode, budget: int = PREFILL_BUDGE
         for r in range(start // isl, -(-end // isl)):
             a, z = max(start, r * isl), min(end, (r + 1) * isl)
             chunks.append(Chunk(a - r * isl, z - a))
-        out.append((sum(d >= k for d in done_at) / requests / rounds, chunk_terms(seg, chunks, 0), 0))
+        out.append(Step(sum(d >= k for d in done_at) / requests / rounds, chunk_terms(seg, chunks, 0), 0, floor_us))
         start = end
     return tuple(out)

@@ -87,6 +87,8 @@ class NodeCost:
     kv_elements_per_token: int = 0
     kv_window: int | None = None
     attention_flops_per_kv: float = 2.0   # FLOPs per cached KV element read, per query token (see _attention_flops)
+    mha_flops_per_pair: float = 0.0       # MLA prefill un-absorbed: FLOPs per (query, key) pair (see _mha_flops)
+    mha_flops_per_cached: float = 0.0     # ... and per cached position its latent is up-projected for, per chunk
     state_bytes: int = 0           # per request
     state_elements: int = 0
     active_params: int = 0
@@ -127,6 +129,23 @@ def _attention_flops(layer, heads_split: int) -> float:
     return 2.0
 
 
+def _mha_flops(layer, heads_split: int) -> tuple[float, float]:
+    """MLA prefill in its un-absorbed (MHA) form, as the runtimes run a prompt chunk (vLLM's MLA
+    prefill path, SGLang's MHA and MHA_CHUNKED_KV forward methods, TensorRT-LLM's context phase):
+    the latent is up-projected to per-head keys and values, and every head scores ``dn + dr`` and
+    reads ``dv`` per (query, key) pair: ``heads x 2 (dn + dr + dv)`` FLOPs a pair (DeepSeek-V3:
+    ``128 x 640`` against the absorbed form's ``128 x 2 (2 r + dr) = 128 x 2,176``); a cached
+    prefix's latent is up-projected once per chunk, ``heads x 2 r (dn + dv)`` FLOPs a position
+    (the new tokens' up-projection is in the layer's active parameters). ``(0, 0)`` for other
+    mixers; ``heads`` the query heads one rank runs."""
+    d = dict(layer.mixer_dims or ())
+    if not (d.get("kv_lora_rank") and d.get("v_head_dim")):
+        return 0.0, 0.0
+    heads = d["num_heads"] / max(heads_split, 1)
+    dn, dr, dv = d.get("qk_nope_head_dim", 0), d.get("qk_rope_head_dim", 0), d["v_head_dim"]
+    return heads * 2.0 * (dn + dr + dv), heads * 2.0 * d["kv_lora_rank"] * (dn + dv)
+
+
 def node_cost(instance: Instance, i: int) -> NodeCost:
     layer, wl = instance.nodes[i], instance.workload
     total = memory.weight_bytes(layer, wl)
@@ -147,11 +166,13 @@ def node_cost(instance: Instance, i: int) -> NodeCost:
                       expert_bytes=memory.bits_to_bytes(layer.expert_params, wl.weight_bits),
                       expert_params=layer.expert_params,
                       always_bytes=memory.bits_to_bytes(layer.params - routed, wl.weight_bits))
+    split = 1 if instance.attention_dp else (instance.layout.tp if instance.layout else 1)
+    mha = _mha_flops(layer, split)
     return NodeCost(name=layer.name, weight_bytes=total, active_weight_bytes=active,
                     kv_bytes_per_token=memory.kv_bytes_per_token(layer, wl),
                     kv_elements_per_token=layer.kv_elements_per_token, kv_window=layer.kv_window,
-                    attention_flops_per_kv=_attention_flops(layer, 1 if instance.attention_dp else
-                                                            (instance.layout.tp if instance.layout else 1)),
+                    attention_flops_per_kv=_attention_flops(layer, split),
+                    mha_flops_per_pair=mha[0], mha_flops_per_cached=mha[1],
                     state_bytes=memory.state_bytes_per_request(layer, wl),
                     state_elements=layer.state_elements_per_request + layer.conv_state_elements_per_request,
                     active_params=layer.active_params,

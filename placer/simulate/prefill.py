@@ -11,7 +11,11 @@ prices the merged step, each GEMM at the compute rate its M = decodes + prompt t
   (recurrent-state updates), and attention over the prompt so far: ``f x KV elements per token x
   (sum_min(s + n, w) - sum_min(s, w))`` (each position reads the KV of the positions before it,
   at most a window ``w`` of them; :func:`sum_min`; ``f`` the FLOPs per KV element a query reads,
-  :attr:`NodeCost.attention_flops_per_kv`);
+  :attr:`NodeCost.attention_flops_per_kv`); MLA runs a chunk in the cheaper of its absorbed form
+  (``f`` as in decode) and its un-absorbed (MHA) form, ``mha_flops_per_pair`` per (query, key)
+  pair plus ``mha_flops_per_cached`` per cached prefix position whose latent it up-projects
+  (:func:`placer.simulate.cost._mha_flops`): a fresh prompt runs un-absorbed, a speculative verify
+  of a few tokens over a long context absorbed, as the runtimes choose;
 * bytes: the weights the step's tokens touch beyond those its decodes read anyway (a dense layer's
   weights are read once per step whatever the tokens; an MoE layer's expected experts grow with the
   tokens, :meth:`NodeCost.weight_bytes_read`), the cached prefix's KV read once and the chunk's KV
@@ -73,7 +77,11 @@ def chunk_terms(seg: Segment, chunks: Sequence[Chunk], decodes: int = 0) -> Term
             for ch in chunks:
                 prefix = ch.start if w is None else min(ch.start, w)
                 nbytes += c.kv_bytes_per_token * (prefix + ch.tokens)
-                flops += c.attention_flops_per_kv * c.kv_elements_per_token * (sum_min(ch.start + ch.tokens, w) - sum_min(ch.start, w))
+                pairs = sum_min(ch.start + ch.tokens, w) - sum_min(ch.start, w)
+                attention = c.attention_flops_per_kv * c.kv_elements_per_token * pairs
+                if c.mha_flops_per_pair:        # MLA: the cheaper of the absorbed and un-absorbed forms
+                    attention = min(attention, c.mha_flops_per_pair * pairs + c.mha_flops_per_cached * prefix)
+                flops += attention
     comm = sum(col.time_us(decodes + n) - col.time_us(decodes) for col in seg.collectives)
     return Terms(0.0, float(nbytes), flops, comm, experts, weight_bytes=weights, gemm_flops=gemm * n,
                  expert_flops=expert * n, tokens=float(n), expert_tokens=seg.expert_tokens(n))

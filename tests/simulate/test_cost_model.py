@@ -165,6 +165,35 @@ def test_collectives_reach_a_share_of_the_link():
     assert ar.time_us(4) == pytest.approx(5 * (3 + 2 * (4 * 128 / 2) / 5e4), rel=1e-12)
 
 
+MLA = model_from_dict({"name": "mla1", "hidden_size": 64, "vocab_size": 100, "num_layers": 1, "pattern": "A",
+                       "mixers": {"attention": {"type": "mla", "num_heads": 4, "kv_lora_rank": 32,
+                                                "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}},
+                       "ffns": {"mlp": {"type": "dense", "intermediate_size": 64}},
+                       "layer_types": {"A": {"mixer": "attention", "ffn": "mlp"}}}, source="mla1")
+
+
+def test_mla_prefill_runs_the_cheaper_of_its_two_forms():
+    """MLA of 4 heads, latent r = 32, dn = dv = 16, dr = 8 (40 KV elements a token). Absorbed (decode):
+    4 x 2 (2 x 32 + 8) = 576 FLOPs a (query, key) pair; un-absorbed: 4 x 2 (16 + 8 + 16) = 320 a pair
+    plus the cached prefix's latent up-projected, 4 x 2 x 32 x (16 + 16) = 8,192 a position. A fresh
+    10-token prompt (55 pairs) runs un-absorbed, 320 x 55; a 2-token verify over 1,000 cached
+    positions (1,001 + 1,002 pairs) absorbed: 576 x 2,003 < 320 x 2,003 + 8,192 x 1,000."""
+    from placer.simulate.prefill import chunk_terms
+    inst = make_instance(MLA, _fleet(), Workload(context_tokens=2000))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    (mla,) = [c for c in seg.costs if c.kv_elements_per_token]
+    assert (mla.kv_elements_per_token, mla.attention_flops_per_kv * 40) == (40, pytest.approx(576))
+    assert (mla.mha_flops_per_pair, mla.mha_flops_per_cached) == (320, 8192)
+    fresh, verify = chunk_terms(seg, (Chunk(0, 10),)), chunk_terms(seg, (Chunk(1000, 2),))
+    assert fresh.flops - fresh.gemm_flops == pytest.approx(320 * 55)
+    assert verify.flops - verify.gemm_flops == pytest.approx(576 * 2003)
+    # tensor parallel 2: each rank runs half the heads
+    inst2 = make_instance(MLA, _fleet(), Workload(context_tokens=2000), layout=Layout(tp=2))
+    (seg2,) = segments_of(inst2, [0] * inst2.n_nodes)
+    (mla2,) = [c for c in seg2.costs if c.kv_elements_per_token]
+    assert (mla2.mha_flops_per_pair, mla2.mha_flops_per_cached) == (160, 4096)
+
+
 def test_ttft_steps_of_a_closed_loop_by_hand():
     """Four requests of 3,000-token prompts, steps of 8,192 tokens, one run in ten a burst: the burst's
     12,000 tokens take two steps (requests 1-2 done after the first, 3-4 after the second), the
@@ -176,9 +205,41 @@ def test_ttft_steps_of_a_closed_loop_by_hand():
     (seg,) = segments_of(inst, [0] * inst.n_nodes)
     decode = Terms(0.0, 0.0, 0.0)
     steps = ttft_steps(seg, 3000, 4, decode)
-    assert [(round(share, 6), t.tokens, decodes) for share, t, decodes in steps] == [
-        (0.45, 0.0, 4), (0.9, 3000.0, 0), (0.1, 8192.0, 0), (0.05, 3808.0, 0)]
-    assert steps[0][1] is decode
+    assert [(round(s.share, 6), s.terms.tokens, s.decodes, s.floor_us, s.after_decode) for s in steps] == [
+        (0.45, 0.0, 4, 0.0, False), (0.9, 3000.0, 0, 0.0, False), (0.1, 8192.0, 0, 0.0, False),
+        (0.05, 3808.0, 0, 0.0, False)]
+    assert steps[0].terms is decode
+
+
+def test_ttft_steps_with_a_receive_interval_the_overlap_scheduler_and_an_eager_floor():
+    """SGLang receiving every 10 decode steps (a request waits 5 on average), its overlap scheduler
+    (1 step more: the one already queued), a chunk of 16,384 tokens (the burst of 12,000 in one
+    step, all four done after it) and a 50 ms eager floor on every prefill step, the lone prompt's
+    launch overlapping the decode step it waits behind."""
+    from calibration_corpus import ttft_steps
+
+    from placer.simulate.cost import Terms
+    inst = make_instance(MOE, _fleet(), Workload(context_tokens=4000))
+    (seg,) = segments_of(inst, [0] * inst.n_nodes)
+    steps = ttft_steps(seg, 3000, 4, Terms(0.0, 0.0, 0.0), budget=16384, recv_interval=10, overlap=1,
+                       floor_us=5e4)
+    assert [(round(s.share, 6), s.terms.tokens, s.decodes, s.floor_us, s.after_decode) for s in steps] == [
+        (0.9 * (10 / 2 + 1), 0.0, 4, 0.0, False), (0.9, 3000.0, 0, 5e4, True), (0.1, 12000.0, 0, 5e4, False)]
+
+
+def test_a_ttft_point_prices_its_steps_at_their_eager_floor(monkeypatch):
+    """Mean TTFT = sum of share x step time: the decode wait (5.4 steps of 10 ms), the lone prompt
+    (40 ms modelled, floor 80 ms less the 10 ms decode step its launch overlaps: 70 ms) and the
+    burst (150 ms, above its floor): 5.4 x 10 + 0.9 x 70 + 0.1 x 150 = 132 ms."""
+    from calibration_corpus import Step, Work
+
+    from placer.simulate.cost import Terms
+    times = {4: 1e4, 1000: 4e4, 8000: 1.5e5}
+    monkeypatch.setattr(cal, "_gpu_step", lambda x, w, t, decodes: times[int(t.tokens)])
+    steps = (Step(5.4, Terms(0.0, 0.0, 0.0, tokens=4), 4), Step(0.9, Terms(0.0, 0.0, 0.0, tokens=1000), 0, 8e4, True),
+             Step(0.1, Terms(0.0, 0.0, 0.0, tokens=8000), 0, 8e4))
+    w = Work(None, 0.0, (), (), 4, 4, 8, (), steps=steps)
+    assert cal.gpu_predict(np.zeros(10), w) == pytest.approx(5.4 * 1e4 + 0.9 * 7e4 + 0.1 * 1.5e5)
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -220,6 +281,9 @@ def test_corpus_rejects_a_bad_point(tmp_path):
         cal.load_corpus(bad)
     bad.write_text(Path(cal.CORPUS).read_text().replace("concurrency: saturate", "concurrency: lots", 1))
     with pytest.raises(SystemExit, match="concurrency"):
+        cal.load_corpus(bad)
+    bad.write_text(Path(cal.CORPUS).read_text().replace("scheduler_recv_interval: 10", "scheduler_recv_interval: 0", 1))
+    with pytest.raises(SystemExit, match="scheduler_recv_interval: a positive integer"):
         cal.load_corpus(bad)
 
 
