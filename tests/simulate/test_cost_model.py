@@ -191,7 +191,7 @@ def test_corpus_has_the_points_it_promises(corpus):
     counted = [p for p in corpus if p.set in ("fit", "held_out")]
     gpus = [p for p in counted if p.hardware in cal.GPU_SPECS]
     wafers = [p for p in counted if p.hardware == "wse-3"]
-    assert len(gpus) >= 40 and len(wafers) >= 8 and len([p for p in corpus if p.hardware == "wse-3"]) >= 10
+    assert len(gpus) >= 40 and len(wafers) >= 12 and len([p for p in corpus if p.hardware == "wse-3"]) >= 15
     assert {p.hardware for p in gpus} >= {"h100", "h200", "b200"}
     assert {p.runtime for p in gpus} >= {"vllm", "sglang", "tensorrt-llm"}
     assert any(p.concurrency == "saturate" for p in gpus) and any(p.concurrency == 1 for p in gpus)
