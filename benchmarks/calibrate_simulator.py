@@ -21,7 +21,8 @@ The fit minimises the squared log error over the ``fit`` points (scipy.optimize.
 the ranges). **A constant that lands on a bound of its range fails the run** (exit 1): a constant
 pinned at its bound is a missing term, not a calibration. Errors are leave-one-source-out: every
 publication of the fit set is held out whole, the model refitted on the others, and its points
-predicted; ``held_out`` points (publications never fitted) are predicted by the full fit;
+predicted (a software release that only the held-out publication measured takes its own constant from
+that publication's other points, each point held out in turn; marked ``*``); ``held_out`` points (publications never fitted) are predicted by the full fit;
 ``flagged`` and ``excluded`` points are printed with the reason and not counted.
 """
 
@@ -149,23 +150,32 @@ def wafer_predict_for(names: tuple[str, ...]) -> Callable[[np.ndarray, Work], fl
     return predict
 
 
-def fit(fam: Family, works: list[Work]) -> np.ndarray:
-    """Constants minimising sum (log(model / measured))^2 over ``works``, inside their ranges."""
+def fit(fam: Family, works: list[Work], x: np.ndarray | None = None, free: list[int] | None = None) -> np.ndarray:
+    """Constants minimising sum (log(model / measured))^2 over ``works``, inside their ranges; with
+    ``x`` and ``free``, only the constants at the indices ``free`` move (the others stay at ``x``)."""
     from scipy.optimize import least_squares
 
     lo, hi = fam.bounds()
+    free = list(range(len(fam.names))) if free is None else free
+    base = (lo + 0.35 * (hi - lo)) if x is None else np.array(x, dtype=float)
     meas = np.array([w.measured_us for w in works])
 
+    def full(z):
+        v = base.copy()
+        v[free] = z
+        return v
+
     def resid(z):
-        return np.log(np.maximum([fam.predict(z, w) for w in works], 1e-9) / meas)
+        v = full(z)
+        return np.log(np.maximum([fam.predict(v, w) for w in works], 1e-9) / meas)
 
     best = None
     for start in (0.2, 0.35, 0.6):              # three starts inside the box: the model is not convex
-        x0 = lo + start * (hi - lo)
-        sol = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", max_nfev=4000)
+        x0 = (lo + start * (hi - lo))[free]
+        sol = least_squares(resid, x0, bounds=(lo[free], hi[free]), x_scale="jac", max_nfev=4000)
         if best is None or sol.cost < best.cost:
             best = sol
-    return best.x
+    return full(best.x)
 
 
 def at_bounds(fam: Family, x: np.ndarray) -> list[str]:
@@ -182,16 +192,30 @@ def evaluate(fam: Family) -> dict:
     checked = [w for w in fam.works if w.point.set == "fit"]
     fitted = [w for w in checked if not is_ttft(w)]
     x = fit(fam, fitted)
+    release_held_out: set[str] = set()
     loso: dict[str, float] = {}
     for pub in sorted({w.point.publication for w in checked}):
         rest = [w for w in fitted if w.point.publication != pub]
-        if {w.point.release for w in checked if w.point.publication == pub} - {w.point.release for w in rest}:
-            continue        # its release's constant is fitted on it alone: no leave-out prediction
+        own = [w for w in checked if w.point.publication == pub]
+        alone = {w.point.release for w in own} - {w.point.release for w in rest}
+        # the constants of a release that only this publication measured
+        free = [i for i, n in enumerate(fam.names) if "@" in n and n.split("@")[-1] in alone]
         xl = fit(fam, rest)
-        for w in checked:
-            if w.point.publication == pub:
+        if not free:
+            for w in own:
                 loso[w.point.id] = fam.predict(xl, w)
-    rows = [dict(work=w, fitted=fam.predict(x, w), loso=loso.get(w.point.id)) for w in fam.works]
+            continue
+        # the shared constants come from the other publications, the release's own constant from the
+        # publication's other points (each point held out in turn); a publication with one point of
+        # such a release has no leave-out prediction
+        for w in own:
+            others = [o for o in own if o is not w and not is_ttft(o)]
+            if not others:
+                continue
+            loso[w.point.id] = fam.predict(fit(fam, others, xl, free), w)
+        release_held_out.update(w.point.id for w in own if w.point.id in loso)
+    rows = [dict(work=w, fitted=fam.predict(x, w), loso=loso.get(w.point.id),
+                 release_from_siblings=w.point.id in release_held_out) for w in fam.works]
     return dict(x=x, rows=rows)
 
 
@@ -255,7 +279,7 @@ def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
             e_fit, e_lo = error(w, r["fitted"]), error(w, r["loso"])
             cells = (p.id, p.set, str(w.requests), f"{p.value:,.6g} {UNITS[p.metric]}", _speed(w, r["fitted"]),
                      _speed(w, r["loso"]), "-" if e_fit is None else f"{e_fit:.2f}x",
-                     "-" if e_lo is None else f"{e_lo:.2f}x")
+                     "-" if e_lo is None else f"{e_lo:.2f}x" + ("*" if r.get("release_from_siblings") else ""))
             if markdown:
                 out.append("| " + " | ".join(cells) + f" | {p.runtime} {p.version}, {p.date}; {p.publication} |")
             else:
@@ -263,6 +287,9 @@ def report(fams: list[Family], results: dict, markdown: bool) -> list[str]:
                 out.append(f"  {cells[0]:<46} {cells[1]:<8} {cells[2]:>6} {cells[3]:>20} {cells[4]:>9} "
                            f"{cells[5]:>9} {cells[6]:>7} {cells[7]:>8}{flag}")
         steps = [r for r in res["rows"] if not is_ttft(r["work"])]
+        if any(r.get("release_from_siblings") for r in steps):
+            out.append("  * its release's own constant is predicted from its publication's other points (no other "
+                       "publication measured that release); every other constant from the other publications")
         for label, sel in (("fit points, leave-one-source-out", "fit"), ("held-out points", "held_out")):
             errs = [counted(r) for r in steps if r["work"].point.set == sel]
             out.append(f"  {label}: {summary(errs)}")

@@ -144,7 +144,7 @@ def load_corpus(path: Path = CORPUS) -> list[Point]:
 # 151,936, untied. meta-llama/Llama-4-Maverick-17B-128E: hidden 5120, 48 layers alternating a dense
 # MLP (intermediate_size_mlp 16384) and an MoE of 128 experts, top-1, one shared expert
 # (intermediate 8192), 40 query / 8 KV heads of 128, vocabulary 202,048. GLM-4.7 (GLM-4.5's
-# architecture, zai-org/GLM-4.5 config.json): hidden 5120, 92 layers, the first 3 dense
+# architecture, zai-org/GLM-4.5 config.json; GLM-4.6 the same): hidden 5120, 92 layers, the first 3 dense
 # (intermediate 12288), then MoE of 160 experts, top-8, one shared expert (intermediate 1536),
 # 96 query / 8 KV heads of 128, vocabulary 151,552.
 CAL_MODELS = {
@@ -171,6 +171,7 @@ CAL_MODELS = {
                          "num_shared_experts": 1}},
         "layer_types": {"D": {"mixer": "attention", "ffn": "mlp"}, "M": {"mixer": "attention", "ffn": "moe"}}},
 }
+CAL_MODELS["glm-4.6"] = dict(CAL_MODELS["glm-4.7"], name="glm-4.6")     # GLM-4.6 keeps GLM-4.5's architecture too
 
 
 def model_of(name: str):

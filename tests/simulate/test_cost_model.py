@@ -252,7 +252,7 @@ def test_corpus_has_the_points_it_promises(corpus):
     counted = [p for p in corpus if p.set in ("fit", "held_out")]
     gpus = [p for p in counted if p.hardware in cal.GPU_SPECS]
     wafers = [p for p in counted if p.hardware == "wse-3"]
-    assert len(gpus) >= 40 and len(wafers) >= 8 and len([p for p in corpus if p.hardware == "wse-3"]) >= 10
+    assert len(gpus) >= 40 and len(wafers) >= 12 and len([p for p in corpus if p.hardware == "wse-3"]) >= 15
     assert {p.hardware for p in gpus} >= {"h100", "h200", "b200"}
     assert {p.runtime for p in gpus} >= {"vllm", "sglang", "tensorrt-llm"}
     assert any(p.concurrency == "saturate" for p in gpus) and any(p.concurrency == 1 for p in gpus)
@@ -339,9 +339,37 @@ def test_wafer_fit_explains_8b_70b_and_405b_within_25_percent(fitted):
     for pid in ("cs3-llama-3.1-8b-2024-08", "cs3-llama-3.1-70b-2024-08", "cs3-llama-3.1-405b-2024-11"):
         r = cal.error(rows[pid]["work"], rows[pid]["fitted"])
         assert 1 / 1.25 <= r <= 1.25, (pid, r)
-    # the launch release's per-wafer cost is fitted on its one publication alone: no leave-out prediction
-    assert rows["cs3-llama-3.1-8b-2024-08"]["loso"] is None
-    assert rows["cs3-llama-3.1-405b-2024-11"]["loso"] is not None
+    # the launch release's per-wafer cost is measured by its one publication alone: held out, each of its
+    # points takes that constant from the other point and the per-layer cost from the other publications
+    assert rows["cs3-llama-3.1-8b-2024-08"]["release_from_siblings"]
+    assert not rows["cs3-llama-3.1-405b-2024-11"]["release_from_siblings"]
+    fit_rows = [r for r in rows.values() if r["work"].point.set == "fit"]
+    assert len(fit_rows) >= 8 and all(r["loso"] is not None for r in fit_rows)
+
+
+def test_a_release_only_its_publication_measured_is_predicted_from_its_other_points():
+    """Hand-computed: step = a * k + b@r1 * m. Publication "new" (release cur) fixes a = 1; publication
+    "old" (release r1) holds u1 (k 1, m 1, 3 us) and u2 (k 2, m 1, 5 us). Held out, u1 takes a = 1 from
+    "new" and b@r1 = 5 - 2 = 3 from u2: 4 us; u2 takes b@r1 = 3 - 1 = 2 from u1: 4 us."""
+    from types import SimpleNamespace as NS
+
+    def pt(pid, pub, rel):
+        return NS(id=pid, publication=pub, release=rel, set="fit", metric="user_tokens_per_s")
+
+    def predict(x, w):
+        return x[0] * w.k + (x[1] * w.m if w.point.release == "r1" else 0.0)
+
+    works = [NS(point=pt("v1", "new", "cur"), k=1, m=0, measured_us=1.0),
+             NS(point=pt("v2", "new", "cur"), k=3, m=0, measured_us=3.0),
+             NS(point=pt("u1", "old", "r1"), k=1, m=1, measured_us=3.0),
+             NS(point=pt("u2", "old", "r1"), k=2, m=1, measured_us=5.0)]
+    ranges = {"a": (0.1, 10.0, "", ""), "b": (0.1, 10.0, "", "")}
+    fam = cal.Family("toy", ("a", "b@r1"), ranges, predict, works)
+    rows = {r["work"].point.id: r for r in cal.evaluate(fam)["rows"]}
+    assert rows["u1"]["loso"] == pytest.approx(4.0, rel=1e-4) and rows["u1"]["release_from_siblings"]
+    assert rows["u2"]["loso"] == pytest.approx(4.0, rel=1e-4)
+    # "new" held out: a and b@r1 from "old" alone (a + b = 3, 2a + b = 5: a = 2), so v2 = 6 us
+    assert rows["v2"]["loso"] == pytest.approx(6.0, rel=1e-4) and not rows["v2"]["release_from_siblings"]
 
 
 def test_gpu_fit_is_inside_its_ranges_and_its_leave_one_source_out_errors(fitted):
