@@ -13,6 +13,7 @@ from calibrate_simulator import (
     FP4_DEVICES,
     GPU_RANGES,
     GPU_SPECS,
+    UNMEASURED_NVIDIA,
     WAFER_COMPUTE_EFFICIENCY,
     WAFER_RANGES,
     counted,
@@ -129,14 +130,17 @@ def write_all(fams, results) -> None:
         "One set for every NVIDIA GPU (each keeps its own bandwidth and peaks): HBM efficiency of dense",
         "and routed-expert reads, GEMM efficiency at large M and the M at half of it, per-layer (and per",
         "request of the batch) and per-MoE-layer fixed costs, time per TP/EP collective and the share",
-        "of the link its bytes reach; on B200 the NVFP4 GEMMs' rate against the FP8 one.",
+        "of the link its bytes reach; on Blackwell the NVFP4 GEMMs' rate against the FP8 one.",
         f"Leave-one-source-out, fit set: {_summary(gres['rows'], 'fit')}.",
         f"Held-out publications: {_summary(gres['rows'], 'held_out')}."]
-    for name in GPU_SPECS:
+    unmeasured = ["No point of the corpus runs on this device: the set fitted on " + ", ".join(GPU_SPECS) + ",",
+                  "with this spec's own bandwidth and peaks; its speeds print as outside the calibrated range."]
+    for name in (*GPU_SPECS, *UNMEASURED_NVIDIA):
         values = gpu_values(gres["x"])
         if name not in FP4_DEVICES:         # no 4-bit tensor cores: 4-bit weights run at the 8-bit rate
             values.pop("compute_fp4_speedup")
-        write_perf(name, perf_block(values, GPU_RANGES, gpu_comment))
+        comment = gpu_comment + (unmeasured if name in UNMEASURED_NVIDIA else [])
+        write_perf(name, perf_block(values, GPU_RANGES, comment))
     old = wafer_values(wfam.names, wres["x"], "2024-08")["fixed_overhead_us_per_stage"]
     wafer_comment = COMMON + [
         "A wafer stage costs a per-layer cost + SRAM reads at the full rate + FLOPs at half of peak;",
@@ -161,5 +165,5 @@ def write_all(fams, results) -> None:
             + yaml.safe_dump(bands(fams, results), sort_keys=False))
     BANDS_PATH.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(BANDS_PATH, text)
-    print("wrote the perf blocks of " + ", ".join(f"hardware/{n}.yaml" for n in (*GPU_SPECS, "wse-3", "wse-3t", "wse-2"))
+    print("wrote the perf blocks of " + ", ".join(f"hardware/{n}.yaml" for n in (*GPU_SPECS, *UNMEASURED_NVIDIA, "wse-3", "wse-3t", "wse-2"))
           + f" and {BANDS_PATH.relative_to(ROOT)}")
