@@ -83,6 +83,21 @@ def pytest_runtest_setup(item):
             require_extra(name)
 
 
+@pytest.fixture
+def no_ray(monkeypatch):
+    """``import ray`` fails for the test, as on a machine without the ``ray`` extra."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def blocked(name, *a, **k):
+        if name == "ray":
+            raise ImportError("no ray")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", blocked)
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local Ray instance for every Ray test (2 CPUs, no dashboard), shut down when the session ends.

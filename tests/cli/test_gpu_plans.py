@@ -117,16 +117,6 @@ def test_solve_on_ray_prints_the_plan_of_local_processes(run_cli, local_ray):
     assert "tp 8: 8 devices" in on_ray and _untimed(on_ray) == _untimed(local)
 
 
-def test_solve_on_ray_without_ray_names_the_extra(run_cli, monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def no_ray(name, *a, **k):
-        if name == "ray":
-            raise ImportError("no ray")
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+def test_solve_on_ray_without_ray_names_the_extra(run_cli, no_ray):
     code, out, err = run_cli(["solve", "llama-3.1-8b", "-H", "h100", "--racks", "1", "--backend", "ray", "-q"])
     assert code == 2 and "Ray is not installed" in err and "placer[ray]" in err and out == ""

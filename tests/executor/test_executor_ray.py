@@ -29,17 +29,7 @@ def spec():
     return tiny_spec(inst.nodes[:12], route, seed=8, context_tokens=context_for(REQUESTS), base=model)
 
 
-def test_ray_backend_without_ray_is_a_clear_error(spec, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_ray(name, *a, **k):
-        if name == "ray":
-            raise ImportError("no ray")
-        return real_import(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+def test_ray_backend_without_ray_is_a_clear_error(spec, no_ray):
     with pytest.raises(InvalidSpec, match=r"Ray is not installed \(pip install -e '\.\[ray\]'\)"):
         execute(spec, REQUESTS[:2], backend="ray")
 

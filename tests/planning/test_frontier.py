@@ -130,19 +130,9 @@ def test_frontier_ray_backend_gives_the_same_rows(report, local_ray):
     assert local_ray.is_initialized()     # joined the running instance and left it up
 
 
-def test_frontier_ray_backend_missing_is_one_line_and_writes_nothing(tmp_path, run_cli, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_ray(name, *a, **k):
-        if name == "ray":
-            raise ImportError("no ray")
-        return real_import(name, *a, **k)
-
+def test_frontier_ray_backend_missing_is_one_line_and_writes_nothing(tmp_path, run_cli, no_ray):
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(MODEL))
     (tmp_path / "fast.yaml").write_text(yaml.safe_dump(FAST))
-    monkeypatch.setattr(builtins, "__import__", no_ray)
     code, out, err = run_cli(["frontier", tmp_path / "small.yaml", "-H", tmp_path / "fast.yaml", "--backend", "ray",
                               "-o", tmp_path / "f.csv", "--plot", tmp_path / "f.png"])
     assert code == 2

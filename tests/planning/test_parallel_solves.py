@@ -72,17 +72,7 @@ def test_wide_ep_and_attention_dp_layouts_as_ray_tasks_keep_their_proofs(local_r
     assert _layouts(one) == _layouts(tasks) and tasks.proven
 
 
-def test_ray_missing_is_said_by_the_solver_settings_naming_the_extra(monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def no_ray(name, *a, **k):
-        if name == "ray":
-            raise ImportError("no ray")
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+def test_ray_missing_is_said_by_the_solver_settings_naming_the_extra(no_ray):
     with pytest.raises(InvalidSpec, match=r"Ray is not installed; install the extra with pip install 'placer\[ray\]'"):
         SolverSettings(backend="ray")
     with pytest.raises(InvalidSpec, match="unknown backend 'slurm'"):

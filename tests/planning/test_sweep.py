@@ -228,17 +228,7 @@ def test_ray_backend_gives_the_same_rows(tmp_path, local_ray):
     assert local_ray.is_initialized()     # joined the running instance and left it up
 
 
-def test_ray_backend_missing_is_a_clear_error(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_ray(name, *a, **k):
-        if name == "ray":
-            raise ImportError("no ray")
-        return real_import(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+def test_ray_backend_missing_is_a_clear_error(no_ray):
     with pytest.raises(InvalidSpec, match="Ray is not installed"):
         run_sweep(tiny(), toy_fleet(), GRID, SETTINGS, backend="ray")
 
