@@ -59,44 +59,49 @@ def _report(mapping, doc, violations, as_json, **extra) -> None:
         click.echo(workload_text(doc["workload"]))
 
 
-def _report_pooled(mapping, doc, violations, as_json) -> None:
-    pools = doc["pools"]
+def _report_parts(mapping, violations, as_json, workload, valid_lines) -> None:
+    """A mapping of several parts (pools, models): the JSON with ``workload()``, the violations, or
+    ``valid_lines()`` when there are none."""
     if as_json:
-        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
-                   "workload": {p: pools[p]["workload"] for p in pools}})
-        return
-    if violations:
+        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations], "workload": workload()})
+    elif violations:
         click.echo(f"{mapping}: {len(violations)} violation(s)")
         for v in violations:
             click.echo(f"  {v.kind}: {v.message}")
-        return
-    r = doc["replicas"]
-    click.echo(f"{mapping}: valid (two pools of {doc['model']['name']}: {r['prefill']} prefill x "
+    else:
+        for line in valid_lines():
+            click.echo(line)
+
+
+def _report_pooled(mapping, doc, violations, as_json) -> None:
+    pools = doc["pools"]
+
+    def valid_lines():
+        r = doc["replicas"]
+        yield (f"{mapping}: valid (two pools of {doc['model']['name']}: {r['prefill']} prefill x "
                f"{pools['prefill']['summary']['devices_used']} devices on {pools['prefill']['hardware']['name']}, "
                f"{r['decode']} decode x {pools['decode']['summary']['devices_used']} devices on "
                f"{pools['decode']['hardware']['name']}; {doc['summary']['devices_used']} devices)")
-    for p in ("prefill", "decode"):
-        click.echo(f"{p}: " + workload_text(pools[p]["workload"]))
+        for p in ("prefill", "decode"):
+            yield f"{p}: " + workload_text(pools[p]["workload"])
+
+    _report_parts(mapping, violations, as_json, lambda: {p: pools[p]["workload"] for p in pools}, valid_lines)
 
 
 def _report_fleet(mapping, doc, violations, as_json) -> None:
     """A fleet mapping (several models, placer.mapping.fleet_mapping): one line per model."""
     models = doc["models"]
-    if as_json:
-        echo_json({"valid": not violations, "violations": [v.to_dict() for v in violations],
-                   "workload": {m["name"]: [p["workload"] for p in m["pipelines"]] for m in models}})
-        return
-    if violations:
-        click.echo(f"{mapping}: {len(violations)} violation(s)")
-        for v in violations:
-            click.echo(f"  {v.kind}: {v.message}")
-        return
-    click.echo(f"{mapping}: valid ({len(models)} models on {doc['hardware']['name']}, "
+
+    def valid_lines():
+        yield (f"{mapping}: valid ({len(models)} models on {doc['hardware']['name']}, "
                f"{plural(doc['summary']['devices_used'], 'device')})")
-    for m in models:
-        counts = ", ".join(str(p["summary"]["devices_used"]) for p in m["pipelines"])
-        click.echo(f"  {m['name']}: {plural(len(m['pipelines']), 'pipeline')} of {counts} device(s); "
+        for m in models:
+            counts = ", ".join(str(p["summary"]["devices_used"]) for p in m["pipelines"])
+            yield (f"  {m['name']}: {plural(len(m['pipelines']), 'pipeline')} of {counts} device(s); "
                    + workload_text(m["pipelines"][0]["workload"]))
+
+    _report_parts(mapping, violations, as_json,
+                  lambda: {m["name"]: [p["workload"] for p in m["pipelines"]] for m in models}, valid_lines)
 
 
 def _rebuild(mapping, model_ref, hardware_ref, output, as_json) -> int:
