@@ -17,7 +17,7 @@ the memory read from the hardware spec; and the summary's device count is the di
 
 from __future__ import annotations
 
-__all__ = ["FLEET_VERSION", "fleet_schema", "is_fleet", "check_fleet", "build_fleet_mapping"]
+__all__ = ["FLEET_VERSION", "fleet_schema", "is_fleet", "check_fleet", "build_fleet_mapping", "stage_devices"]
 
 FLEET_VERSION = 5
 
@@ -88,11 +88,14 @@ def check_fleet(doc: dict, source: str, check_one) -> dict:
     return doc
 
 
+def stage_devices(stage: dict) -> list[str]:
+    """The device ids a mapping's stage runs on: its group's, or its one device."""
+    return stage["group"]["devices"] if "group" in stage else [stage["device"]]
+
+
 def build_fleet_mapping(fp) -> dict:
     """The fleet document of a feasible :class:`~placer.planning.fleet_plan.FleetPlan`."""
     first = fp.models[0].replicas[0].solved.mapping
-    used = {d for m in fp.models for r in m.replicas
-            for st in r.solved.mapping["stages"] for d in (st["group"]["devices"] if "group" in st else [st["device"]])}
     return {
         "schema_version": FLEET_VERSION,
         "kind": "fleet",
@@ -100,7 +103,7 @@ def build_fleet_mapping(fp) -> dict:
         "models": [dict(name=m.entry.name, model=m.entry.model.name, share=m.entry.share, fewest_alone=m.fewest,
                         **({} if m.rate is None else {"requests_per_s_per_replica": m.rate}),
                         pipelines=[r.solved.mapping for r in m.replicas]) for m in fp.models],
-        "summary": dict(devices_used=len(used), objective=fp.objective, value=fp.value, bound=fp.bound,
+        "summary": dict(devices_used=fp.devices, objective=fp.objective, value=fp.value, bound=fp.bound,
                         proven_optimal=bool(fp.proven), power_w=fp.power_w, alone_sum=fp.alone_sum,
                         relaxation_choices=fp.tried, solve_seconds=round(fp.seconds, 3)),
     }

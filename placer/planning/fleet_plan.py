@@ -32,6 +32,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
+from placer.mapping.fleet_mapping import build_fleet_mapping, stage_devices
 from placer.planning.fleet_plan_file import FleetPlanSpec, ModelEntry, read_fleet_plan
 from placer.planning.planner import Plan, plan
 from placer.planning.requirements import SolverSettings
@@ -46,7 +47,7 @@ MW = 1e6
 def plan_devices(p: Plan) -> list[str]:
     """The device ids a plan's replica runs on: every stage's group (or its device), in stage order."""
     doc = p.solved.mapping
-    return [d for st in doc["stages"] for d in (st["group"]["devices"] if "group" in st else [st["device"]])]
+    return [d for st in doc["stages"] for d in stage_devices(st)]
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,6 @@ class FleetPlan:
 
     @property
     def mapping(self) -> dict | None:
-        from placer.mapping.fleet_mapping import build_fleet_mapping
-
         return build_fleet_mapping(self) if self.feasible else None
 
     def to_dict(self) -> dict:
@@ -393,7 +392,7 @@ def _bytes_on(p: Plan) -> dict[str, int]:
     out: dict[str, int] = {}
     for st in p.solved.mapping["stages"]:
         b = st["bytes"]
-        for d in (st["group"]["devices"] if "group" in st else [st["device"]]):
+        for d in stage_devices(st):
             out[d] = out.get(d, 0) + b["weights"] + b["kv_reserve"] + b["state"] + b["activations"]
     return out
 
